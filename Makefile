@@ -1,0 +1,36 @@
+# kubesearch — build, test and the test bed. `make check` is what CI runs (see .ci/run).
+GO ?= go
+E2E_TIMEOUT ?= 60m
+
+.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt vet
+
+build:
+	$(GO) build -o bin/kubesearch ./cmd/kubesearch
+
+# Unit tests: no services needed.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+# Integration and end-to-end tests against the test bed. They reuse a running test bed (make testbed-up)
+# or start one for the run and stop it afterwards.
+e2e:
+	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./tests/e2e/...
+
+# The README's test command: unit tests, then a fresh test bed, the e2e tests, and the test bed stopped
+# whatever happened.
+check: test
+	bash tests/testbed/up.sh
+	$(MAKE) e2e; status=$$?; bash tests/testbed/down.sh; exit $$status
+
+testbed-build:
+	bash tests/testbed/build.sh
+
+testbed-up:
+	bash tests/testbed/up.sh
+
+testbed-down:
+	bash tests/testbed/down.sh
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,110 @@
+// Package envelope defines the versioned JSON event that collectors publish to Kafka and indexers and
+// query APIs consume (DESIGN section 3). It covers the wire shape and the partition key; it leaves out
+// how events are produced or applied.
+package envelope
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Version is the envelope version this build writes and understands.
+const Version = 1
+
+// Type says what an event means for the index.
+type Type string
+
+const (
+	// Added, Modified and Deleted carry one object's change; Added is also used for every object of a
+	// (re-)list.
+	Added    Type = "ADDED"
+	Modified Type = "MODIFIED"
+	Deleted  Type = "DELETED"
+	// Sync closes a list: every document of the scope from an older epoch is gone from the member.
+	Sync Type = "SYNC"
+	// Purge says the (cluster, resource) left every registry: all its documents go.
+	Purge Type = "PURGE"
+)
+
+// Event is one record of the event stream.
+type Event struct {
+	V        int    `json:"v"`
+	Type     Type   `json:"type"`
+	Cluster  string `json:"cluster"`
+	Group    string `json:"group"`
+	Version  string `json:"version"`
+	Resource string `json:"resource"`
+	Kind     string `json:"kind"`
+	// Namespace is the object's namespace; on SYNC and PURGE it is the scope ("" means every namespace).
+	Namespace       string `json:"namespace,omitempty"`
+	Name            string `json:"name,omitempty"`
+	UID             string `json:"uid,omitempty"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// Epoch increases with every list of a scope and across collector restarts.
+	Epoch      int64     `json:"epoch"`
+	ObservedAt time.Time `json:"observedAt"`
+	// Count and ListResourceVersion are set on SYNC only: how many objects the list held, at which
+	// resourceVersion of the member.
+	Count               *int   `json:"count,omitempty"`
+	ListResourceVersion string `json:"listResourceVersion,omitempty"`
+	// Object is the pruned object on ADDED and MODIFIED, and the last known state on DELETED.
+	Object json.RawMessage `json:"object,omitempty"`
+}
+
+// Key is the Kafka message key: all events of one resource type of one cluster share a partition, so
+// they are totally ordered, which SYNC garbage collection relies on.
+func (e *Event) Key() []byte {
+	return []byte(e.Cluster + "/" + e.Group + "/" + e.Resource)
+}
+
+// Marshal encodes the event.
+func (e *Event) Marshal() ([]byte, error) {
+	return json.Marshal(e)
+}
+
+// ErrMalformed marks an event that can never be applied, however often it is retried.
+var ErrMalformed = errors.New("envelope: malformed event")
+
+// Unmarshal decodes and checks an event. Errors wrap ErrMalformed.
+func Unmarshal(data []byte) (*Event, error) {
+	var e Event
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := e.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return &e, nil
+}
+
+func (e *Event) validate() error {
+	var errs []error
+	if e.V != Version {
+		errs = append(errs, fmt.Errorf("v: unsupported envelope version %d (this build reads %d)", e.V, Version))
+	}
+	if e.Cluster == "" {
+		errs = append(errs, errors.New("cluster: required"))
+	}
+	if e.Resource == "" || e.Version == "" {
+		errs = append(errs, errors.New("version, resource: required"))
+	}
+	switch e.Type {
+	case Added, Modified, Deleted:
+		if e.UID == "" || e.Name == "" {
+			errs = append(errs, fmt.Errorf("uid, name: required on %s", e.Type))
+		}
+		if e.Type != Deleted && len(e.Object) == 0 {
+			errs = append(errs, fmt.Errorf("object: required on %s", e.Type))
+		}
+	case Sync:
+		if e.Count == nil {
+			errs = append(errs, errors.New("count: required on SYNC"))
+		}
+	case Purge:
+	default:
+		errs = append(errs, fmt.Errorf("type: unknown event type %q", e.Type))
+	}
+	return errors.Join(errs...)
+}

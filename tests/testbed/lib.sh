@@ -1,0 +1,82 @@
+# Shared settings of the test bed scripts. Sourced, never run.
+# Everything built or downloaded lives outside the clone, keyed by version, so a fresh clone reuses it.
+
+K8S_VERSION=v1.37.2
+ETCD_VERSION=v3.7.0   # the etcd server k8s.io/kubernetes $K8S_VERSION pins
+KWOK_VERSION=v0.8.0
+KAFKA_VERSION=4.4.0
+OPENSEARCH_VERSION=2.19.6
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TOOLS_DIR="$ROOT/tests/tools"
+CACHE_DIR=${KUBESEARCH_CACHE:-$HOME/.cache/kubesearch}
+BIN_DIR="$CACHE_DIR/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+STATE_DIR=${KUBESEARCH_TESTBED_DIR:-$ROOT/.testbed}
+LOG_DIR="$STATE_DIR/logs"
+PID_DIR="$STATE_DIR/pids"
+
+log() { printf '%s testbed: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# run_service NAME ARGV... starts ARGV as the test bed service NAME in its own session, appending to
+# $LOG_DIR/NAME.log and recording its PID. The command is kept in $STATE_DIR/svc/NAME.sh so the Go test
+# helper (and a person) can restart exactly the same service after a kill.
+run_service() {
+  local name=$1; shift
+  mkdir -p "$LOG_DIR" "$PID_DIR" "$STATE_DIR/svc"
+  local cmd="$STATE_DIR/svc/$name.sh"
+  { echo '#!/usr/bin/env bash'; printf 'exec'; printf ' %q' "$@"; echo; } > "$cmd"
+  chmod +x "$cmd"
+  start_service "$name"
+}
+
+# start_service NAME (re)starts the recorded command of service NAME.
+start_service() {
+  local name=$1
+  echo "==== $(date -u +%FT%TZ) starting $name" >>"$LOG_DIR/$name.log"
+  # Without job control, setsid does not fork, so $! is the service itself (its script execs it).
+  setsid "$STATE_DIR/svc/$name.sh" >>"$LOG_DIR/$name.log" 2>&1 < /dev/null &
+  local pid=$!
+  echo "$pid $(proc_start "$pid")" > "$PID_DIR/$name.pid"
+}
+
+# stop_service NAME [WAIT] sends SIGTERM to the recorded PID, waits up to WAIT (10) seconds, then
+# SIGKILLs it. The PID file also records the process start time, so a PID reused by an unrelated process
+# after a crash is never signalled.
+stop_service() {
+  local name=$1 wait=${2:-10} pidfile="$PID_DIR/$1.pid" pid started
+  [[ -f $pidfile ]] || return 0
+  read -r pid started < "$pidfile"
+  if [[ -n $pid && $(proc_start "$pid") == "$started" ]]; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < wait * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$name did not stop in ${wait}s, SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -f "$pidfile"
+}
+
+# proc_start PID prints the kernel's start time of PID (field 22 of /proc/PID/stat), empty if gone.
+proc_start() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) }            # the command name may hold spaces; fields after it do not
+  awk '{print $20}' <<<"$stat" # field 22 overall is the 20th after "pid (comm)"
+}
+
+# wait_for DESC TIMEOUT_SECONDS CMD... polls CMD until it succeeds.
+wait_for() {
+  local desc=$1 timeout=$2; shift 2
+  local deadline=$(( $(date +%s) + timeout ))
+  until "$@" >/dev/null 2>&1; do
+    (( $(date +%s) < deadline )) || { log "timed out after ${timeout}s waiting for $desc"; return 1; }
+    sleep 0.2
+  done
+}
+
+# free_port prints a loopback TCP port nobody listens on now.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Starts the test bed on free loopback ports and writes $STATE_DIR/env (shell-sourceable):
+#   - N member clusters (default 3), each its own etcd, kube-apiserver, kube-controller-manager,
+#     kube-scheduler and kwok with a few fake nodes — token auth + RBAC, one resourceVersion sequence each;
+#   - one Apache Kafka broker (KRaft) and one OpenSearch node.
+# Idempotent: whatever an earlier run left behind (crashed or not) is stopped and removed first.
+set -euo pipefail
+here=$(dirname "${BASH_SOURCE[0]}")
+source "$here/lib.sh"
+source "$here/java.sh"
+
+MEMBERS=${KUBESEARCH_TESTBED_MEMBERS:-3}
+NODES_PER_MEMBER=${KUBESEARCH_TESTBED_NODES:-3}
+started=$(date +%s)
+
+"$here/down.sh"
+"$here/build.sh"
+kafka_provision
+opensearch_provision
+mkdir -p "$STATE_DIR" "$LOG_DIR" "$PID_DIR"
+
+# One CA and one serving certificate (127.0.0.1, localhost) shared by every member's apiserver; one
+# service-account key pair per member so tokens of one member are worthless on another.
+pki="$STATE_DIR/pki"
+mkdir -p "$pki"
+openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=kubesearch-testbed-ca \
+  -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj /CN=kube-apiserver -keyout "$pki/apiserver.key" \
+  -out "$pki/apiserver.csr" 2>/dev/null
+openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 30 \
+  -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth') \
+  -out "$pki/apiserver.crt" 2>/dev/null
+admin_token=$(openssl rand -hex 24)
+
+kafka_port=$(free_port); kafka_ctl_port=$(free_port)
+os_port=$(free_port); os_transport_port=$(free_port)
+# Kafka and OpenSearch take the longest to start; they come up while the members do.
+( kafka_start "$kafka_port" "$kafka_ctl_port" ) & kafka_job=$!
+( opensearch_start "$os_port" "$os_transport_port" ) & os_job=$!
+
+clusters=()
+declare -A api_port etcd_port
+for ((m = 1; m <= MEMBERS; m++)); do
+  name=member$m; clusters+=("$name")
+  dir="$STATE_DIR/$name"; mkdir -p "$dir"
+  openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
+  echo "$admin_token,admin,admin,system:masters" > "$dir/tokens.csv"
+  etcd_port[$name]=$(free_port); peer=$(free_port); api_port[$name]=$(free_port)
+  # --unsafe-no-fsync: a killed process loses nothing with it (the page cache survives), only a machine
+  # crash would, and fsync from five etcds on two cores would make every test slow.
+  run_service "$name-etcd" "$BIN_DIR/etcd" --name "$name" --data-dir "$dir/etcd" \
+    --listen-client-urls "http://127.0.0.1:${etcd_port[$name]}" \
+    --advertise-client-urls "http://127.0.0.1:${etcd_port[$name]}" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "$name=http://127.0.0.1:$peer" \
+    --quota-backend-bytes $((8 * 1024 * 1024 * 1024)) --unsafe-no-fsync --log-level warn
+done
+for name in "${clusters[@]}"; do
+  wait_for "$name etcd" 60 curl -sf "http://127.0.0.1:${etcd_port[$name]}/health"
+done
+
+for name in "${clusters[@]}"; do
+  dir="$STATE_DIR/$name"
+  run_service "$name-apiserver" "$BIN_DIR/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:${etcd_port[$name]}" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "${api_port[$name]}" \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --cert-dir "$dir/apiserver-certs" \
+    --token-auth-file "$dir/tokens.csv" --authorization-mode RBAC \
+    --service-account-issuer "https://kubernetes.default.svc" \
+    --service-account-key-file "$dir/sa.pub" --service-account-signing-key-file "$dir/sa.key" \
+    --service-cluster-ip-range 10.96.0.0/16 \
+    --enable-priority-and-fairness=false \
+    --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
+    --shutdown-delay-duration 0s
+  cat > "$dir/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: $name
+  cluster: {server: "https://127.0.0.1:${api_port[$name]}", certificate-authority: "$pki/ca.crt"}
+users:
+- name: $name-admin
+  user: {token: "$admin_token"}
+contexts:
+- name: $name
+  context: {cluster: $name, user: $name-admin}
+current-context: $name
+EOF
+done
+
+api_ready() { curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $admin_token" "https://127.0.0.1:$1/readyz"; }
+for name in "${clusters[@]}"; do
+  wait_for "$name kube-apiserver /readyz" 120 api_ready "${api_port[$name]}"
+done
+
+for name in "${clusters[@]}"; do
+  dir="$STATE_DIR/$name"
+  # Client rate limits are raised everywhere so thousands of Pods settle in minutes, not hours.
+  run_service "$name-controller-manager" "$BIN_DIR/kube-controller-manager" \
+    --kubeconfig "$dir/kubeconfig" --bind-address 127.0.0.1 --secure-port "$(free_port)" \
+    --service-account-private-key-file "$dir/sa.key" --root-ca-file "$pki/ca.crt" \
+    --leader-elect=false --kube-api-qps 1000 --kube-api-burst 2000 \
+    --concurrent-deployment-syncs 20 --concurrent-replicaset-syncs 20 \
+    --controllers '*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-route'
+  cat > "$dir/scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: "$dir/kubeconfig", qps: 1000, burst: 2000}
+leaderElection: {leaderElect: false}
+EOF
+  run_service "$name-scheduler" "$BIN_DIR/kube-scheduler" --config "$dir/scheduler.yaml" \
+    --bind-address 127.0.0.1 --secure-port "$(free_port)"
+  run_service "$name-kwok" "$BIN_DIR/kwok" --kubeconfig "$dir/kubeconfig" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+    --cidr 10.244.0.0/16 --node-ip 10.0.0.1 --server-address "127.0.0.1:$(free_port)" \
+    $(printf -- '--config %s ' "$BIN_DIR"/kwok-stages/*.yaml)
+done
+
+KUBECTL="$BIN_DIR/kubectl"
+for name in "${clusters[@]}"; do
+  for ((n = 1; n <= NODES_PER_MEMBER; n++)); do
+    cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$n
+  annotations: {kwok.x-k8s.io/node: fake}
+  labels:
+    type: kwok
+    kubernetes.io/hostname: kwok-node-$n
+    kubernetes.io/os: linux
+    topology.kubernetes.io/zone: zone-$n
+spec:
+  taints: []
+EOF
+  done | "$KUBECTL" --kubeconfig "$STATE_DIR/$name/kubeconfig" apply -f - >/dev/null
+done
+
+# A member is usable once its nodes are Ready and the default ServiceAccount exists (Pods are refused
+# without it).
+member_ready() {
+  local kc=$1
+  [[ $("$KUBECTL" --kubeconfig "$kc" get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True) == "$NODES_PER_MEMBER" ]] &&
+    "$KUBECTL" --kubeconfig "$kc" -n default get serviceaccount default
+}
+for name in "${clusters[@]}"; do
+  wait_for "$name nodes Ready and default ServiceAccount" 120 member_ready "$STATE_DIR/$name/kubeconfig"
+done
+
+# The fleet kubeconfig: one context per member, named like the member.
+kubeconfigs=""
+for name in "${clusters[@]}"; do kubeconfigs+="$STATE_DIR/$name/kubeconfig:"; done
+KUBECONFIG=${kubeconfigs%:} "$KUBECTL" config view --flatten > "$STATE_DIR/kubeconfig"
+
+wait "$kafka_job" || die "Kafka did not start; see $LOG_DIR/kafka.log"
+wait "$os_job" || die "OpenSearch did not start; see $LOG_DIR/opensearch.log"
+
+{
+  echo "# Written by tests/testbed/up.sh at $(date -u +%FT%TZ); source it to use the test bed."
+  echo "export KUBESEARCH_TESTBED_DIR=$STATE_DIR"
+  echo "export KUBESEARCH_TESTBED_KUBECONFIG=$STATE_DIR/kubeconfig"
+  echo "export KUBESEARCH_TESTBED_CLUSTERS=\"${clusters[*]}\""
+  echo "export KUBESEARCH_TESTBED_LOGS=$LOG_DIR"
+  for name in "${clusters[@]}"; do
+    echo "export KUBESEARCH_TESTBED_ETCD_$name=http://127.0.0.1:${etcd_port[$name]}"
+  done
+  echo "export KAFKA_BROKERS=127.0.0.1:$kafka_port"
+  echo "export OPENSEARCH_URL=http://127.0.0.1:$os_port"
+  echo "export KUBECTL=$KUBECTL"
+} > "$STATE_DIR/env.tmp"
+mv "$STATE_DIR/env.tmp" "$STATE_DIR/env"
+log "ready in $(( $(date +%s) - started ))s: ${clusters[*]}, Kafka 127.0.0.1:$kafka_port, OpenSearch http://127.0.0.1:$os_port"
+log "source $STATE_DIR/env to use it; logs in $LOG_DIR"

@@ -1,0 +1,10 @@
+// Command etcd is etcd's own server entry point, built here so the test bed needs no download.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
