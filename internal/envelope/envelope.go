@@ -87,7 +87,12 @@ func (e *Event) validate() error {
 	if e.Cluster == "" {
 		errs = append(errs, errors.New("cluster: required"))
 	}
-	if e.Resource == "" || e.Version == "" {
+	// kind names the index (kubernetes-<kind>), so every event needs it. A PURGE of a selection the
+	// member never served has no resource or version to name.
+	if e.Kind == "" {
+		errs = append(errs, errors.New("kind: required"))
+	}
+	if e.Type != Purge && (e.Resource == "" || e.Version == "") {
 		errs = append(errs, errors.New("version, resource: required"))
 	}
 	switch e.Type {

@@ -1,0 +1,460 @@
+// Package collector lists and watches the resources that ResourceRegistry objects select in each
+// member cluster and publishes every change to Kafka as envelope events (DESIGN sections 2 and 3).
+//
+// Per (cluster, resource, namespace scope) a client-go Reflector feeds a store that keeps only
+// key → (uid, resourceVersion). Every list starts a new epoch: the listed objects are published as
+// ADDED, keys that vanished as DELETED, then a SYNC marker. Publishing blocks the reflectors when
+// Kafka is slow or away. Configuration files are re-read while running; a selection that leaves every
+// registry is PURGEd.
+//
+// It leaves out what happens to the events (the indexer) and leader election: run one collector per
+// member cluster at a time, or two collectors would interleave epochs and delete each other's documents.
+package collector
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kubesearch/kubesearch/internal/registry"
+)
+
+// Options configure a Collector. Zero values take the defaults of SetDefaults.
+type Options struct {
+	// Registry is a ResourceRegistry file or a folder of them.
+	Registry string
+	// ClustersFile lists the member clusters; Kubeconfig instead makes every context a member.
+	ClustersFile string
+	Kubeconfig   string
+
+	Brokers         []string
+	Topic           string
+	TopicPartitions int
+	// MaxMessageBytes must not exceed the broker's message.max.bytes.
+	MaxMessageBytes int
+	// PublishBuffer bounds the events waiting for Kafka; PublishBatch is the most written at once.
+	PublishBuffer int
+	PublishBatch  int
+
+	// PageSize is the limit of each list request.
+	PageSize int64
+	// QPS and Burst bound the requests to each member.
+	QPS   float32
+	Burst int
+
+	// ListenAddr serves /healthz, /readyz, /metrics and /status; empty serves nothing.
+	ListenAddr string
+	// ReloadInterval is how often the configuration files are checked for changes.
+	ReloadInterval time.Duration
+	// DiscoveryInterval is how often each member's served resources are rediscovered.
+	DiscoveryInterval time.Duration
+	// ShutdownTimeout bounds the flush of buffered events on shutdown.
+	ShutdownTimeout time.Duration
+
+	Logger *slog.Logger
+}
+
+// SetDefaults fills the zero fields.
+func (o *Options) SetDefaults() {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if o.Topic == "" {
+		o.Topic = "kubesearch.events"
+	}
+	def(&o.TopicPartitions, 12)
+	def(&o.MaxMessageBytes, 2<<20)
+	def(&o.PublishBuffer, 1000)
+	def(&o.PublishBatch, 500)
+	def(&o.Burst, 100)
+	if o.PageSize == 0 {
+		o.PageSize = 500
+	}
+	if o.QPS == 0 {
+		o.QPS = 50
+	}
+	if o.ReloadInterval == 0 {
+		o.ReloadInterval = 10 * time.Second
+	}
+	if o.DiscoveryInterval == 0 {
+		o.DiscoveryInterval = time.Minute
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports every invalid option at once, each named by its flag.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Registry == "" {
+		errs = append(errs, errors.New("--registry: required"))
+	}
+	if (o.ClustersFile == "") == (o.Kubeconfig == "") {
+		errs = append(errs, errors.New("--clusters, --kubeconfig: exactly one is required"))
+	}
+	if len(o.Brokers) == 0 {
+		errs = append(errs, errors.New("--kafka-brokers: required"))
+	}
+	for name, v := range map[string]int{"--topic-partitions": o.TopicPartitions, "--publish-buffer": o.PublishBuffer,
+		"--publish-batch": o.PublishBatch, "--burst": o.Burst} {
+		if v < 1 {
+			errs = append(errs, fmt.Errorf("%s: must be at least 1, got %d", name, v))
+		}
+	}
+	if o.MaxMessageBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("--kafka-max-message-bytes: must be at least 1 MiB (Kubernetes objects reach 1.5 MiB), got %d", o.MaxMessageBytes))
+	}
+	if o.PageSize < 1 {
+		errs = append(errs, fmt.Errorf("--page-size: must be at least 1, got %d", o.PageSize))
+	}
+	if o.QPS <= 0 {
+		errs = append(errs, fmt.Errorf("--qps: must be positive, got %v", o.QPS))
+	}
+	return errors.Join(errs...)
+}
+
+// Collector runs the collections of every member cluster.
+type Collector struct {
+	opts    Options
+	log     *slog.Logger
+	pub     *publisher
+	metrics *metrics
+	epochs  *epochs
+
+	listener net.Listener
+
+	mu      sync.Mutex // serialises apply; may be held while Publish blocks on a full buffer
+	plan    registry.Plan
+	digest  [32]byte
+	members map[string]*memberRun
+
+	// view is the members as of the last apply, for the HTTP endpoints, which must answer while an
+	// apply waits for Kafka.
+	viewMu sync.RWMutex
+	view   []*member
+}
+
+type memberRun struct {
+	m      *member
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New validates the options, loads and validates the configuration files (every error at once), and
+// opens the HTTP listener. Nothing connects to a member or to Kafka before Run.
+func New(opts Options) (*Collector, error) {
+	opts.SetDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Collector{opts: opts, log: opts.Logger, epochs: &epochs{now: time.Now}, members: map[string]*memberRun{}}
+	plan, digest, err := c.loadPlan()
+	if err != nil {
+		return nil, err
+	}
+	c.plan, c.digest = plan, digest
+	c.pub = newPublisher(publisherOptions{
+		Brokers: opts.Brokers, Topic: opts.Topic, Partitions: opts.TopicPartitions,
+		MaxMessageBytes: opts.MaxMessageBytes, Buffer: opts.PublishBuffer, Batch: opts.PublishBatch,
+	}, c.log)
+	c.metrics = newMetrics(func() float64 { return float64(len(c.pub.queue)) })
+	c.pub.metrics = c.metrics
+	if opts.ListenAddr != "" {
+		l, err := net.Listen("tcp", opts.ListenAddr)
+		if err != nil {
+			return nil, fmt.Errorf("--listen: %w", err)
+		}
+		c.listener = l
+	}
+	return c, nil
+}
+
+// Addr is the address the HTTP endpoints listen on.
+func (c *Collector) Addr() string {
+	if c.listener == nil {
+		return ""
+	}
+	return c.listener.Addr().String()
+}
+
+// Run collects until ctx is done, then stops the collections, flushes the buffered events (bounded by
+// ShutdownTimeout) and returns.
+func (c *Collector) Run(ctx context.Context) error {
+	pubCtx, abortPub := context.WithCancel(context.WithoutCancel(ctx))
+	defer abortPub()
+	pubDone := make(chan error, 1)
+	go func() { pubDone <- c.pub.run(pubCtx) }()
+
+	var srv *http.Server
+	srvDone := make(chan error, 1)
+	if c.listener != nil {
+		srv = &http.Server{Handler: c.handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { srvDone <- srv.Serve(c.listener) }()
+	} else {
+		srvDone <- http.ErrServerClosed
+	}
+
+	c.mu.Lock()
+	c.apply(ctx, registry.Plan{}, c.plan)
+	c.mu.Unlock()
+	c.log.Info("collector started", "clusters", len(c.plan.Clusters), "topic", c.opts.Topic, "listen", c.Addr())
+
+	ticker := time.NewTicker(c.opts.ReloadInterval)
+	defer ticker.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-ticker.C:
+			c.reload(ctx)
+		case err := <-pubDone:
+			return fmt.Errorf("publisher stopped: %w", err) // only on abort, which only Run does
+		}
+	}
+
+	c.log.Info("shutting down: stopping collections, flushing buffered events")
+	c.mu.Lock()
+	for name, mr := range c.members {
+		mr.cancel()
+		<-mr.done
+		delete(c.members, name)
+	}
+	c.mu.Unlock()
+	c.pub.close()
+	var err error
+	select {
+	case err = <-pubDone:
+	case <-time.After(c.opts.ShutdownTimeout):
+		abortPub()
+		err = fmt.Errorf("flush on shutdown: %w", <-pubDone)
+	}
+	if cerr := c.pub.writer.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close kafka writer: %w", cerr)
+	}
+	// Servers last, so /metrics and /status answer while the collector drains.
+	if srv != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if serr := srv.Shutdown(shutdownCtx); serr != nil && err == nil {
+			err = fmt.Errorf("http shutdown: %w", serr)
+		}
+	}
+	if serr := <-srvDone; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = fmt.Errorf("http: %w", serr)
+	}
+	return err
+}
+
+// reload re-reads the configuration files when their content changed. An invalid new configuration is
+// reported and ignored: the collector keeps collecting what the last valid one selected.
+func (c *Collector) reload(ctx context.Context) {
+	digest, err := c.configDigest()
+	if err != nil {
+		c.log.Error("configuration unreadable, keeping the current one", "err", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if digest == c.digest {
+		return
+	}
+	plan, digest, err := c.loadPlan()
+	if err != nil {
+		c.log.Error("configuration changed but is invalid, keeping the current one", "err", err)
+		return
+	}
+	c.log.Info("configuration changed, applying")
+	c.apply(ctx, c.plan, plan)
+	c.plan, c.digest = plan, digest
+}
+
+// apply moves from one plan to the next; c.mu is held. Removed selections are purged before anything
+// starts, so a narrowing (all namespaces to one) never purges what the narrower selection collects:
+// PURGE and the new collection's events share a partition, so they stay in that order.
+func (c *Collector) apply(ctx context.Context, from, to registry.Plan) {
+	for _, ch := range registry.Diff(from, to) {
+		mr := c.members[ch.Cluster]
+		next, stays := to.Cluster(ch.Cluster)
+		if mr != nil && (!stays || ch.Reconnect) {
+			mr.cancel()
+			<-mr.done
+			delete(c.members, ch.Cluster)
+		}
+		for _, s := range ch.Removed {
+			if mr == nil {
+				continue
+			}
+			ev := mr.m.purgeEvent(s.SelectionKey, s.Version)
+			c.log.Info("selection left every registry, purging", "cluster", ch.Cluster, "selection", s.String())
+			if err := c.pub.Publish(ctx, ev); err != nil {
+				c.log.Error("purge not published", "cluster", ch.Cluster, "selection", s.String(), "err", err)
+			}
+		}
+		if !stays {
+			continue
+		}
+		if cur := c.members[ch.Cluster]; cur != nil {
+			cur.m.setSelections(next.Selections)
+			continue
+		}
+		m, err := newMember(c, next)
+		if err != nil {
+			c.log.Error("member cluster not collected", "cluster", ch.Cluster, "err", err)
+			continue
+		}
+		mctx, cancel := context.WithCancel(ctx)
+		run := &memberRun{m: m, cancel: cancel, done: make(chan struct{})}
+		c.members[ch.Cluster] = run
+		go func() {
+			defer close(run.done)
+			m.run(mctx)
+		}()
+	}
+	view := make([]*member, 0, len(c.members))
+	for _, mr := range c.members {
+		view = append(view, mr.m)
+	}
+	c.viewMu.Lock()
+	c.view = view
+	c.viewMu.Unlock()
+}
+
+func (c *Collector) viewMembers() []*member {
+	c.viewMu.RLock()
+	defer c.viewMu.RUnlock()
+	return c.view
+}
+
+func (c *Collector) loadPlan() (registry.Plan, [32]byte, error) {
+	digest, err := c.configDigest()
+	if err != nil {
+		return registry.Plan{}, digest, err
+	}
+	regs, err := registry.Load(c.opts.Registry)
+	if err != nil {
+		return registry.Plan{}, digest, fmt.Errorf("--registry %s: %w", c.opts.Registry, err)
+	}
+	var clusters []registry.Cluster
+	if c.opts.ClustersFile != "" {
+		clusters, err = registry.LoadClusters(c.opts.ClustersFile)
+		if err != nil {
+			return registry.Plan{}, digest, fmt.Errorf("--clusters %s: %w", c.opts.ClustersFile, err)
+		}
+	} else {
+		clusters, err = registry.ClustersFromKubeconfig(c.opts.Kubeconfig)
+		if err != nil {
+			return registry.Plan{}, digest, fmt.Errorf("--kubeconfig %s: %w", c.opts.Kubeconfig, err)
+		}
+	}
+	plan, err := registry.NewPlan(regs, clusters)
+	return plan, digest, err
+}
+
+// configDigest hashes every configuration file, so a reload happens only when content changed
+// (including a ConfigMap volume's atomic symlink swap, which keeps every path the same).
+func (c *Collector) configDigest() ([32]byte, error) {
+	h := sha256.New()
+	add := func(path string) error {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(data))
+		h.Write(data)
+		return nil
+	}
+	var errs []error
+	for _, p := range []string{c.opts.Registry, c.opts.ClustersFile, c.opts.Kubeconfig} {
+		if p == "" {
+			continue
+		}
+		info, err := os.Stat(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !info.IsDir() {
+			errs = append(errs, add(p))
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, e := range entries {
+			if e.Name()[0] == '.' {
+				continue
+			}
+			full := filepath.Join(p, e.Name())
+			if st, err := os.Stat(full); err == nil && st.Mode().IsRegular() {
+				errs = append(errs, add(full))
+			} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum, errors.Join(errs...)
+}
+
+func (c *Collector) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if pending := c.unsettled(); len(pending) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %d selections have neither synced nor failed yet: %v\n", len(pending), pending)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(c.metrics.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"items": c.Status()})
+	})
+	return mux
+}
+
+// Status is the state of every collection, one row per registry × cluster × resource.
+func (c *Collector) Status() []ResourceStatus {
+	rows := []ResourceStatus{}
+	for _, m := range c.viewMembers() {
+		rows = append(rows, m.rows()...)
+	}
+	sortRows(rows)
+	return rows
+}
+
+func (c *Collector) unsettled() []string {
+	var out []string
+	for _, m := range c.viewMembers() {
+		out = append(out, m.unsettled()...)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,316 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/registry"
+)
+
+// member collects the selections of one cluster. It resolves each selection against the member's
+// discovery (which version and resource serve the kind, whether it is namespaced), starts and stops
+// one collection per servable selection, and rediscovers periodically so a CRD installed later is
+// picked up and one that goes away is reported.
+type member struct {
+	cluster  registry.Cluster
+	c        *Collector
+	log      *slog.Logger
+	dynamic  dynamic.Interface
+	discover discovery.DiscoveryInterface
+
+	kick chan struct{} // the selections changed: reconcile now
+
+	mu         sync.Mutex
+	selections map[registry.SelectionKey]registry.Selection
+	statuses   map[registry.SelectionKey]*statusEntry
+	running    map[registry.SelectionKey]*running
+	resolved   map[registry.SelectionKey]resolved // last discovery result, kept for PURGE
+}
+
+type running struct {
+	res    resolved
+	secret bool
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type resolved struct {
+	gvr        schema.GroupVersionResource
+	kind       string
+	namespaced bool
+}
+
+func newMember(c *Collector, cp registry.ClusterPlan) (*member, error) {
+	cfg, err := cp.Cluster.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = c.opts.QPS, c.opts.Burst
+	cfg.UserAgent = "kubesearch-collector"
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", cp.Cluster.Name, err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", cp.Cluster.Name, err)
+	}
+	m := &member{
+		cluster: cp.Cluster, c: c, log: c.log.With("cluster", cp.Cluster.Name),
+		dynamic: dyn, discover: disc, kick: make(chan struct{}, 1),
+		selections: map[registry.SelectionKey]registry.Selection{},
+		statuses:   map[registry.SelectionKey]*statusEntry{},
+		running:    map[registry.SelectionKey]*running{},
+		resolved:   map[registry.SelectionKey]resolved{},
+	}
+	m.setSelections(cp.Selections)
+	return m, nil
+}
+
+// setSelections replaces what the member should collect; the next reconcile starts and stops
+// collections to match. Status entries of selections that stay are kept.
+func (m *member) setSelections(sels []registry.Selection) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := map[registry.SelectionKey]registry.Selection{}
+	for _, s := range sels {
+		next[s.SelectionKey] = s
+		if st, ok := m.statuses[s.SelectionKey]; ok {
+			st.mu.Lock()
+			st.registries = s.Registries()
+			st.mu.Unlock()
+			continue
+		}
+		m.statuses[s.SelectionKey] = newStatusEntry(ResourceStatus{
+			Cluster: m.cluster.Name, Group: s.Group, Version: s.Version, Kind: s.Kind, Namespace: s.Namespace,
+		}, s.Registries())
+	}
+	for k := range m.statuses {
+		if _, ok := next[k]; !ok {
+			delete(m.statuses, k)
+		}
+	}
+	m.selections = next
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run reconciles until ctx is done, then stops every collection and waits for them.
+func (m *member) run(ctx context.Context) {
+	defer m.stopAll()
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Cap: time.Minute, Steps: 1 << 30}
+	for {
+		delay := m.c.opts.DiscoveryInterval
+		if err := m.reconcile(ctx); err != nil {
+			delay = backoff.Step()
+			m.log.Warn("member cluster unreachable, retrying", "retryIn", delay.Round(time.Millisecond), "err", err)
+		} else {
+			backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Cap: time.Minute, Steps: 1 << 30}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.kick:
+		case <-time.After(delay):
+		}
+	}
+}
+
+// reconcile resolves every selection through discovery and starts, restarts or stops collections.
+func (m *member) reconcile(ctx context.Context) error {
+	_, lists, err := m.discover.ServerGroupsAndResources()
+	if err != nil && len(lists) == 0 {
+		err = fmt.Errorf("discovery: %w", err)
+		m.mu.Lock()
+		for k, st := range m.statuses {
+			// A collection that already runs keeps its own state: its reflector reports its failures.
+			if _, ok := m.running[k]; !ok {
+				st.failed(err)
+			}
+		}
+		m.mu.Unlock()
+		return err
+	}
+	// A partial discovery failure (one aggregated API down) still resolves everything else.
+	served := indexResources(lists)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, sel := range m.selections {
+		res, reason := resolve(served, sel)
+		st := m.statuses[k]
+		r, isRunning := m.running[k]
+		if reason != "" {
+			if isRunning {
+				m.stop(k, r)
+			}
+			st.failed(fmt.Errorf("%s", reason))
+			continue
+		}
+		m.resolved[k] = res
+		if isRunning && r.res == res && r.secret == sel.SecretData {
+			continue
+		}
+		if isRunning {
+			m.stop(k, r) // the served version changed, or redaction did: a new list, a new epoch
+		}
+		m.start(ctx, k, sel, res)
+	}
+	for k, r := range m.running {
+		if _, ok := m.selections[k]; !ok {
+			m.stop(k, r)
+		}
+	}
+	return nil
+}
+
+func (m *member) start(ctx context.Context, k registry.SelectionKey, sel registry.Selection, res resolved) {
+	st := m.statuses[k]
+	st.update(func(r *ResourceStatus) { r.Version, r.Resource = res.gvr.Version, res.gvr.Resource })
+	sc := scope{cluster: m.cluster.Name, gvr: res.gvr, kind: res.kind, namespace: sel.Namespace,
+		redact: sel.IsSecret() && !sel.SecretData}
+	cctx, cancel := context.WithCancel(ctx)
+	col := &collection{
+		scope: sc, client: m.dynamic, status: st, pageSize: m.c.opts.PageSize, metrics: m.c.metrics,
+		log: m.log.With("gvr", res.gvr.String(), "namespace", sel.Namespace),
+	}
+	col.store = newStore(cctx, sc, m.c.pub, m.c.epochs, st)
+	r := &running{res: res, secret: sel.SecretData, cancel: cancel, done: make(chan struct{})}
+	m.running[k] = r
+	go func() {
+		defer close(r.done)
+		col.run(cctx)
+	}()
+}
+
+// stop cancels a collection and waits for it; m.mu is held.
+func (m *member) stop(k registry.SelectionKey, r *running) {
+	r.cancel()
+	<-r.done
+	delete(m.running, k)
+}
+
+func (m *member) stopAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, r := range m.running {
+		m.stop(k, r)
+	}
+}
+
+// purgeEvent is the PURGE of a selection that left every registry.
+func (m *member) purgeEvent(k registry.SelectionKey, version string) *envelope.Event {
+	m.mu.Lock()
+	res, ok := m.resolved[k]
+	m.mu.Unlock()
+	ev := &envelope.Event{V: envelope.Version, Type: envelope.Purge, Cluster: m.cluster.Name, Group: k.Group,
+		Version: version, Kind: k.Kind, Namespace: k.Namespace, Epoch: m.c.epochs.next(), ObservedAt: time.Now().UTC()}
+	if ok {
+		ev.Version, ev.Resource = res.gvr.Version, res.gvr.Resource
+	}
+	return ev
+}
+
+func (m *member) rows() []ResourceStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []ResourceStatus
+	for _, st := range m.statuses {
+		out = append(out, st.rows()...)
+	}
+	return out
+}
+
+func (m *member) unsettled() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for k, st := range m.statuses {
+		if !st.isSettled() {
+			out = append(out, m.cluster.Name+"/"+k.String())
+		}
+	}
+	return out
+}
+
+// servedResource is what discovery says about one resource in one group/version.
+type servedResource struct {
+	gv       schema.GroupVersion
+	resource metav1.APIResource
+}
+
+type groupKind struct{ group, kind string }
+
+// indexResources maps group/kind to the resources serving it, in discovery order (the group's
+// preferred version first).
+func indexResources(lists []*metav1.APIResourceList) map[groupKind][]servedResource {
+	out := map[groupKind][]servedResource{}
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") { // subresources
+				continue
+			}
+			k := groupKind{gv.Group, r.Kind}
+			out[k] = append(out[k], servedResource{gv: gv, resource: r})
+		}
+	}
+	return out
+}
+
+// resolve picks the served version of a selection: the selector's own when the member serves it, else
+// the first one discovery lists. The reason is set when the member cannot serve the selection; it
+// reads like kubectl's error for an unknown type.
+func resolve(served map[groupKind][]servedResource, sel registry.Selection) (resolved, string) {
+	cands := served[groupKind{sel.Group, sel.Kind}]
+	if len(cands) == 0 {
+		gk := schema.GroupKind{Group: sel.Group, Kind: sel.Kind}
+		return resolved{}, fmt.Sprintf("the server doesn't have a resource type %s", gk)
+	}
+	pick := cands[0]
+	for _, c := range cands {
+		if c.gv.Version == sel.Version {
+			pick = c
+			break
+		}
+	}
+	if !hasVerbs(pick.resource.Verbs, "list", "watch") {
+		return resolved{}, fmt.Sprintf("resource %s in %s does not support list and watch", pick.resource.Name, pick.gv)
+	}
+	if sel.Namespace != "" && !pick.resource.Namespaced {
+		return resolved{}, fmt.Sprintf("resource %s is cluster-scoped: it cannot be selected in namespace %s", pick.resource.Name, sel.Namespace)
+	}
+	return resolved{gvr: pick.gv.WithResource(pick.resource.Name), kind: pick.resource.Kind, namespaced: pick.resource.Namespaced}, ""
+}
+
+func hasVerbs(have metav1.Verbs, want ...string) bool {
+	for _, w := range want {
+		found := false
+		for _, h := range have {
+			if h == w {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,51 @@
+package collector
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+const (
+	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+	// RedactedAnnotation marks a Secret whose values were blanked before publishing.
+	RedactedAnnotation = "kubesearch.io/data-redacted"
+)
+
+// prune drops what no search needs and what would only bloat every event: managedFields (often half of
+// an object) and kubectl's last-applied copy of the whole object. Secrets lose their values unless the
+// registry opted in; keys stay so "which Secret holds tls.crt" can still be answered. Values become ""
+// rather than a marker string so the object still decodes as a corev1.Secret (data is base64).
+// It mutates obj.
+func prune(obj *unstructured.Unstructured, redactSecret bool) {
+	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+	if ann := obj.GetAnnotations(); ann != nil {
+		if _, ok := ann[lastAppliedAnnotation]; ok {
+			delete(ann, lastAppliedAnnotation)
+			if len(ann) == 0 {
+				ann = nil
+			}
+			obj.SetAnnotations(ann)
+		}
+	}
+	if !redactSecret {
+		return
+	}
+	redacted := false
+	for _, field := range []string{"data", "stringData"} {
+		m, ok := obj.Object[field].(map[string]any)
+		if !ok {
+			continue
+		}
+		for k := range m {
+			m[k] = ""
+			redacted = true
+		}
+	}
+	if redacted {
+		ann := obj.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[RedactedAnnotation] = "true"
+		obj.SetAnnotations(ann)
+	}
+}

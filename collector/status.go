@@ -1,0 +1,109 @@
+package collector
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Collection states, as in Karmada's ClusterCacheStatus.
+const (
+	StateRunning = "Running"
+	StateFailed  = "Failed"
+	StateUnknown = "Unknown"
+)
+
+// ResourceStatus is one row of /status: one resource of one cluster, as selected by one registry.
+type ResourceStatus struct {
+	Registry   string    `json:"registry"`
+	Cluster    string    `json:"cluster"`
+	Group      string    `json:"group"`
+	Version    string    `json:"version"`
+	Resource   string    `json:"resource"`
+	Kind       string    `json:"kind"`
+	Namespace  string    `json:"namespace,omitempty"`
+	State      string    `json:"state"`
+	Reason     string    `json:"reason,omitempty"`
+	TotalNum   int       `json:"totalNum"`
+	UpdateTime time.Time `json:"updateTime"`
+	Epoch      int64     `json:"epoch,omitempty"`
+}
+
+// statusEntry is the live status of one collection, shared by the registries that select it.
+type statusEntry struct {
+	mu         sync.Mutex
+	row        ResourceStatus
+	registries []string
+	settled    bool // listed once, or failed: what /readyz waits for
+	now        func() time.Time
+}
+
+func newStatusEntry(row ResourceStatus, registries []string) *statusEntry {
+	row.State = StateUnknown
+	row.UpdateTime = time.Now().UTC()
+	return &statusEntry{row: row, registries: registries, now: time.Now}
+}
+
+func (s *statusEntry) update(f func(r *ResourceStatus)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.row)
+	s.row.UpdateTime = s.now().UTC()
+}
+
+func (s *statusEntry) synced(epoch int64, count int) {
+	s.update(func(r *ResourceStatus) {
+		r.State, r.Reason, r.Epoch, r.TotalNum = StateRunning, "", epoch, count
+	})
+	s.mu.Lock()
+	s.settled = true
+	s.mu.Unlock()
+}
+
+func (s *statusEntry) count(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.row.TotalNum = n
+}
+
+func (s *statusEntry) running() {
+	s.mu.Lock()
+	ok := s.row.State == StateFailed && s.row.Epoch != 0
+	s.mu.Unlock()
+	if ok { // a watch works again after a failure: the epoch's data is good
+		s.update(func(r *ResourceStatus) { r.State, r.Reason = StateRunning, "" })
+	}
+}
+
+func (s *statusEntry) failed(err error) {
+	s.update(func(r *ResourceStatus) { r.State, r.Reason = StateFailed, err.Error() })
+	s.mu.Lock()
+	s.settled = true
+	s.mu.Unlock()
+}
+
+func (s *statusEntry) rows() []ResourceStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ResourceStatus, 0, len(s.registries))
+	for _, reg := range s.registries {
+		r := s.row
+		r.Registry = reg
+		out = append(out, r)
+	}
+	return out
+}
+
+func (s *statusEntry) isSettled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settled
+}
+
+func sortRows(rows []ResourceStatus) {
+	slices.SortFunc(rows, func(a, b ResourceStatus) int {
+		return cmp.Or(cmp.Compare(a.Registry, b.Registry), cmp.Compare(a.Cluster, b.Cluster),
+			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Namespace, b.Namespace))
+	})
+}

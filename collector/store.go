@@ -1,0 +1,201 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+)
+
+// sink receives the events of a collection, in order. Publish blocks while the stream is slow or away:
+// that is the backpressure that stops the reflector reading from the member.
+type sink interface {
+	Publish(ctx context.Context, ev *envelope.Event) error
+}
+
+// scope is what one collection covers: one resource of one cluster, in one namespace or all.
+type scope struct {
+	cluster   string
+	gvr       schema.GroupVersionResource
+	kind      string
+	namespace string // "" = every namespace
+	redact    bool   // blank Secret values
+}
+
+type keyState struct {
+	uid string
+	rv  string
+}
+
+// store is the cache.ReflectorStore of one collection. It keeps only key → (uid, resourceVersion), never
+// the objects, so a collector's memory stays near one key per object however large the objects are.
+//
+// A list does not reach it through Replace's argument: listPages streams every page into listed() and
+// hands the reflector an empty list, so no full list is ever held in memory. Replace then closes the
+// list: the keys not seen in it vanished while nothing watched (DELETED), and a SYNC marker tells the
+// indexer that every older-epoch document of the scope is gone.
+type store struct {
+	ctx    context.Context
+	scope  scope
+	sink   sink
+	epochs *epochs
+	status *statusEntry
+
+	mu    sync.Mutex
+	items map[string]keyState // the state as of the last event published
+	epoch int64               // the epoch of the last completed list, and of watch events after it
+	list  *listing            // the list in progress, if any
+}
+
+type listing struct {
+	epoch int64
+	seen  map[string]keyState
+}
+
+func newStore(ctx context.Context, sc scope, s sink, ep *epochs, st *statusEntry) *store {
+	return &store{ctx: ctx, scope: sc, sink: s, epochs: ep, status: st, items: map[string]keyState{}}
+}
+
+// beginList starts a new epoch. A list that fails midway leaves an epoch without SYNC; the next list
+// starts a newer one, whose SYNC removes whatever only the failed one wrote.
+func (s *store) beginList() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.list = &listing{epoch: s.epochs.next(), seen: map[string]keyState{}}
+	return s.list.epoch
+}
+
+// listed publishes one object of the list in progress.
+func (s *store) listed(obj *unstructured.Unstructured) error {
+	s.mu.Lock()
+	l := s.list
+	s.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("object %s listed outside a list", key(obj))
+	}
+	if err := s.publish(envelope.Added, obj, l.epoch); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	l.seen[key(obj)] = keyState{uid: string(obj.GetUID()), rv: obj.GetResourceVersion()}
+	s.mu.Unlock()
+	return nil
+}
+
+// Replace closes the list in progress; the reflector calls it once listPages returned.
+func (s *store) Replace(_ []any, resourceVersion string) error {
+	s.mu.Lock()
+	l := s.list
+	s.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("replace without a list in progress")
+	}
+	for k, st := range s.items {
+		if _, ok := l.seen[k]; ok {
+			continue
+		}
+		ns, name, _ := cache.SplitMetaNamespaceKey(k)
+		ev := s.event(envelope.Deleted, l.epoch)
+		ev.Namespace, ev.Name, ev.UID, ev.ResourceVersion = ns, name, st.uid, st.rv
+		if err := s.sink.Publish(s.ctx, ev); err != nil {
+			return err
+		}
+	}
+	count := len(l.seen)
+	sync := s.event(envelope.Sync, l.epoch)
+	sync.Namespace = s.scope.namespace
+	sync.Count = &count
+	sync.ListResourceVersion = resourceVersion
+	if err := s.sink.Publish(s.ctx, sync); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.items, s.epoch, s.list = l.seen, l.epoch, nil
+	s.mu.Unlock()
+	s.status.synced(l.epoch, count)
+	return nil
+}
+
+func (s *store) Add(obj any) error    { return s.watched(envelope.Added, obj) }
+func (s *store) Update(obj any) error { return s.watched(envelope.Modified, obj) }
+func (s *store) Delete(obj any) error { return s.watched(envelope.Deleted, obj) }
+
+// Resync is a no-op: the collector sets no resync period; a full re-list is what repairs drift.
+func (s *store) Resync() error { return nil }
+
+func (s *store) watched(t envelope.Type, obj any) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("watch event %s carries %T, want *unstructured.Unstructured", t, obj)
+	}
+	s.mu.Lock()
+	epoch := s.epoch
+	s.mu.Unlock()
+	if err := s.publish(t, u, epoch); err != nil {
+		return err
+	}
+	k := key(u)
+	s.mu.Lock()
+	if t == envelope.Deleted {
+		delete(s.items, k)
+	} else {
+		s.items[k] = keyState{uid: string(u.GetUID()), rv: u.GetResourceVersion()}
+	}
+	n := len(s.items)
+	s.mu.Unlock()
+	s.status.count(n)
+	return nil
+}
+
+func (s *store) publish(t envelope.Type, obj *unstructured.Unstructured, epoch int64) error {
+	prune(obj, s.scope.redact)
+	raw, err := json.Marshal(obj.Object)
+	if err != nil {
+		return fmt.Errorf("encode %s %s: %w", s.scope.gvr.Resource, key(obj), err)
+	}
+	ev := s.event(t, epoch)
+	ev.Namespace, ev.Name, ev.UID, ev.ResourceVersion = obj.GetNamespace(), obj.GetName(), string(obj.GetUID()), obj.GetResourceVersion()
+	ev.Object = raw
+	return s.sink.Publish(s.ctx, ev)
+}
+
+func (s *store) event(t envelope.Type, epoch int64) *envelope.Event {
+	return &envelope.Event{
+		V: envelope.Version, Type: t, Cluster: s.scope.cluster,
+		Group: s.scope.gvr.Group, Version: s.scope.gvr.Version, Resource: s.scope.gvr.Resource, Kind: s.scope.kind,
+		Epoch: epoch, ObservedAt: time.Now().UTC(),
+	}
+}
+
+func key(obj *unstructured.Unstructured) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return ns + "/" + obj.GetName()
+	}
+	return obj.GetName()
+}
+
+// epochs hands out epochs that increase within a process and across restarts: microseconds since the
+// Unix epoch, bumped by one when two are asked for within the same microsecond (or the clock steps back).
+type epochs struct {
+	mu   sync.Mutex
+	last int64
+	now  func() time.Time
+}
+
+func (e *epochs) next() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := e.now().UnixMicro()
+	if n <= e.last {
+		n = e.last + 1
+	}
+	e.last = n
+	return n
+}
