@@ -1,0 +1,1065 @@
+// Package indexer turns the event stream into OpenSearch documents (DESIGN sections 3 and 4).
+//
+// It covers the document an ADDED or MODIFIED event becomes (BuildDocument) and the index it goes to
+// (IndexName); the document's fields are listed in mappings/README.md. It leaves out the index
+// template itself (package mappings), reading Kafka, and the _bulk writes.
+package indexer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/mappings"
+)
+
+// CachedFromClusterAnnotation is set on every stored object to the member cluster it came from, as
+// karmada-search does, so a client reading objects through the facade can tell them apart.
+const CachedFromClusterAnnotation = "resource.karmada.io/cached-from-cluster"
+
+// lastAppliedAnnotation is pruned by the collector already (DESIGN section 3); the builder drops it
+// too, as it can be as large as the object itself.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// ErrMalformedObject marks an event whose object can never become a document, however often it is
+// retried: such events go to the dead-letter topic. Errors that match it also match
+// envelope.ErrMalformed, so one check covers a bad envelope and a bad object.
+var ErrMalformedObject = errors.New("indexer: malformed object")
+
+type malformedError struct{ msg string }
+
+func (e *malformedError) Error() string { return ErrMalformedObject.Error() + ": " + e.msg }
+
+func (e *malformedError) Is(target error) bool {
+	return target == ErrMalformedObject || target == envelope.ErrMalformed
+}
+
+func malformed(ev *envelope.Event, format string, args ...any) error {
+	return &malformedError{msg: fmt.Sprintf("cluster %q resource %q object %q: ", ev.Cluster, groupResource(ev), namespacedName(ev)) +
+		fmt.Sprintf(format, args...)}
+}
+
+func groupResource(ev *envelope.Event) string {
+	if ev.Group == "" {
+		return ev.Resource
+	}
+	return ev.Resource + "." + ev.Group
+}
+
+func namespacedName(ev *envelope.Event) string {
+	if ev.Namespace == "" {
+		return ev.Name
+	}
+	return ev.Namespace + "/" + ev.Name
+}
+
+// IndexName is the index (or write alias) that documents of kind go to: "kubernetes-<kind>" with the
+// kind lower-cased, as OpenSearch index names must be, behind the optional prefix
+// ("<prefix>-kubernetes-<kind>"). It matches the pattern of mappings.IndexTemplate for the same prefix.
+func IndexName(prefix, kind string) string {
+	return mappings.IndexBase(prefix) + strings.ToLower(kind)
+}
+
+// Lucene refuses a whole document when one of its terms exceeds this many bytes. flat_object indexes
+// every string leaf of the object as the term "object.<dotted path>=<value>", so a ConfigMap holding a
+// 40 KB dashboard would be rejected, and with it every later version of that ConfigMap.
+const (
+	maxTermBytes = 32766
+	// flatTermOverhead is what flat_object adds to a leaf's path and value: "object." and "=".
+	flatTermOverhead = len(mappings.FieldObject) + 2
+)
+
+// objectView holds the parts of the object the builder reads, found in one pass over the top level and
+// one over metadata. Every result points into the event's bytes; nothing is copied.
+type objectView struct {
+	root                                                  gjson.Result
+	apiVersion, kind, metadata, spec, status, typ, reason gjson.Result
+
+	name, namespace, uid, resourceVersion, creation, deletion gjson.Result
+	labels, annotations, owners                               gjson.Result
+}
+
+func (v *objectView) read(src string) error {
+	v.root = gjson.Parse(src)
+	if !v.root.IsObject() {
+		return errors.New("object: not a JSON object")
+	}
+	v.root.ForEach(func(k, val gjson.Result) bool {
+		switch k.Str {
+		case "apiVersion":
+			v.apiVersion = val
+		case "kind":
+			v.kind = val
+		case "metadata":
+			v.metadata = val
+		case "spec":
+			v.spec = val
+		case "status":
+			v.status = val
+		case "type":
+			v.typ = val
+		case "reason":
+			v.reason = val
+		}
+		return true
+	})
+	if !v.metadata.IsObject() {
+		return errors.New("metadata: missing or not an object")
+	}
+	v.metadata.ForEach(func(k, val gjson.Result) bool {
+		switch k.Str {
+		case "name":
+			v.name = val
+		case "namespace":
+			v.namespace = val
+		case "uid":
+			v.uid = val
+		case "resourceVersion":
+			v.resourceVersion = val
+		case "creationTimestamp":
+			v.creation = val
+		case "deletionTimestamp":
+			v.deletion = val
+		case "labels":
+			v.labels = val
+		case "annotations":
+			v.annotations = val
+		case "ownerReferences":
+			v.owners = val
+		}
+		return true
+	})
+	// Annotations are rewritten, so anything but an object or null cannot be carried over faithfully.
+	if v.annotations.Exists() && v.annotations.Type != gjson.Null && !v.annotations.IsObject() {
+		return errors.New("metadata.annotations: not an object")
+	}
+	// Metadata is spliced by offset; make sure the offset gjson reports is where its text really is.
+	if v.metadata.Index <= 0 || v.metadata.Index+len(v.metadata.Raw) > len(src) ||
+		src[v.metadata.Index:v.metadata.Index+len(v.metadata.Raw)] != v.metadata.Raw {
+		return errors.New("metadata: cannot locate it in the object")
+	}
+	return nil
+}
+
+// BuildDocument returns the OpenSearch document for an ADDED or MODIFIED event: typed helper fields
+// read from the envelope and the object, and the object itself (under "object") with the
+// cached-from-cluster annotation set and managedFields and the last-applied annotation dropped. The
+// fields are documented in mappings/README.md.
+//
+// An object whose string leaves are too long for Lucene is stored whole under "fullObject" and
+// indexed without those leaves, which "trimmedPaths" lists; mappings.StoredObject reads either shape.
+//
+// Errors match ErrMalformedObject and envelope.ErrMalformed (never retry them): the event is not JSON, not an ADDED or MODIFIED event, or its
+// object does not agree with the envelope (uid, name, namespace, kind, apiVersion, resourceVersion).
+func BuildDocument(ev *envelope.Event) ([]byte, error) {
+	if ev == nil {
+		return nil, &malformedError{msg: "nil event"}
+	}
+	if ev.Type != envelope.Added && ev.Type != envelope.Modified {
+		return nil, malformed(ev, "a %s event has no document to build", ev.Type)
+	}
+	// gjson reads invalid JSON without complaint but unpredictably, and a broken object may carry a
+	// raw line break that splits its _bulk line and fails the request for every document in it.
+	// Caught here, the event can be dead-lettered with its reason.
+	if len(ev.Object) == 0 || !gjson.ValidBytes(ev.Object) {
+		return nil, malformed(ev, "object: not valid JSON")
+	}
+	// A string view of the event's bytes, without copying them (objects reach 1.5 MiB): it lives only
+	// during this call, and everything read through it is copied into the returned document.
+	src := unsafe.String(unsafe.SliceData(ev.Object), len(ev.Object))
+
+	var v objectView
+	if err := v.read(src); err != nil {
+		return nil, malformed(ev, "%v", err)
+	}
+	kind, err := v.check(ev)
+	if err != nil {
+		return nil, malformed(ev, "%v", err)
+	}
+
+	// One allocation in the common case: the object plus room for the helper fields.
+	w := docWriter{b: make([]byte, 0, len(src)+2048)}
+	w.b = append(w.b, '{')
+	var textBuf [32]string
+	text := stringSet{items: textBuf[:0]}
+
+	w.str("cluster", ev.Cluster)
+	w.str("group", ev.Group)
+	w.str("version", ev.Version)
+	w.str("resource", ev.Resource)
+	w.str("kind", kind)
+	w.key("apiVersion")
+	w.b = append(w.b, '"')
+	if ev.Group != "" {
+		w.b = appendEscaped(w.b, ev.Group)
+		w.b = append(w.b, '/')
+	}
+	w.b = appendEscaped(w.b, ev.Version)
+	w.b = append(w.b, '"')
+	if v.namespace.Str != "" {
+		w.str("namespace", v.namespace.Str)
+	}
+	w.str("name", v.name.Str)
+	w.str("uid", v.uid.Str)
+	w.int("resourceVersion", parseResourceVersion(v.resourceVersion.Str))
+	w.int("epoch", ev.Epoch)
+	w.timestamp("creationTimestamp", v.creation)
+	w.timestamp("deletionTimestamp", v.deletion)
+	if !ev.ObservedAt.IsZero() {
+		w.key("lastChangedAt")
+		w.b = append(w.b, '"')
+		w.b = ev.ObservedAt.UTC().AppendFormat(w.b, "2006-01-02T15:04:05.000Z07:00")
+		w.b = append(w.b, '"')
+	}
+	text.add(ev.Cluster)
+	text.add(kind)
+	text.add(v.namespace.Str)
+	text.add(v.name.Str)
+
+	w.labels(v.labels, &text)
+	w.annotationKeys(v.annotations)
+	w.owners(v.owners)
+	var st [stCount]gjson.Result
+	pick(v.status, statusKeys[:], st[:])
+	w.conditions(st[stConditions])
+	if p := st[stPhase]; p.Type == gjson.String {
+		w.str("phase", p.Str)
+	}
+	w.kindFields(ev.Group, kind, &v, &st, &text)
+
+	l := w.list("text")
+	for _, s := range text.items {
+		l.add(s)
+	}
+	l.end()
+
+	w.key(mappings.FieldObject)
+	objStart := len(w.b)
+	w.b = appendObject(w.b, src, &v, ev, kind)
+	// A _bulk body holds one document per line; the object's bytes are copied as they came, so a
+	// pretty-printed object would end its line early. Collectors send compact JSON, so this is a
+	// memchr in the common case.
+	if bytes.IndexByte(w.b[objStart:], '\n') >= 0 {
+		w.b = w.b[:objStart+len(compact(w.b[objStart:]))]
+	}
+	if len(w.b)-objStart+flatTermOverhead > maxTermBytes {
+		w.b = trimObject(w.b, objStart)
+	}
+	w.b = append(w.b, '}')
+	return w.b, nil
+}
+
+// check compares the object with the envelope and returns the kind to index under.
+func (v *objectView) check(ev *envelope.Event) (string, error) {
+	var errs []error
+	if v.uid.Str == "" {
+		errs = append(errs, errors.New("metadata.uid: missing"))
+	} else if v.uid.Str != ev.UID {
+		errs = append(errs, fmt.Errorf("metadata.uid %q differs from the event's %q", v.uid.Str, ev.UID))
+	}
+	if v.name.Str == "" {
+		errs = append(errs, errors.New("metadata.name: missing"))
+	} else if v.name.Str != ev.Name {
+		errs = append(errs, fmt.Errorf("metadata.name %q differs from the event's %q", v.name.Str, ev.Name))
+	}
+	if v.namespace.Str != ev.Namespace {
+		errs = append(errs, fmt.Errorf("metadata.namespace %q differs from the event's %q", v.namespace.Str, ev.Namespace))
+	}
+	if rv := v.resourceVersion.Str; rv != "" && ev.ResourceVersion != "" && rv != ev.ResourceVersion {
+		errs = append(errs, fmt.Errorf("metadata.resourceVersion %q differs from the event's %q", rv, ev.ResourceVersion))
+	}
+	kind := ev.Kind
+	if v.kind.Exists() {
+		switch {
+		case v.kind.Type != gjson.String:
+			errs = append(errs, errors.New("kind: not a string"))
+		case kind == "":
+			kind = v.kind.Str
+		case v.kind.Str != kind:
+			errs = append(errs, fmt.Errorf("kind %q differs from the event's %q", v.kind.Str, kind))
+		}
+	}
+	if kind == "" {
+		errs = append(errs, errors.New("kind: missing in both event and object"))
+	}
+	if v.apiVersion.Exists() && !isAPIVersion(v.apiVersion.Str, ev.Group, ev.Version) {
+		errs = append(errs, fmt.Errorf("apiVersion %q differs from the event's group %q and version %q", v.apiVersion.Str, ev.Group, ev.Version))
+	}
+	return kind, errors.Join(errs...)
+}
+
+func isAPIVersion(s, group, version string) bool {
+	if group == "" {
+		return s == version
+	}
+	return len(s) == len(group)+1+len(version) && strings.HasPrefix(s, group) && s[len(group)] == '/' &&
+		strings.HasSuffix(s, version)
+}
+
+// parseResourceVersion gives 0 for a resourceVersion that is not an integer (some aggregated APIs),
+// so the field stays numeric and sortable.
+func parseResourceVersion(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// appendObject appends the object as stored: metadata rewritten (cache annotation set, managedFields
+// and the last-applied annotation dropped), apiVersion and kind filled in from the envelope when the
+// object lacks them, and every other byte copied as it came.
+func appendObject(dst []byte, src string, v *objectView, ev *envelope.Event, kind string) []byte {
+	start := v.root.Index // the opening brace
+	end := len(src)
+	for end > start && src[end-1] <= ' ' {
+		end--
+	}
+	dst = append(dst, '{')
+	if !v.apiVersion.Exists() {
+		dst = append(dst, `"apiVersion":"`...)
+		if ev.Group != "" {
+			dst = appendEscaped(dst, ev.Group)
+			dst = append(dst, '/')
+		}
+		dst = appendEscaped(dst, ev.Version)
+		dst = append(dst, `",`...)
+	}
+	if !v.kind.Exists() {
+		dst = append(dst, `"kind":`...)
+		dst = appendString(dst, kind)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, src[start+1:v.metadata.Index]...)
+	dst = appendMetadata(dst, v.metadata, ev.Cluster)
+	dst = append(dst, src[v.metadata.Index+len(v.metadata.Raw):end]...)
+	return dst
+}
+
+func appendMetadata(dst []byte, meta gjson.Result, cluster string) []byte {
+	dst = append(dst, '{')
+	n := 0
+	sawAnnotations := false
+	meta.ForEach(func(k, val gjson.Result) bool {
+		if k.Str == "managedFields" {
+			return true
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+		dst = append(dst, k.Raw...)
+		dst = append(dst, ':')
+		if k.Str == "annotations" {
+			sawAnnotations = true
+			dst = appendAnnotations(dst, val, cluster)
+		} else {
+			dst = append(dst, val.Raw...)
+		}
+		return true
+	})
+	if !sawAnnotations {
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"annotations":`...)
+		dst = appendAnnotations(dst, gjson.Result{}, cluster)
+	}
+	return append(dst, '}')
+}
+
+// appendAnnotations writes the annotations (an object, or null or absent meaning none) with the
+// cache-source annotation set, replacing any value it had.
+func appendAnnotations(dst []byte, ann gjson.Result, cluster string) []byte {
+	dst = append(dst, '{')
+	forEach(ann, func(k, val gjson.Result) bool {
+		if k.Str == CachedFromClusterAnnotation || k.Str == lastAppliedAnnotation {
+			return true
+		}
+		dst = append(dst, k.Raw...)
+		dst = append(dst, ':')
+		dst = append(dst, val.Raw...)
+		dst = append(dst, ',')
+		return true
+	})
+	dst = append(dst, `"`+CachedFromClusterAnnotation+`":`...)
+	dst = appendString(dst, cluster)
+	return append(dst, '}')
+}
+
+// trimObject rewrites the object that starts at doc[objStart:] when one of its string leaves is too
+// long for Lucene: "object" keeps everything else, "trimmedPaths" names what was left out, and
+// "fullObject" (not indexed) keeps the whole object for readers. It is the rare path, taken only for
+// objects over 32 KB.
+func trimObject(doc []byte, objStart int) []byte {
+	full := doc[objStart:]
+	// doc is not touched until the walk is done, so the view stays valid while it is read.
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(full), len(full)))
+	if !hasLongLeaf(root, 0) {
+		return doc // a big object of short leaves, the usual kind: nothing to copy
+	}
+	t := trimmer{dst: make([]byte, 0, 4096)}
+	t.value(root)
+	t.dst = append(t.dst, `,"`+mappings.FieldTrimmedPaths+`":[`...)
+	for i, p := range t.trimmed {
+		if i > 0 {
+			t.dst = append(t.dst, ',')
+		}
+		t.dst = appendString(t.dst, p)
+	}
+	t.dst = append(t.dst, `],"`+mappings.FieldFullObject+`":`...)
+	// Slide the full object right and put the trimmed one and the list before it, rather than
+	// copying a 1.5 MiB object once more.
+	fullLen := len(full)
+	doc = append(doc, make([]byte, len(t.dst))...)
+	copy(doc[objStart+len(t.dst):], doc[objStart:objStart+fullLen])
+	copy(doc[objStart:], t.dst)
+	return doc
+}
+
+// hasLongLeaf reports whether v, at a path of pathLen bytes, holds a string leaf that would make an
+// immense term. The bound is the one trimmer.value uses.
+func hasLongLeaf(v gjson.Result, pathLen int) bool {
+	if pathLen+len(v.Raw)+flatTermOverhead <= maxTermBytes {
+		return false
+	}
+	found := false
+	switch {
+	case v.IsObject():
+		v.ForEach(func(k, val gjson.Result) bool {
+			p := pathLen + len(k.Str)
+			if pathLen > 0 {
+				p++ // the dot
+			}
+			found = hasLongLeaf(val, p)
+			return !found
+		})
+	case v.IsArray():
+		v.ForEach(func(_, val gjson.Result) bool {
+			found = hasLongLeaf(val, pathLen)
+			return !found
+		})
+	case v.Type == gjson.String:
+		found = pathLen+len(v.Str)+flatTermOverhead > maxTermBytes
+	}
+	return found
+}
+
+type trimmer struct {
+	dst     []byte
+	path    []byte // dotted, without array indices, as flat_object names leaves
+	trimmed []string
+}
+
+// value copies v to t.dst without the string leaves that would make an immense term, and reports
+// whether anything of v was kept.
+func (t *trimmer) value(v gjson.Result) bool {
+	// A subtree's leaves are never longer, with their paths, than its text plus the path leading to
+	// it: every key in the subtree costs more characters in the text ("key":) than in a path (key.).
+	if len(t.path)+len(v.Raw)+flatTermOverhead <= maxTermBytes {
+		t.dst = append(t.dst, v.Raw...)
+		return true
+	}
+	switch {
+	case v.IsObject():
+		t.dst = append(t.dst, '{')
+		n := 0
+		v.ForEach(func(k, val gjson.Result) bool {
+			mark, plen := len(t.dst), len(t.path)
+			if n > 0 {
+				t.dst = append(t.dst, ',')
+			}
+			t.dst = append(t.dst, k.Raw...)
+			t.dst = append(t.dst, ':')
+			if plen > 0 {
+				t.path = append(t.path, '.')
+			}
+			t.path = append(t.path, k.Str...)
+			if t.value(val) {
+				n++
+			} else {
+				t.dst = t.dst[:mark]
+			}
+			t.path = t.path[:plen]
+			return true
+		})
+		t.dst = append(t.dst, '}')
+		return true
+	case v.IsArray():
+		t.dst = append(t.dst, '[')
+		n := 0
+		v.ForEach(func(_, val gjson.Result) bool {
+			mark := len(t.dst)
+			if n > 0 {
+				t.dst = append(t.dst, ',')
+			}
+			if t.value(val) {
+				n++
+			} else {
+				t.dst = t.dst[:mark]
+			}
+			return true
+		})
+		t.dst = append(t.dst, ']')
+		return true
+	case v.Type == gjson.String && len(t.path)+len(v.Str)+flatTermOverhead > maxTermBytes:
+		p := string(t.path)
+		for _, q := range t.trimmed {
+			if q == p {
+				return false
+			}
+		}
+		t.trimmed = append(t.trimmed, p)
+		return false
+	default:
+		t.dst = append(t.dst, v.Raw...)
+		return true
+	}
+}
+
+// Members of status and spec that helper fields are made of. Each set is found in one pass (pick):
+// every gjson Get would scan all of status or spec again, and a Pod's are most of its bytes.
+const (
+	stConditions = iota
+	stPhase
+	stPodIP
+	stPodIPs
+	stHostIP
+	stHostIPs
+	stQOSClass
+	stContainerStatuses
+	stInitContainerStatuses
+	stNodeInfo
+	stReadyReplicas
+	stAvailableReplicas
+	stUpdatedReplicas
+	stDesiredNumberScheduled
+	stNumberReady
+	stNumberAvailable
+	stUpdatedNumberScheduled
+	stCount
+)
+
+var statusKeys = [stCount]string{
+	stConditions:             "conditions",
+	stPhase:                  "phase",
+	stPodIP:                  "podIP",
+	stPodIPs:                 "podIPs",
+	stHostIP:                 "hostIP",
+	stHostIPs:                "hostIPs",
+	stQOSClass:               "qosClass",
+	stContainerStatuses:      "containerStatuses",
+	stInitContainerStatuses:  "initContainerStatuses",
+	stNodeInfo:               "nodeInfo",
+	stReadyReplicas:          "readyReplicas",
+	stAvailableReplicas:      "availableReplicas",
+	stUpdatedReplicas:        "updatedReplicas",
+	stDesiredNumberScheduled: "desiredNumberScheduled",
+	stNumberReady:            "numberReady",
+	stNumberAvailable:        "numberAvailable",
+	stUpdatedNumberScheduled: "updatedNumberScheduled",
+}
+
+const (
+	// The three container lists come first and in this order, as containerKeys.
+	spInitContainers = iota
+	spContainers
+	spEphemeralContainers
+	spNodeName
+	spTemplate
+	spJobTemplate
+	spReplicas
+	spUnschedulable
+	spType
+	spClusterIP
+	spClusterIPs
+	spCount
+)
+
+var specKeys = [spCount]string{
+	spInitContainers:      "initContainers",
+	spContainers:          "containers",
+	spEphemeralContainers: "ephemeralContainers",
+	spNodeName:            "nodeName",
+	spTemplate:            "template",
+	spJobTemplate:         "jobTemplate",
+	spReplicas:            "replicas",
+	spUnschedulable:       "unschedulable",
+	spType:                "type",
+	spClusterIP:           "clusterIP",
+	spClusterIPs:          "clusterIPs",
+}
+
+// containerKeys are the container lists of a Pod spec, in the order the kubelet starts them.
+var containerKeys = [3]string{"initContainers", "containers", "ephemeralContainers"}
+
+// pick sets out[i] to the member of obj named keys[i], in one pass over obj.
+func pick(obj gjson.Result, keys []string, out []gjson.Result) {
+	forEach(obj, func(k, v gjson.Result) bool {
+		for i, key := range keys {
+			if k.Str == key {
+				out[i] = v
+				break
+			}
+		}
+		return true
+	})
+}
+
+// kindFields writes the per-kind helper fields. Kinds are matched with their group, so a custom
+// resource that happens to be called Pod gets none of them.
+func (w *docWriter) kindFields(group, kind string, v *objectView, st *[stCount]gjson.Result, text *stringSet) {
+	var sp [spCount]gjson.Result
+	switch group {
+	case "", "apps", "batch":
+		pick(v.spec, specKeys[:], sp[:])
+	case "events.k8s.io":
+		if kind == "Event" {
+			w.event(v)
+		}
+		return
+	default:
+		return
+	}
+	switch group {
+	case "":
+		switch kind {
+		case "Pod":
+			w.pod(&sp, st, text)
+		case "Node":
+			if kv := st[stNodeInfo].Get("kubeletVersion").Str; kv != "" {
+				w.str("kubeletVersion", kv)
+			}
+			w.bool("unschedulable", sp[spUnschedulable].Bool())
+			w.bool("ready", conditionTrue(st[stConditions], "Ready"))
+		case "Service":
+			if t := sp[spType].Str; t != "" {
+				w.str("type", t)
+			}
+			w.ips("clusterIP", sp[spClusterIPs], "", sp[spClusterIP])
+		case "Secret":
+			if v.typ.Str != "" {
+				w.str("type", v.typ.Str)
+			}
+		case "Event":
+			w.event(v)
+		case "ReplicationController":
+			w.podTemplate(sp[spTemplate].Get("spec"), text)
+			w.replicas(sp[spReplicas], st[stReadyReplicas], st[stAvailableReplicas], gjson.Result{}, false)
+		}
+	case "apps":
+		w.podTemplate(sp[spTemplate].Get("spec"), text)
+		switch kind {
+		case "Deployment", "StatefulSet":
+			w.replicas(sp[spReplicas], st[stReadyReplicas], st[stAvailableReplicas], st[stUpdatedReplicas], true)
+		case "ReplicaSet":
+			w.replicas(sp[spReplicas], st[stReadyReplicas], st[stAvailableReplicas], gjson.Result{}, false)
+		case "DaemonSet":
+			// A DaemonSet wants one Pod per eligible node: its "replicas" are the scheduled count.
+			w.replicas(st[stDesiredNumberScheduled], st[stNumberReady], st[stNumberAvailable], st[stUpdatedNumberScheduled], true)
+		}
+	case "batch":
+		switch kind {
+		case "Job":
+			w.podTemplate(sp[spTemplate].Get("spec"), text)
+		case "CronJob":
+			w.podTemplate(sp[spJobTemplate].Get("spec.template.spec"), text)
+		}
+	}
+}
+
+func (w *docWriter) event(v *objectView) {
+	if v.typ.Str != "" {
+		w.str("type", v.typ.Str)
+	}
+	if v.reason.Str != "" {
+		w.str("reason", v.reason.Str)
+	}
+}
+
+func (w *docWriter) pod(sp *[spCount]gjson.Result, st *[stCount]gjson.Result, text *stringSet) {
+	if n := sp[spNodeName].Str; n != "" {
+		w.str("nodeName", n)
+		text.add(n)
+	}
+	w.ips("podIP", st[stPodIPs], "ip", st[stPodIP])
+	w.ips("hostIP", st[stHostIPs], "ip", st[stHostIP])
+	if q := st[stQOSClass].Str; q != "" {
+		w.str("qosClass", q)
+	}
+	w.containers((*[3]gjson.Result)(sp[spInitContainers:spEphemeralContainers+1]), text)
+	// As kubectl's RESTARTS column: regular and init containers.
+	var restarts int64
+	for _, list := range [...]gjson.Result{st[stContainerStatuses], st[stInitContainerStatuses]} {
+		forEach(list, func(_, cs gjson.Result) bool {
+			restarts += cs.Get("restartCount").Int()
+			return true
+		})
+	}
+	w.int("restarts", restarts)
+	w.bool("ready", conditionTrue(st[stConditions], "Ready"))
+}
+
+// podTemplate writes containerNames and images of the Pod spec of a workload's template.
+func (w *docWriter) podTemplate(spec gjson.Result, text *stringSet) {
+	if !spec.IsObject() {
+		return
+	}
+	var lists [3]gjson.Result
+	pick(spec, containerKeys[:], lists[:])
+	w.containers(&lists, text)
+}
+
+// containers writes containerNames and images of the init, regular and ephemeral containers.
+func (w *docWriter) containers(lists *[3]gjson.Result, text *stringSet) {
+	var nameBuf, imageBuf [16]string
+	names, images := stringSet{items: nameBuf[:0]}, stringSet{items: imageBuf[:0]}
+	for _, list := range lists {
+		forEach(list, func(_, c gjson.Result) bool {
+			forEach(c, func(k, val gjson.Result) bool {
+				switch k.Str {
+				case "name":
+					names.add(val.Str)
+				case "image":
+					images.add(val.Str)
+				}
+				return true
+			})
+			return true
+		})
+	}
+	l := w.list("containerNames")
+	for _, s := range names.items {
+		l.add(s)
+		text.add(s)
+	}
+	l.end()
+	l = w.list("images")
+	for _, s := range images.items {
+		l.add(s)
+		text.add(s)
+	}
+	l.end()
+}
+
+// replicas writes the replica counts; a missing status count is 0 (the API server omits zero
+// counts), so sorts and ranges such as readyReplicas < replicas work on every document.
+func (w *docWriter) replicas(desired, ready, available, updated gjson.Result, hasUpdated bool) {
+	if desired.Type == gjson.Number {
+		w.int("replicas", desired.Int())
+	}
+	w.int("readyReplicas", ready.Int())
+	w.int("availableReplicas", available.Int())
+	if hasUpdated {
+		w.int("updatedReplicas", updated.Int())
+	}
+}
+
+func conditionTrue(conds gjson.Result, typ string) bool {
+	found := false
+	forEach(conds, func(_, c gjson.Result) bool {
+		if c.Get("type").Str == typ {
+			found = c.Get("status").Str == "True"
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+func (w *docWriter) labels(labels gjson.Result, text *stringSet) {
+	if !labels.IsObject() {
+		return
+	}
+	l := w.list("labels")
+	labels.ForEach(func(k, val gjson.Result) bool {
+		if val.Type != gjson.String {
+			return true
+		}
+		l.addPair(k.Str, '=', val.Str)
+		text.add(val.Str)
+		return true
+	})
+	l.end()
+	l = w.list("labelKeys")
+	labels.ForEach(func(k, val gjson.Result) bool {
+		if val.Type == gjson.String {
+			l.add(k.Str)
+		}
+		return true
+	})
+	l.end()
+}
+
+// annotationKeys lists the keys of the annotations as stored, so with the cache-source annotation and
+// without the last-applied one.
+func (w *docWriter) annotationKeys(ann gjson.Result) {
+	l := w.list("annotationKeys")
+	forEach(ann, func(k, _ gjson.Result) bool {
+		if k.Str != CachedFromClusterAnnotation && k.Str != lastAppliedAnnotation {
+			l.add(k.Str)
+		}
+		return true
+	})
+	l.add(CachedFromClusterAnnotation)
+	l.end()
+}
+
+func (w *docWriter) owners(refs gjson.Result) {
+	if !refs.IsArray() {
+		return
+	}
+	var kindBuf [4]string
+	kinds := stringSet{items: kindBuf[:0]}
+	l := w.list("ownerUIDs")
+	refs.ForEach(func(_, r gjson.Result) bool {
+		l.add(r.Get("uid").Str)
+		kinds.add(r.Get("kind").Str)
+		return true
+	})
+	l.end()
+	l = w.list("ownerKinds")
+	for _, k := range kinds.items {
+		l.add(k)
+	}
+	l.end()
+	l = w.list("ownerRefs")
+	refs.ForEach(func(_, r gjson.Result) bool {
+		k, n := r.Get("kind").Str, r.Get("name").Str
+		if k != "" && n != "" {
+			l.addPair(k, '/', n)
+		}
+		return true
+	})
+	l.end()
+}
+
+// conditions writes "Type=Status" for every condition, whatever the kind: most controllers and CRDs
+// report their state this way.
+func (w *docWriter) conditions(conds gjson.Result) {
+	if !conds.IsArray() {
+		return
+	}
+	l := w.list("conditions")
+	conds.ForEach(func(_, c gjson.Result) bool {
+		t, s := c.Get("type").Str, c.Get("status").Str
+		if t != "" && s != "" {
+			l.addPair(t, '=', s)
+		}
+		return true
+	})
+	l.end()
+}
+
+// ips writes the valid addresses of a list (of objects holding them under sub, or of strings when sub
+// is empty), or of single when the list is absent. Dual-stack objects have two; "None" (a headless
+// Service) and empty strings are left out, as an ip field would reject them.
+func (w *docWriter) ips(name string, list gjson.Result, sub string, single gjson.Result) {
+	l := w.list(name)
+	add := func(s string) {
+		if _, err := netip.ParseAddr(s); err == nil {
+			l.add(s)
+		}
+	}
+	if list.IsArray() {
+		list.ForEach(func(_, e gjson.Result) bool {
+			if sub != "" {
+				e = e.Get(sub)
+			}
+			add(e.Str)
+			return true
+		})
+	} else {
+		add(single.Str)
+	}
+	l.end()
+}
+
+// docWriter appends the members of the document's top-level object.
+type docWriter struct {
+	b []byte
+	n int // members written so far
+}
+
+func (w *docWriter) key(name string) {
+	if w.n > 0 {
+		w.b = append(w.b, ',')
+	}
+	w.n++
+	w.b = append(w.b, '"')
+	w.b = append(w.b, name...)
+	w.b = append(w.b, '"', ':')
+}
+
+func (w *docWriter) str(name, val string) {
+	w.key(name)
+	w.b = appendString(w.b, val)
+}
+
+func (w *docWriter) int(name string, val int64) {
+	w.key(name)
+	w.b = strconv.AppendInt(w.b, val, 10)
+}
+
+func (w *docWriter) bool(name string, val bool) {
+	w.key(name)
+	w.b = strconv.AppendBool(w.b, val)
+}
+
+// timestamp copies a Kubernetes timestamp (RFC 3339 text) when it is set.
+func (w *docWriter) timestamp(name string, ts gjson.Result) {
+	if ts.Type == gjson.String && ts.Str != "" {
+		w.str(name, ts.Str)
+	}
+}
+
+// list starts an array member; it is removed again if nothing is added, so empty lists are absent
+// rather than [], which OpenSearch treats the same and costs bytes.
+func (w *docWriter) list(name string) docList {
+	l := docList{w: w, mark: len(w.b), prevN: w.n}
+	w.key(name)
+	w.b = append(w.b, '[')
+	return l
+}
+
+type docList struct {
+	w           *docWriter
+	mark, prevN int
+	n           int
+}
+
+func (l *docList) add(s string) {
+	if l.n > 0 {
+		l.w.b = append(l.w.b, ',')
+	}
+	l.n++
+	l.w.b = appendString(l.w.b, s)
+}
+
+func (l *docList) addPair(a string, sep byte, b string) {
+	if l.n > 0 {
+		l.w.b = append(l.w.b, ',')
+	}
+	l.n++
+	l.w.b = append(l.w.b, '"')
+	l.w.b = appendEscaped(l.w.b, a)
+	l.w.b = append(l.w.b, sep)
+	l.w.b = appendEscaped(l.w.b, b)
+	l.w.b = append(l.w.b, '"')
+}
+
+func (l *docList) end() {
+	if l.n == 0 {
+		l.w.b = l.w.b[:l.mark]
+		l.w.n = l.prevN
+		return
+	}
+	l.w.b = append(l.w.b, ']')
+}
+
+// stringSet keeps distinct non-empty strings in insertion order. Sets here hold a few dozen items,
+// so a linear scan beats hashing and needs no allocation beyond the caller's backing array.
+type stringSet struct{ items []string }
+
+func (s *stringSet) add(v string) {
+	if v == "" {
+		return
+	}
+	for _, x := range s.items {
+		if x == v {
+			return
+		}
+	}
+	s.items = append(s.items, v)
+}
+
+// compact removes the whitespace between the tokens of the valid JSON in b, in place.
+func compact(b []byte) []byte {
+	out := b[:0] // never ahead of the read position, so writing in place is safe
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			out = append(out, c)
+			switch c {
+			case '\\':
+				i++
+				out = append(out, b[i])
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '"':
+			inString = true
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// forEach iterates the members of an object or the elements of an array, and nothing else: gjson's
+// ForEach would hand a scalar (null annotations, say) to fn as if it were a member.
+func forEach(r gjson.Result, fn func(k, v gjson.Result) bool) {
+	if r.IsObject() || r.IsArray() {
+		r.ForEach(fn)
+	}
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = appendEscaped(dst, s)
+	return append(dst, '"')
+}
+
+// appendEscaped appends s as the inside of a JSON string. Most strings need no escaping and are
+// copied in one step; invalid UTF-8 becomes U+FFFD, as encoding/json does.
+func appendEscaped(dst []byte, s string) []byte {
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < 0x80 {
+			i++
+			continue
+		}
+		dst = append(dst, s[:i]...)
+		s = s[i:]
+		i = 0
+		if c >= 0x80 {
+			r, size := utf8.DecodeRuneInString(s)
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, "\ufffd"...)
+			} else {
+				dst = append(dst, s[:size]...)
+			}
+			s = s[size:]
+			continue
+		}
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			const hex = "0123456789abcdef"
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		s = s[1:]
+	}
+	return append(dst, s...)
+}

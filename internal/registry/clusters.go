@@ -1,0 +1,267 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+// Cluster is a member cluster: what registries select it by, and how to reach it. It is reached
+// either through a kubeconfig (Kubeconfig, and Context or the kubeconfig's current context) or
+// directly (Server, CAFile, TokenFile). Credentials are only ever named by file, never inline, so
+// that they can rotate and never end up in logs.
+type Cluster struct {
+	// Name identifies the cluster everywhere (documents, status, partition keys); a DNS label.
+	Name string `json:"name"`
+	// Labels are matched by a registry's targetCluster.labelSelector.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Provider, Region and Zone are matched by a registry's targetCluster.fieldSelector.
+	Provider string `json:"provider,omitempty"`
+	Region   string `json:"region,omitempty"`
+	Zone     string `json:"zone,omitempty"`
+
+	// Kubeconfig is the path of a kubeconfig file; Context picks one of its contexts.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	Context    string `json:"context,omitempty"`
+
+	// Server is the https URL of the member's API server, CAFile the PEM bundle to verify it and
+	// TokenFile a file holding a bearer token (re-read when it changes).
+	Server    string `json:"server,omitempty"`
+	CAFile    string `json:"caFile,omitempty"`
+	TokenFile string `json:"tokenFile,omitempty"`
+	// InsecureSkipTLSVerify trusts any server certificate; for test beds only.
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+}
+
+// clustersFile is the shape of a clusters file.
+type clustersFile struct {
+	Clusters []Cluster `json:"clusters"`
+}
+
+// LoadClusters reads a clusters file:
+//
+//	clusters:
+//	- name: member1
+//	  labels: {env: prod}
+//	  provider: aws
+//	  region: eu-west-1
+//	  zone: eu-west-1a
+//	  kubeconfig: member1.kubeconfig   # relative to this file's folder
+//	  context: member1                 # optional: the kubeconfig's current context otherwise
+//	- name: member2
+//	  server: https://10.0.0.2:6443
+//	  caFile: member2/ca.crt
+//	  tokenFile: member2/token
+//
+// Decoding is strict, relative paths are resolved against the file's folder, and the clusters are
+// validated (see ValidateClusters); all errors are reported at once.
+func LoadClusters(path string) ([]Cluster, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load clusters: %w", err)
+	}
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("load clusters %s: %w", path, err)
+	}
+	var f clustersFile
+	if err := decodeStrict(j, &f, path); err != nil {
+		return nil, fmt.Errorf("load clusters: %w", err)
+	}
+	dir := filepath.Dir(path)
+	for i := range f.Clusters {
+		c := &f.Clusters[i]
+		c.Kubeconfig = resolve(dir, c.Kubeconfig)
+		c.CAFile = resolve(dir, c.CAFile)
+		c.TokenFile = resolve(dir, c.TokenFile)
+	}
+	if err := ValidateClusters(f.Clusters); err != nil {
+		return nil, fmt.Errorf("load clusters %s:\n%w", path, err)
+	}
+	return f.Clusters, nil
+}
+
+func resolve(dir, path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(dir, path)
+}
+
+// ValidateClusters checks every cluster and that names are unique. Errors name the field path, e.g.
+// `clusters[2].server: Required value: ...`; all are returned at once, joined.
+func ValidateClusters(clusters []Cluster) error {
+	var errs []error
+	seen := map[string]bool{}
+	for i := range clusters {
+		path := field.NewPath("clusters").Index(i)
+		for _, e := range validateCluster(&clusters[i], path) {
+			errs = append(errs, e)
+		}
+		name := clusters[i].Name
+		if name == "" {
+			continue
+		}
+		if seen[name] {
+			errs = append(errs, field.Duplicate(path.Child("name"), name))
+		}
+		seen[name] = true
+	}
+	return errors.Join(errs...)
+}
+
+func validateCluster(c *Cluster, path *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if c.Name == "" {
+		allErrs = append(allErrs, field.Required(path.Child("name"), "a DNS label, e.g. member1"))
+	} else {
+		// A DNS label can hold no "_", which is what lets qualified names like pod_member1 split.
+		for _, msg := range validation.IsDNS1123Label(c.Name) {
+			allErrs = append(allErrs, field.Invalid(path.Child("name"), c.Name, msg))
+		}
+	}
+	allErrs = append(allErrs, metav1validation.ValidateLabels(c.Labels, path.Child("labels"))...)
+
+	direct := c.Server != "" || c.CAFile != "" || c.TokenFile != "" || c.InsecureSkipTLSVerify
+	switch {
+	case c.Kubeconfig != "" && direct:
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"server", c.Server != ""}, {"caFile", c.CAFile != ""}, {"tokenFile", c.TokenFile != ""},
+			{"insecureSkipTLSVerify", c.InsecureSkipTLSVerify}} {
+			if f.set {
+				allErrs = append(allErrs, field.Forbidden(path.Child(f.name),
+					"cannot be combined with kubeconfig; reach a cluster through one or the other"))
+			}
+		}
+	case c.Kubeconfig != "":
+	case c.Context != "":
+		allErrs = append(allErrs, field.Required(path.Child("kubeconfig"), "context needs the kubeconfig it belongs to"))
+	case c.Server == "":
+		allErrs = append(allErrs, field.Required(path.Child("server"),
+			"reach the cluster through kubeconfig (and context), or server with caFile and tokenFile"))
+	default:
+		allErrs = append(allErrs, validateDirect(c, path)...)
+	}
+	return allErrs
+}
+
+func validateDirect(c *Cluster, path *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	u, err := url.Parse(c.Server)
+	switch {
+	case err != nil:
+		allErrs = append(allErrs, field.Invalid(path.Child("server"), c.Server, err.Error()))
+	case u.Scheme != "https" || u.Host == "":
+		// A bearer token must not travel in clear text.
+		allErrs = append(allErrs, field.Invalid(path.Child("server"), c.Server, "must be an https URL with a host"))
+	case u.User != nil:
+		allErrs = append(allErrs, field.Invalid(path.Child("server"), u.Redacted(),
+			"must not carry credentials; use tokenFile"))
+	}
+	if c.TokenFile == "" {
+		allErrs = append(allErrs, field.Required(path.Child("tokenFile"), "a file holding a bearer token"))
+	}
+	switch {
+	case c.CAFile != "" && c.InsecureSkipTLSVerify:
+		allErrs = append(allErrs, field.Forbidden(path.Child("insecureSkipTLSVerify"), "cannot be combined with caFile"))
+	case c.CAFile == "" && !c.InsecureSkipTLSVerify:
+		allErrs = append(allErrs, field.Required(path.Child("caFile"),
+			"the CA bundle that signed the server's certificate (or insecureSkipTLSVerify, for test beds only)"))
+	}
+	return allErrs
+}
+
+// ClustersFromKubeconfig makes a cluster of every context of a kubeconfig file, named after the
+// context, sorted by name. Context names must be DNS labels (cloud providers' generated names often
+// are not: list such clusters in a clusters file instead). Every context must name a cluster the file
+// defines.
+func ClustersFromKubeconfig(path string) ([]Cluster, error) {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("clusters from kubeconfig: %w", err)
+	}
+	names := make([]string, 0, len(cfg.Contexts))
+	for name := range cfg.Contexts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("clusters from kubeconfig %s: no contexts", path)
+	}
+	var (
+		clusters []Cluster
+		errs     []error
+	)
+	for _, name := range names {
+		ctx := cfg.Contexts[name]
+		if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("context %q cannot name a cluster: %s", name, msgs[0]))
+			continue
+		}
+		if _, ok := cfg.Clusters[ctx.Cluster]; !ok {
+			errs = append(errs, fmt.Errorf("context %q: cluster %q is not defined", name, ctx.Cluster))
+			continue
+		}
+		clusters = append(clusters, Cluster{Name: name, Kubeconfig: path, Context: name})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("clusters from kubeconfig %s:\n%w", path, err)
+	}
+	return clusters, nil
+}
+
+// RESTConfig builds the client configuration for the cluster. Rate limits and the user agent are
+// left to the caller. Files are checked here so that a missing one is reported with the cluster's
+// name before any request is made.
+func (c Cluster) RESTConfig() (*rest.Config, error) {
+	if errs := validateCluster(&c, field.NewPath("cluster")); len(errs) > 0 {
+		return nil, fmt.Errorf("cluster %q: %w", c.Name, errs.ToAggregate())
+	}
+	if c.Kubeconfig != "" {
+		if _, err := os.Stat(c.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("cluster %q: kubeconfig: %w", c.Name, err)
+		}
+		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: c.Kubeconfig},
+			&clientcmd.ConfigOverrides{CurrentContext: c.Context})
+		cfg, err := loader.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: kubeconfig %s: %w", c.Name, c.Kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	if _, err := os.Stat(c.TokenFile); err != nil {
+		return nil, fmt.Errorf("cluster %q: token file: %w", c.Name, err)
+	}
+	if c.CAFile != "" {
+		if _, err := os.Stat(c.CAFile); err != nil {
+			return nil, fmt.Errorf("cluster %q: CA file: %w", c.Name, err)
+		}
+	}
+	return &rest.Config{
+		Host:            c.Server,
+		BearerTokenFile: c.TokenFile,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAFile:   c.CAFile,
+			Insecure: c.InsecureSkipTLSVerify,
+		},
+	}, nil
+}
+
+// sameConnection reports whether a and b reach their cluster the same way.
+func sameConnection(a, b Cluster) bool {
+	return a.Kubeconfig == b.Kubeconfig && a.Context == b.Context && a.Server == b.Server &&
+		a.CAFile == b.CAFile && a.TokenFile == b.TokenFile && a.InsecureSkipTLSVerify == b.InsecureSkipTLSVerify
+}
