@@ -72,8 +72,26 @@ wait_for() {
   local deadline=$(( $(date +%s) + timeout ))
   until "$@" >/dev/null 2>&1; do
     (( $(date +%s) < deadline )) || { log "timed out after ${timeout}s waiting for $desc"; return 1; }
+    dead_services && return 1
     sleep 0.2
   done
+}
+
+# dead_services succeeds (and shows the end of its log) when a started service has died, so a wait
+# fails at once with the reason instead of running into its timeout.
+dead_services() {
+  local pidfile name pid started
+  for pidfile in "$PID_DIR"/*.pid; do
+    [[ -e $pidfile ]] || continue
+    name=$(basename "$pidfile" .pid)
+    read -r pid started < "$pidfile"
+    if [[ $(proc_start "$pid") != "$started" ]]; then
+      log "$name died; the end of $LOG_DIR/$name.log:"
+      tail -n 20 "$LOG_DIR/$name.log" >&2
+      return 0
+    fi
+  done
+  return 1
 }
 
 # free_port prints a loopback TCP port nobody listens on now.

@@ -73,7 +73,8 @@ for name in "${clusters[@]}"; do
     --service-cluster-ip-range 10.96.0.0/16 \
     --enable-priority-and-fairness=false \
     --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
-    --shutdown-delay-duration 0s
+    --shutdown-delay-duration 0s \
+    --endpoint-reconciler-type none
   cat > "$dir/kubeconfig" <<EOF
 apiVersion: v1
 kind: Config
@@ -103,7 +104,7 @@ for name in "${clusters[@]}"; do
     --service-account-private-key-file "$dir/sa.key" --root-ca-file "$pki/ca.crt" \
     --leader-elect=false --kube-api-qps 1000 --kube-api-burst 2000 \
     --concurrent-deployment-syncs 20 --concurrent-replicaset-syncs 20 \
-    --controllers '*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-route'
+    --controllers '*,-nodeipam,-nodelifecycle'
   cat > "$dir/scheduler.yaml" <<EOF
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
