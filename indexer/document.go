@@ -1,8 +1,3 @@
-// Package indexer turns the event stream into OpenSearch documents (DESIGN sections 3 and 4).
-//
-// It covers the document an ADDED or MODIFIED event becomes (BuildDocument) and the index it goes to
-// (IndexName); the document's fields are listed in mappings/README.md. It leaves out the index
-// template itself (package mappings), reading Kafka, and the _bulk writes.
 package indexer
 
 import (

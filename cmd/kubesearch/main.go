@@ -26,6 +26,7 @@ type command struct {
 
 var commands = map[string]command{
 	"collector": {"list/watch member clusters into Kafka", collectorCommand},
+	"indexer":   {"consume the event stream into OpenSearch", indexerCommand},
 }
 
 func main() {
@@ -46,7 +47,7 @@ func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("kubesearch "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	level := new(slog.LevelVar)
-	fs.TextVar(level, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
+	fs.TextVar(level, "log-level", level, "log level: debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log as JSON lines instead of text")
 	runFn := cmd.setup(fs)
 	if err := fs.Parse(args[1:]); err != nil {

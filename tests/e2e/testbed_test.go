@@ -40,7 +40,8 @@ func TestTestbedMembersServeClientGo(t *testing.T) {
 			cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, cluster))
 			ctx := t.Context()
 			createNamespace(t, cs, ns)
-			w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+			// The controller-manager adds kube-root-ca.crt to every namespace; watch only ours.
+			w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=app-config"})
 			if err != nil {
 				t.Fatalf("watch configmaps: %v", err)
 			}

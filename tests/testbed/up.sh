@@ -99,12 +99,14 @@ done
 for name in "${clusters[@]}"; do
   dir="$STATE_DIR/$name"
   # Client rate limits are raised everywhere so thousands of Pods settle in minutes, not hours.
+  # The node lifecycle controller must run: it lifts the not-ready taint every new node is born with.
+  # Node IPAM is off: kwok hands out Pod IPs itself (--cidr).
   run_service "$name-controller-manager" "$BIN_DIR/kube-controller-manager" \
     --kubeconfig "$dir/kubeconfig" --bind-address 127.0.0.1 --secure-port "$(free_port)" \
     --service-account-private-key-file "$dir/sa.key" --root-ca-file "$pki/ca.crt" \
     --leader-elect=false --kube-api-qps 1000 --kube-api-burst 2000 \
     --concurrent-deployment-syncs 20 --concurrent-replicaset-syncs 20 \
-    --controllers '*,-nodeipam,-nodelifecycle'
+    --controllers '*,-nodeipam'
   cat > "$dir/scheduler.yaml" <<EOF
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+
+	"github.com/kubesearch/kubesearch/indexer"
+)
+
+func indexerCommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
+	var o indexer.Options
+	o.SetDefaults()
+	o.DeadLetterTopic = "" // default follows --topic
+	brokers := stringList{"127.0.0.1:9092"}
+	var addresses stringList
+	fs.Var(&brokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers")
+	fs.StringVar(&o.Topic, "topic", o.Topic, "Kafka topic of the event stream")
+	fs.StringVar(&o.GroupID, "group", o.GroupID, "Kafka consumer group shared by the indexer replicas")
+	fs.StringVar(&o.DeadLetterTopic, "dlq-topic", "", "topic of events that can never be indexed (default <topic>.dlq)")
+	fs.IntVar(&o.FetchMaxBytes, "kafka-fetch-max-bytes", o.FetchMaxBytes, "largest fetch from one partition; at least 4 MiB, above the largest event")
+	fs.IntVar(&o.MaxMessageBytes, "kafka-max-message-bytes", o.MaxMessageBytes, "largest dead letter (an event plus headers); the dead-letter topic's max.message.bytes when the indexer creates it")
+	fs.BoolVar(&o.Kafka.TLS, "kafka-tls", false, "connect to Kafka with TLS")
+	fs.StringVar(&o.Kafka.CAFile, "kafka-ca-file", "", "PEM CA certificates that sign the brokers' certificates (implies --kafka-tls)")
+	fs.BoolVar(&o.Kafka.InsecureSkipVerify, "kafka-insecure-skip-verify", false, "accept any broker certificate (implies --kafka-tls); for demos only")
+	fs.StringVar(&o.Kafka.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: plain, scram-sha-256 or scram-sha-512")
+	fs.StringVar(&o.Kafka.UsernameFile, "kafka-username-file", "", "file holding the SASL username")
+	fs.StringVar(&o.Kafka.PasswordFile, "kafka-password-file", "", "file holding the SASL password")
+
+	fs.Var(&addresses, "opensearch-addresses", "comma-separated OpenSearch node URLs (default: the registries' spec.backendStore.openSearch.addresses)")
+	fs.StringVar(&o.Registry, "registry", "", "ResourceRegistry file or folder whose spec.backendStore.openSearch names the OpenSearch to write to")
+	fs.StringVar(&o.OpenSearch.UsernameFile, "opensearch-username-file", "", "file holding the OpenSearch username")
+	fs.StringVar(&o.OpenSearch.PasswordFile, "opensearch-password-file", "", "file holding the OpenSearch password")
+	fs.StringVar(&o.OpenSearch.SecretDir, "opensearch-secret-dir", "", "mounted Secret folder with files username (or userName) and password")
+	fs.StringVar(&o.OpenSearch.CAFile, "opensearch-ca-file", "", "PEM CA certificates that sign OpenSearch's certificate")
+	fs.BoolVar(&o.OpenSearch.InsecureSkipVerify, "opensearch-insecure-skip-verify", false, "accept any OpenSearch certificate; for demos only")
+
+	fs.StringVar(&o.Index.Prefix, "index-prefix", "", "prefix of every index and template name, for installations sharing an OpenSearch")
+	fs.IntVar(&o.Index.Shards, "index-shards", 1, "primary shards of each new index")
+	fs.IntVar(&o.Index.Replicas, "index-replicas", 0, "replicas of each new index")
+	fs.DurationVar(&o.Index.RefreshInterval, "index-refresh-interval", 0, "refresh_interval of new indices (0: 1s; negative: off)")
+
+	fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "most events per batch (one commit)")
+	fs.IntVar(&o.BatchBytes, "batch-bytes", o.BatchBytes, "most bytes of events per batch; a larger event makes a batch alone")
+	fs.DurationVar(&o.BatchInterval, "batch-interval", o.BatchInterval, "longest wait for a batch to fill")
+	fs.DurationVar(&o.WatermarkInterval, "watermark-interval", o.WatermarkInterval, "how often writes are made searchable and watermarks stored")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "longest OpenSearch request")
+	fs.StringVar(&o.ListenAddr, "listen", "127.0.0.1:8082", "address of /healthz, /readyz and /metrics; empty disables")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "longest wait to write and commit the batch in flight on shutdown")
+	return func(ctx context.Context, log *slog.Logger) error {
+		o.Brokers, o.OpenSearchAddresses, o.Logger = brokers, addresses, log
+		ix, err := indexer.New(o)
+		if err != nil {
+			return err
+		}
+		return ix.Run(ctx)
+	}
+}

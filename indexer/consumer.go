@@ -1,0 +1,509 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/tidwall/gjson"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+)
+
+// messageReader is what the consumer needs of a kafka.Reader in a consumer group.
+type messageReader interface {
+	FetchMessage(ctx context.Context) (kafka.Message, error)
+	CommitMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// item is one consumed message on its way through a batch.
+type item struct {
+	msg  kafka.Message
+	ev   *envelope.Event // nil when it does not decode
+	op   *op             // for ADDED, MODIFIED and DELETED
+	dead *deadLetter     // set once it is known never to apply
+}
+
+// consumer reads the event stream in batches, applies each batch to OpenSearch in partition order,
+// dead-letters what can never be applied, and commits a batch's offsets once all of it is written.
+// One goroutine runs it; another fetches.
+type consumer struct {
+	reader  messageReader
+	dlq     messageWriter
+	os      *osClient
+	writer  *writer
+	wm      *watermarks
+	metrics *metrics
+	log     *slog.Logger
+	now     func() time.Time
+	backoff func() wait.Backoff
+
+	prefix        string
+	topic         string
+	batchSize     int
+	batchBytes    int
+	batchInterval time.Duration
+	wmInterval    time.Duration
+
+	next        map[int]int64    // per partition, the offset expected next
+	unversioned map[pairKey]bool // pairs already logged as written without versioning
+}
+
+// run consumes until ctx is done, then writes and commits what was fetched (work bounds that) and
+// returns. It returns an error only when work ends before the batch in flight is written.
+func (c *consumer) run(ctx, work context.Context) error {
+	msgs := make(chan kafka.Message, c.batchSize)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		defer close(msgs)
+		c.fetch(ctx, msgs)
+	})
+
+	var b batch
+	timer := time.NewTimer(c.batchInterval)
+	timer.Stop()
+	defer timer.Stop()
+	tick := time.NewTicker(c.wmInterval)
+	defer tick.Stop()
+	flush := func() error {
+		timer.Stop()
+		if b.empty() {
+			return nil
+		}
+		return c.process(work, b.take())
+	}
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				// Fetching stopped (ctx done) and everything it fetched has been taken: write the last
+				// batch, make it searchable, commit.
+				if err := flush(); err != nil {
+					return err
+				}
+				c.refreshWatermarks(work)
+				return nil
+			}
+			for _, full := range b.push(m, c.batchSize, c.batchBytes) {
+				if err := c.process(work, full); err != nil {
+					return err
+				}
+			}
+			switch b.len() {
+			case 0:
+				timer.Stop()
+			case 1: // m started a batch
+				timer.Reset(c.batchInterval)
+			}
+		case <-timer.C:
+			if err := flush(); err != nil {
+				return err
+			}
+		case <-tick.C:
+			c.refreshWatermarks(work)
+		}
+	}
+}
+
+// fetch hands messages over until ctx is done. kafka-go retries broker errors itself; what reaches
+// here is logged and retried with backoff.
+func (c *consumer) fetch(ctx context.Context, out chan<- kafka.Message) {
+	bo := c.backoff()
+	for {
+		m, err := c.reader.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, io.EOF) {
+				return
+			}
+			if c.wait(ctx, &bo, "fetch failed", 0, err) != nil {
+				return
+			}
+			continue
+		}
+		bo = c.backoff()
+		c.metrics.inFlight.Inc()
+		select {
+		case out <- m:
+		case <-ctx.Done():
+			c.metrics.inFlight.Dec()
+			return // not committed: consumed again later
+		}
+	}
+}
+
+// batch collects messages up to the count and byte limits; the consumer adds the time limit.
+type batch struct {
+	msgs  []kafka.Message
+	bytes int
+}
+
+func (b *batch) empty() bool { return len(b.msgs) == 0 }
+func (b *batch) len() int    { return len(b.msgs) }
+
+// push adds m and returns the batches it completed, oldest first: the batch before m when m does not
+// fit in it, and the one with m when that reached a limit. A message larger than maxBytes makes a
+// batch of its own.
+func (b *batch) push(m kafka.Message, maxCount, maxBytes int) [][]kafka.Message {
+	var full [][]kafka.Message
+	if !b.empty() && b.bytes+len(m.Value) > maxBytes {
+		full = append(full, b.take())
+	}
+	b.msgs = append(b.msgs, m)
+	b.bytes += len(m.Value)
+	if len(b.msgs) >= maxCount || b.bytes >= maxBytes {
+		full = append(full, b.take())
+	}
+	return full
+}
+
+func (b *batch) take() []kafka.Message {
+	msgs := b.msgs
+	b.msgs, b.bytes = nil, 0
+	return msgs
+}
+
+// process applies one batch and commits it. Object events are written in _bulk requests; a SYNC or
+// PURGE marker first waits for everything before it to be written (a partition's order is kept: a
+// SYNC follows the ADDEDs of its list), then deletes. It returns an error only when ctx ends first;
+// nothing of the batch is committed then.
+func (c *consumer) process(ctx context.Context, msgs []kafka.Message) error {
+	items := make([]*item, len(msgs))
+	for i, m := range msgs {
+		c.checkContinuity(m)
+		items[i] = c.decode(m, i)
+	}
+	if err := c.loadWatermarks(ctx, items); err != nil {
+		return err
+	}
+	var (
+		letters []deadLetter
+		segment []*item
+	)
+	// A segment is a run of object events between markers. Its dead-lettered events count as
+	// applied for the watermarks: they will never be written, and must not hold them back.
+	writeSegment := func() error {
+		if len(segment) == 0 {
+			return nil
+		}
+		var ops []*op
+		for _, it := range segment {
+			if it.op != nil {
+				ops = append(ops, it.op)
+			}
+		}
+		failed, err := c.writer.write(ctx, ops)
+		if err != nil {
+			return err
+		}
+		for _, f := range failed {
+			f.op.item.dead = &deadLetter{msg: f.op.item.msg, reason: f.reason, err: f.err, index: f.op.index}
+		}
+		for _, it := range segment {
+			c.wm.written(it.ev, it.msg.Partition)
+		}
+		segment = segment[:0]
+		return nil
+	}
+	for _, it := range items {
+		switch {
+		case it.ev == nil:
+			// Undecodable: dead-lettered, belongs to no pair.
+		case it.ev.Type == envelope.Sync || it.ev.Type == envelope.Purge:
+			if err := writeSegment(); err != nil {
+				return err
+			}
+			if err := c.marker(ctx, it); err != nil {
+				return err
+			}
+		default:
+			segment = append(segment, it)
+		}
+	}
+	if err := writeSegment(); err != nil {
+		return err
+	}
+	for _, it := range items {
+		if it.dead != nil {
+			letters = append(letters, *it.dead)
+		}
+	}
+	if err := c.writeDeadLetters(ctx, letters); err != nil {
+		return fmt.Errorf("write %d dead letters: %w", len(letters), err)
+	}
+	// A SYNC's watermark is stored before its offset is committed: after a restart the marker is not
+	// consumed again, and the pair would stay "listing" until the next list.
+	if err := c.storeUrgentWatermarks(ctx); err != nil {
+		return err
+	}
+	c.commit(ctx, msgs)
+	c.metrics.batches.Inc()
+	c.metrics.inFlight.Sub(float64(len(msgs)))
+	return nil
+}
+
+// decode turns a message into an item: an op for object events, nothing more for markers, a dead
+// letter for what can never apply.
+func (c *consumer) decode(m kafka.Message, seq int) *item {
+	it := &item{msg: m}
+	ev, err := envelope.Unmarshal(m.Value)
+	if err != nil {
+		reason := ReasonMalformedEnvelope
+		if v := gjson.GetBytes(m.Value, "v"); v.Type == gjson.Number && v.Int() != envelope.Version {
+			reason = ReasonUnsupportedVersion
+		}
+		c.metrics.messages.WithLabelValues("invalid").Inc()
+		it.dead = &deadLetter{msg: m, reason: reason, err: err.Error()}
+		return it
+	}
+	it.ev = ev
+	c.metrics.messages.WithLabelValues(string(ev.Type)).Inc()
+	index := IndexName(c.prefix, ev.Kind)
+	switch ev.Type {
+	case envelope.Added, envelope.Modified:
+		doc, err := BuildDocument(ev)
+		if err != nil {
+			it.dead = &deadLetter{msg: m, reason: ReasonMalformedObject, err: err.Error(), index: index}
+			return it
+		}
+		it.op = &op{seq: seq, action: actionIndex, index: index, id: ev.UID, doc: doc, epoch: ev.Epoch, item: it}
+	case envelope.Deleted:
+		it.op = &op{seq: seq, action: actionDelete, index: index, id: ev.UID, epoch: ev.Epoch, item: it}
+	default:
+		return it
+	}
+	if rv, ok := parseRV(ev.ResourceVersion); ok {
+		it.op.versioned, it.op.version = true, rv
+	} else {
+		k := pairOf(ev)
+		c.metrics.unversioned.WithLabelValues(ev.Cluster, groupResource(ev)).Inc()
+		if !c.unversioned[k] {
+			c.unversioned[k] = true
+			c.log.Warn("resourceVersion is not an integer: writing without external versioning, so a replayed event can overwrite newer state until the next list",
+				"cluster", ev.Cluster, "resource", groupResource(ev), "resourceVersion", ev.ResourceVersion)
+		}
+	}
+	return it
+}
+
+// checkContinuity notices when a partition's offsets jump: another consumer of the group had the
+// partition meanwhile (a rebalance), so the watermarks kept for its pairs may be behind what that
+// consumer stored. They are loaded again.
+func (c *consumer) checkContinuity(m kafka.Message) {
+	if next, ok := c.next[m.Partition]; ok && m.Offset != next {
+		c.log.Info("partition resumed at another offset, reloading its watermarks", "topic", m.Topic,
+			"partition", m.Partition, "offset", m.Offset, "expected", next)
+		c.wm.forgetPartition(m.Partition)
+	}
+	c.next[m.Partition] = m.Offset + 1
+}
+
+// marker applies a SYNC or PURGE marker, retrying until it is done. A marker OpenSearch refuses for
+// good (a 4xx other than 429) is dead-lettered rather than stalling the partition.
+func (c *consumer) marker(ctx context.Context, it *item) error {
+	ev := it.ev
+	index := IndexName(c.prefix, ev.Kind)
+	var (
+		query []byte
+		err   error
+	)
+	if ev.Type == envelope.Sync {
+		query, err = syncQuery(ev)
+	} else {
+		query, err = purgeQuery(ev)
+	}
+	if err != nil {
+		return fmt.Errorf("%s marker: %w", ev.Type, err)
+	}
+	bo := c.backoff()
+	for {
+		err := c.applyMarker(ctx, it, index, query)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s marker for cluster %s resource %s: %w", ev.Type, ev.Cluster, groupResource(ev), ctx.Err())
+		}
+		var re *requestError
+		if errors.As(err, &re) && re.status >= 400 && re.status < 500 && re.status != 429 && re.status != 401 && re.status != 403 {
+			it.dead = &deadLetter{msg: it.msg, reason: ReasonRejected, err: err.Error(), index: index}
+			return nil
+		}
+		if err := c.wait(ctx, &bo, string(ev.Type)+" marker failed", 0, err); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *consumer) applyMarker(ctx context.Context, it *item, index string, query []byte) error {
+	ev := it.ev
+	if ev.Type == envelope.Sync {
+		// Everything before the marker is written; make it visible to the query, so no document the
+		// list rewrote is seen with its old epoch.
+		if err := c.os.refresh(ctx, index); err != nil {
+			return err
+		}
+	}
+	deleted, err := c.os.deleteByQuery(ctx, index, query)
+	if err != nil {
+		return err
+	}
+	c.metrics.gcDeleted.WithLabelValues(index, string(ev.Type)).Add(float64(deleted))
+	attrs := []any{"cluster", ev.Cluster, "resource", groupResource(ev), "kind", ev.Kind, "namespace", ev.Namespace,
+		"epoch", ev.Epoch, "index", index, "deleted", deleted}
+	if ev.Type == envelope.Sync {
+		c.wm.synced(ev, it.msg.Partition)
+		c.log.Debug("list completed; documents of older epochs deleted", attrs...)
+		return nil
+	}
+	if err := c.purgeWatermarks(ctx, ev); err != nil {
+		return err
+	}
+	c.log.Info("selection purged", attrs...)
+	return nil
+}
+
+// commit commits the batch's offsets. The events are written: a failed commit (a rebalance took the
+// partition, say) only means they are consumed and written again, idempotently.
+func (c *consumer) commit(ctx context.Context, msgs []kafka.Message) {
+	last := map[int]kafka.Message{}
+	for _, m := range msgs {
+		if cur, ok := last[m.Partition]; !ok || m.Offset > cur.Offset {
+			last[m.Partition] = m
+		}
+	}
+	commits := make([]kafka.Message, 0, len(last))
+	for _, m := range last {
+		commits = append(commits, m)
+	}
+	if err := c.reader.CommitMessages(ctx, commits...); err != nil {
+		c.metrics.commitErrors.Inc()
+		c.log.Warn("offset commit failed; the batch's events will be consumed again", "topic", c.topic, "err", err)
+		return
+	}
+	for p, m := range last {
+		c.metrics.lag.WithLabelValues(c.topic, strconv.Itoa(p)).Set(float64(max(m.HighWaterMark-m.Offset-1, 0)))
+	}
+}
+
+// loadWatermarks loads the stored watermarks of the pairs of a batch that are not tracked yet.
+func (c *consumer) loadWatermarks(ctx context.Context, items []*item) error {
+	var keys []pairKey
+	for _, it := range items {
+		if it.ev != nil && it.ev.Resource != "" {
+			keys = append(keys, pairOf(it.ev))
+		}
+	}
+	keys = c.wm.missing(keys)
+	if len(keys) == 0 {
+		return nil
+	}
+	bo := c.backoff()
+	for {
+		stored, err := c.os.loadWatermarks(ctx, StateIndex(c.prefix), keys)
+		if err == nil {
+			for _, k := range keys {
+				c.wm.load(k, stored[k])
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("load watermarks: %w", ctx.Err())
+		}
+		if err := c.wait(ctx, &bo, "cannot load watermarks", 0, err); err != nil {
+			return err
+		}
+	}
+}
+
+// purgeWatermarks applies a PURGE to the watermarks, stored ones included.
+func (c *consumer) purgeWatermarks(ctx context.Context, ev *envelope.Event) error {
+	hits, err := c.os.search(ctx, StateIndex(c.prefix), purgeStateQuery(ev))
+	if err != nil {
+		return err
+	}
+	for _, h := range hits {
+		w, err := parseWatermark(h.Get("_source").Raw)
+		if err != nil {
+			return err
+		}
+		k := pairKey{w.Cluster, w.Group, w.Resource}
+		if _, ok := c.wm.pairs[k]; !ok {
+			c.wm.load(k, &w)
+		}
+	}
+	gone := c.wm.purged(ev)
+	return c.os.deleteWatermarks(ctx, StateIndex(c.prefix), gone)
+}
+
+// refreshWatermarks makes what was written searchable (one refresh of the indices written to) and
+// stores the watermarks that moved. A failure leaves them for the next tick.
+func (c *consumer) refreshWatermarks(ctx context.Context) {
+	if kinds := c.wm.unrefreshed(); len(kinds) > 0 {
+		indices := make([]string, len(kinds))
+		for i, k := range kinds {
+			indices[i] = IndexName(c.prefix, k)
+		}
+		if err := c.os.refresh(ctx, indices...); err != nil {
+			c.log.Warn("refresh failed; watermarks wait for the next one", "err", err)
+			return
+		}
+		c.wm.refreshed(kinds)
+	}
+	ws := c.wm.toStore(false)
+	if len(ws) == 0 {
+		return
+	}
+	if err := c.os.storeWatermarks(ctx, StateIndex(c.prefix), ws); err != nil {
+		c.log.Warn("cannot store watermarks; retried at the next tick", "err", err)
+		return
+	}
+	c.wm.stored(ws)
+}
+
+// storeUrgentWatermarks stores the watermarks that must be stored before the offsets of the batch
+// that moved them are committed (their markers refreshed the indices already), retrying until done.
+func (c *consumer) storeUrgentWatermarks(ctx context.Context) error {
+	ws := c.wm.toStore(true)
+	if len(ws) == 0 {
+		return nil
+	}
+	bo := c.backoff()
+	for {
+		err := c.os.storeWatermarks(ctx, StateIndex(c.prefix), ws)
+		if err == nil {
+			c.wm.stored(ws)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("store watermarks: %w", ctx.Err())
+		}
+		if err := c.wait(ctx, &bo, "cannot store watermarks", 0, err); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *consumer) wait(ctx context.Context, bo *wait.Backoff, msg string, n int, err error) error {
+	delay := bo.Step()
+	attrs := []any{"retryIn", delay.Round(time.Millisecond), "err", err}
+	if n > 0 {
+		attrs = append(attrs, "count", n)
+	}
+	c.log.Warn(msg+", retrying", attrs...)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", msg, ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,144 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Headers of a dead letter. Its key and value are the original event's, byte for byte.
+const (
+	HeaderReason    = "kubesearch-dlq-reason"    // a short code, see the Reason constants
+	HeaderError     = "kubesearch-dlq-error"     // the error in words
+	HeaderTopic     = "kubesearch-dlq-topic"     // where the event was read
+	HeaderPartition = "kubesearch-dlq-partition" // decimal
+	HeaderOffset    = "kubesearch-dlq-offset"    // decimal
+	HeaderIndex     = "kubesearch-dlq-index"     // the index written to, when there was one
+	HeaderTime      = "kubesearch-dlq-time"      // RFC 3339, when it was dead-lettered
+	// HeaderValueDropped is "true" when the original value did not fit the dead-letter topic and was
+	// left out; the other headers still locate it.
+	HeaderValueDropped = "kubesearch-dlq-value-dropped"
+)
+
+// Reasons a dead letter gives.
+const (
+	ReasonMalformedEnvelope  = "malformed-envelope"           // not JSON, or fields missing (envelope.ErrMalformed)
+	ReasonUnsupportedVersion = "unsupported-envelope-version" // written by a collector of another envelope version
+	ReasonMalformedObject    = "malformed-object"             // the object cannot become a document (ErrMalformedObject)
+	ReasonRejected           = "rejected"                     // OpenSearch refused it for good (a mapping conflict, say)
+)
+
+// maxErrorHeader bounds the error text carried in a header.
+const maxErrorHeader = 4 << 10
+
+// deadLetter is an event that will never be applied, and why.
+type deadLetter struct {
+	msg    kafka.Message
+	reason string
+	err    string
+	index  string
+}
+
+// message builds the dead letter's Kafka message.
+func (d deadLetter) message(now time.Time) kafka.Message {
+	errText := d.err
+	if len(errText) > maxErrorHeader {
+		errText = errText[:maxErrorHeader]
+	}
+	h := []kafka.Header{
+		{Key: HeaderReason, Value: []byte(d.reason)},
+		{Key: HeaderError, Value: []byte(errText)},
+		{Key: HeaderTopic, Value: []byte(d.msg.Topic)},
+		{Key: HeaderPartition, Value: strconv.AppendInt(nil, int64(d.msg.Partition), 10)},
+		{Key: HeaderOffset, Value: strconv.AppendInt(nil, d.msg.Offset, 10)},
+	}
+	if d.index != "" {
+		h = append(h, kafka.Header{Key: HeaderIndex, Value: []byte(d.index)})
+	}
+	h = append(h, kafka.Header{Key: HeaderTime, Value: now.UTC().AppendFormat(nil, time.RFC3339)})
+	// The original headers follow ours (the collector sets none today).
+	h = append(h, d.msg.Headers...)
+	return kafka.Message{Key: d.msg.Key, Value: d.msg.Value, Headers: h}
+}
+
+// messageWriter is what dead-lettering needs of a kafka.Writer.
+type messageWriter interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// writeDeadLetters writes the dead letters, retrying until they are written or ctx ends: the events'
+// offsets are committed only after. A letter too large for the topic goes without its value.
+func (c *consumer) writeDeadLetters(ctx context.Context, letters []deadLetter) error {
+	if len(letters) == 0 {
+		return nil
+	}
+	now := c.now()
+	msgs := make([]kafka.Message, len(letters))
+	for i, d := range letters {
+		msgs[i] = d.message(now)
+	}
+	bo := c.backoff()
+	for {
+		err := c.dlq.WriteMessages(ctx, msgs...)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		// Keep what failed; a letter the broker finds too large goes again without its value.
+		var werrs kafka.WriteErrors
+		if errors.As(err, &werrs) && len(werrs) == len(msgs) {
+			failed := msgs[:0:0]
+			for i, e := range werrs {
+				if e == nil {
+					continue
+				}
+				if errors.Is(e, kafka.MessageSizeTooLarge) {
+					dropValue(&msgs[i])
+				}
+				failed = append(failed, msgs[i])
+			}
+			msgs = failed
+		} else if errors.Is(err, kafka.MessageSizeTooLarge) && dropLargestValue(msgs) {
+			continue // refused before anything was sent
+		}
+		if err := c.wait(ctx, &bo, "dead-letter write failed", len(msgs), err); err != nil {
+			return err
+		}
+	}
+	for _, d := range letters {
+		c.metrics.deadLetters.WithLabelValues(d.reason).Inc()
+		c.metrics.failed.WithLabelValues(d.index, d.reason).Inc()
+		c.log.Warn("event dead-lettered", "topic", d.msg.Topic, "partition", d.msg.Partition, "offset", d.msg.Offset,
+			"index", d.index, "reason", d.reason, "err", d.err)
+	}
+	return nil
+}
+
+// dropLargestValue leaves out the largest value still carried, so a letter too large for the topic
+// still tells what failed and where the original is. It reports whether there was one to drop.
+func dropLargestValue(msgs []kafka.Message) bool {
+	largest := -1
+	for i := range msgs {
+		if msgs[i].Value != nil && (largest < 0 || len(msgs[i].Value) > len(msgs[largest].Value)) {
+			largest = i
+		}
+	}
+	if largest < 0 {
+		return false
+	}
+	dropValue(&msgs[largest])
+	return true
+}
+
+func dropValue(m *kafka.Message) {
+	if m.Value == nil {
+		return
+	}
+	m.Value = nil
+	m.Headers = append(m.Headers, kafka.Header{Key: HeaderValueDropped, Value: []byte("true")})
+}

@@ -1,0 +1,306 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/segmentio/kafka-go"
+)
+
+// Indexer consumes the event stream into OpenSearch.
+type Indexer struct {
+	opts    Options
+	log     *slog.Logger
+	conn    connection
+	os      *osClient
+	metrics *metrics
+
+	listener net.Listener
+
+	templateInstalled atomic.Bool
+	openSearchUp      atomic.Bool
+}
+
+// New validates the options, reads every file they name (credentials, CA certificates, registries;
+// every error at once) and opens the HTTP listener. Nothing connects to Kafka or OpenSearch before
+// Run.
+func New(opts Options) (*Indexer, error) {
+	opts.SetDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	conn, err := resolveConnection(&opts)
+	if err != nil {
+		return nil, err
+	}
+	ix := &Indexer{opts: opts, log: opts.Logger, conn: conn, metrics: newMetrics()}
+	rc := ix.readerConfig()
+	if err := rc.Validate(); err != nil {
+		return nil, fmt.Errorf("kafka reader: %w", err)
+	}
+	ix.os, err = newOSClient(conn, opts.RequestTimeout, ix.metrics)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ListenAddr != "" {
+		l, err := net.Listen("tcp", opts.ListenAddr)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("--listen: %w", err), ix.os.close())
+		}
+		ix.listener = l
+	}
+	return ix, nil
+}
+
+// Addr is the address the HTTP endpoints listen on.
+func (ix *Indexer) Addr() string {
+	if ix.listener == nil {
+		return ""
+	}
+	return ix.listener.Addr().String()
+}
+
+// Run indexes until ctx is done: it installs the index template and the state index (waiting for
+// OpenSearch), joins the consumer group and consumes. Once ctx is done it writes and commits the
+// batch in flight (bounded by ShutdownTimeout), leaves the group and returns. Call it once.
+func (ix *Indexer) Run(ctx context.Context) (err error) {
+	defer func() {
+		if cerr := ix.os.close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close opensearch client: %w", cerr)
+		}
+	}()
+	// Servers last, so /metrics answers while the indexer drains.
+	srvDone := make(chan error, 1)
+	if ix.listener != nil {
+		srv := &http.Server{Handler: ix.handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { srvDone <- srv.Serve(ix.listener) }()
+		defer func() {
+			shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if serr := srv.Shutdown(shutdownCtx); serr != nil && err == nil {
+				err = fmt.Errorf("http shutdown: %w", serr)
+			}
+			if serr := <-srvDone; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+				err = fmt.Errorf("http: %w", serr)
+			}
+		}()
+	}
+
+	if err := ix.setup(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before anything was consumed
+		}
+		return err
+	}
+
+	dlq := ix.deadLetterWriter()
+	defer func() {
+		if cerr := dlq.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close dead-letter writer: %w", cerr)
+		}
+	}()
+	if err := ix.ensureDeadLetterTopic(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	reader := kafka.NewReader(ix.readerConfig())
+	defer func() {
+		// Leaves the group, so the partitions move to the other members without waiting for the
+		// session timeout.
+		if cerr := reader.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close kafka reader: %w", cerr)
+		}
+	}()
+
+	work, stop := shutdownGrace(ctx, ix.opts.ShutdownTimeout)
+	defer stop()
+	c := ix.newConsumer(reader, dlq)
+	ix.log.Info("indexer started", "topic", ix.opts.Topic, "group", ix.opts.GroupID, "listen", ix.Addr())
+	if err := c.run(ctx, work); err != nil {
+		return fmt.Errorf("shutdown: batch in flight not written within %s: %w", ix.opts.ShutdownTimeout, err)
+	}
+	ix.log.Info("indexer stopped: batch in flight written and committed")
+	return nil
+}
+
+// shutdownGrace returns a context for the work in flight: it outlives ctx by at most grace. stop
+// releases it.
+func shutdownGrace(ctx context.Context, grace time.Duration) (work context.Context, stop func()) {
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-work.Done():
+			return
+		case <-ctx.Done():
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-work.Done():
+		}
+	})
+	return work, func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+func (ix *Indexer) newConsumer(reader messageReader, dlq messageWriter) *consumer {
+	w := newWriter(ix.os, ix.metrics, ix.log)
+	w.healthy = ix.openSearchUp.Store
+	return &consumer{
+		reader: reader, dlq: dlq, os: ix.os, writer: w, wm: newWatermarks(), metrics: ix.metrics, log: ix.log,
+		now: time.Now, backoff: defaultBackoff,
+		prefix: ix.opts.Index.Prefix, topic: ix.opts.Topic,
+		batchSize: ix.opts.BatchSize, batchBytes: ix.opts.BatchBytes, batchInterval: ix.opts.BatchInterval,
+		wmInterval: ix.opts.WatermarkInterval,
+		next:       map[int]int64{}, unversioned: map[pairKey]bool{},
+	}
+}
+
+func (ix *Indexer) deadLetterWriter() *kafka.Writer {
+	return &kafka.Writer{
+		Addr:         kafka.TCP(ix.opts.Brokers...),
+		Topic:        ix.opts.DeadLetterTopic,
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll,
+		BatchTimeout: 5 * time.Millisecond,
+		// A letter larger than this is refused before it is sent, and goes again without its value.
+		BatchBytes:   int64(ix.opts.MaxMessageBytes),
+		MaxAttempts:  3,
+		WriteTimeout: 30 * time.Second,
+		Transport:    ix.kafkaTransport(),
+	}
+}
+
+// setup installs the index template and creates the state index, retrying until OpenSearch answers.
+// Concrete indices are created later, on the first event of each kind.
+func (ix *Indexer) setup(ctx context.Context) error {
+	stateBody, err := stateIndexBody(ix.opts.Index)
+	if err != nil {
+		return err
+	}
+	bo := defaultBackoff()
+	for {
+		err := ix.os.ping(ctx)
+		if err == nil {
+			ix.openSearchUp.Store(true)
+			var msg string
+			msg, err = ix.os.installTemplate(ctx, ix.opts.Index)
+			if err == nil {
+				if msg != "" {
+					ix.log.Info(msg)
+				}
+				err = ix.os.createIndex(ctx, StateIndex(ix.opts.Index.Prefix), stateBody)
+			}
+			if err == nil {
+				ix.templateInstalled.Store(true)
+				return nil
+			}
+		} else {
+			ix.openSearchUp.Store(false)
+		}
+		delay := bo.Step()
+		ix.log.Warn("OpenSearch not ready for the indexer, retrying", "retryIn", delay.Round(time.Millisecond), "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("setup: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// ensureDeadLetterTopic creates the dead-letter topic when it does not exist, retrying until Kafka
+// answers. A refusal (no permission to create topics) is logged: the topic may exist, or be created
+// by the broker on first write.
+func (ix *Indexer) ensureDeadLetterTopic(ctx context.Context) error {
+	client := &kafka.Client{Addr: kafka.TCP(ix.opts.Brokers...), Transport: ix.kafkaTransport(), Timeout: 30 * time.Second}
+	bo := defaultBackoff()
+	for {
+		resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+			Topic: ix.opts.DeadLetterTopic, NumPartitions: 1, ReplicationFactor: -1,
+			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: fmt.Sprint(ix.opts.MaxMessageBytes)}},
+		}}})
+		if err == nil {
+			err = resp.Errors[ix.opts.DeadLetterTopic]
+			var kerr kafka.Error
+			switch {
+			case err == nil, errors.Is(err, kafka.TopicAlreadyExists):
+				return nil
+			case errors.As(err, &kerr):
+				ix.log.Warn("cannot create the dead-letter topic; assuming it exists", "topic", ix.opts.DeadLetterTopic, "err", err)
+				return nil
+			}
+		}
+		delay := bo.Step()
+		ix.log.Warn("cannot reach Kafka, retrying", "topic", ix.opts.DeadLetterTopic, "retryIn", delay.Round(time.Millisecond), "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("ensure topic %s: %w", ix.opts.DeadLetterTopic, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (ix *Indexer) readerConfig() kafka.ReaderConfig {
+	return kafka.ReaderConfig{
+		Brokers: ix.opts.Brokers,
+		GroupID: ix.opts.GroupID,
+		Topic:   ix.opts.Topic,
+		Dialer: &kafka.Dialer{
+			Timeout: 10 * time.Second, DualStack: true,
+			TLS: ix.conn.kafkaTLS, SASLMechanism: ix.conn.kafkaSASL,
+		},
+		MinBytes: 1,
+		MaxBytes: ix.opts.FetchMaxBytes,
+		MaxWait:  500 * time.Millisecond,
+		// A new group starts at the beginning of what the topic retains.
+		StartOffset: kafka.FirstOffset,
+		// Commits are synchronous: CommitMessages returns once Kafka has them.
+		CommitInterval: 0,
+		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
+			ix.log.Warn(fmt.Sprintf(msg, args...), "source", "kafka-go")
+		}),
+	}
+}
+
+func (ix *Indexer) kafkaTransport() *kafka.Transport {
+	return &kafka.Transport{TLS: ix.conn.kafkaTLS, SASL: ix.conn.kafkaSASL, DialTimeout: 10 * time.Second}
+}
+
+func (ix *Indexer) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case !ix.templateInstalled.Load():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready: index template not installed yet")
+		case !ix.openSearchUp.Load():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready: OpenSearch does not answer")
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(ix.metrics.registry, promhttp.HandlerOpts{}))
+	return mux
+}

@@ -1,0 +1,637 @@
+package indexer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/opensearch-project/opensearch-go/v4"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+	"github.com/tidwall/gjson"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+)
+
+// fakeOpenSearch serves the REST calls the indexer makes, over a fakeEngine: enough of OpenSearch
+// for the consumer's behaviour to be tested without one. Aliases and indices share one namespace:
+// documents are kept under the name they were written to.
+type fakeOpenSearch struct {
+	engine *fakeEngine
+
+	mu        sync.Mutex
+	templates map[string][]byte
+	aliases   map[string]bool
+	indices   map[string]bool
+	refreshes int
+	queries   []string // _delete_by_query "index body"
+	// bulkDown makes _bulk answer 503 while set.
+	bulkDown atomic.Bool
+}
+
+func newFakeOpenSearch() *fakeOpenSearch {
+	return &fakeOpenSearch{engine: newFakeEngine(), templates: map[string][]byte{}, aliases: map[string]bool{}, indices: map[string]bool{}}
+}
+
+func (f *fakeOpenSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	reply := func(status int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		if s, ok := v.(string); ok {
+			io.WriteString(w, s)
+			return
+		}
+		json.NewEncoder(w).Encode(v)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case r.URL.Path == "/":
+		reply(200, `{"version":{"number":"2.19.0","distribution":"opensearch"}}`)
+	case parts[0] == "_index_template":
+		if r.Method == http.MethodPut {
+			f.templates[parts[1]] = body
+			reply(200, `{"acknowledged":true}`)
+		} else if t, ok := f.templates[parts[1]]; ok {
+			reply(200, fmt.Sprintf(`{"index_templates":[{"name":%q,"index_template":%s}]}`, parts[1], t))
+		} else {
+			reply(404, `{"error":{"type":"resource_not_found_exception","reason":"not found"},"status":404}`)
+		}
+	case parts[0] == "_alias":
+		if f.aliases[parts[1]] {
+			reply(200, fmt.Sprintf(`{"%s-v1":{"aliases":{%q:{}}}}`, parts[1], parts[1]))
+		} else {
+			reply(404, fmt.Sprintf(`{"error":"alias [%s] missing","status":404}`, parts[1]))
+		}
+	case parts[0] == "_aliases":
+		for _, a := range gjson.GetBytes(body, "actions.#.add.alias").Array() {
+			f.aliases[a.Str] = true
+		}
+		reply(200, `{"acknowledged":true}`)
+	case parts[0] == "_bulk":
+		if f.bulkDown.Load() {
+			reply(503, `{"error":{"type":"cluster_block_exception","reason":"blocked"},"status":503}`)
+			return
+		}
+		reply(200, f.bulk(body))
+	case parts[0] == "_mget" || len(parts) == 2 && parts[1] == "_mget":
+		reply(200, f.mget(parts, body))
+	case len(parts) == 2 && parts[1] == "_refresh":
+		f.refreshes++
+		reply(200, `{"_shards":{"total":1,"successful":1,"failed":0}}`)
+	case len(parts) == 2 && parts[1] == "_delete_by_query":
+		f.queries = append(f.queries, parts[0]+" "+string(body))
+		if !f.aliases[parts[0]] && !f.indices[parts[0]] {
+			reply(404, `{"error":{"type":"index_not_found_exception","reason":"no such index"},"status":404}`)
+			return
+		}
+		reply(200, map[string]any{"deleted": f.deleteByQuery(parts[0], body), "failures": []any{}})
+	case len(parts) == 2 && parts[1] == "_search":
+		var hits []any
+		for _, d := range f.match(parts[0], gjson.GetBytes(body, "query.bool.filter")) {
+			hits = append(hits, map[string]any{"_id": d.id, "_source": json.RawMessage(d.source), "sort": []string{gjson.GetBytes(d.source, "key").Str}})
+		}
+		reply(200, map[string]any{"hits": map[string]any{"hits": hits}})
+	case len(parts) == 1 && r.Method == http.MethodPut:
+		if f.indices[parts[0]] {
+			reply(400, `{"error":{"type":"resource_already_exists_exception","reason":"exists"},"status":400}`)
+			return
+		}
+		f.indices[parts[0]] = true
+		for a := range gjson.GetBytes(body, "aliases").Map() {
+			f.aliases[a] = true
+		}
+		reply(200, `{"acknowledged":true}`)
+	default:
+		reply(400, fmt.Sprintf(`{"error":{"type":"fake","reason":"no route for %s %s"},"status":400}`, r.Method, r.URL.Path))
+	}
+}
+
+func (f *fakeOpenSearch) bulk(body []byte) map[string]any {
+	var items []any
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		line := gjson.Parse(sc.Text())
+		var (
+			act string
+			md  gjson.Result
+		)
+		line.ForEach(func(k, v gjson.Result) bool { act, md = k.Str, v; return false })
+		o := &op{index: md.Get("_index").Str, id: md.Get("_id").Str}
+		if act == "index" {
+			sc.Scan()
+			o.doc = bytes.Clone(sc.Bytes())
+		} else {
+			o.action = actionDelete
+		}
+		if v := md.Get("version"); v.Exists() && md.Get("version_type").Str == "external_gte" {
+			o.versioned, o.version = true, v.Int()
+		}
+		if s := md.Get("if_seq_no"); s.Exists() {
+			o.cas, o.seqNo, o.primaryTerm = true, s.Int(), md.Get("if_primary_term").Int()
+		}
+		var r itemResult
+		if md.Get("require_alias").Bool() && !f.aliases[o.index] {
+			r = itemResult{status: 404, errType: "index_not_found_exception", reason: "require_alias"}
+		} else {
+			res, _ := f.engine.bulk(context.Background(), []*op{o})
+			r = res[0]
+		}
+		item := map[string]any{"_index": o.index, "_id": o.id, "status": r.status}
+		if r.errType != "" {
+			item["error"] = map[string]any{"type": r.errType, "reason": r.reason}
+		}
+		items = append(items, map[string]any{act: item})
+	}
+	return map[string]any{"errors": false, "items": items}
+}
+
+func (f *fakeOpenSearch) mget(parts []string, body []byte) map[string]any {
+	var keys []docKey
+	if len(parts) == 2 {
+		for _, id := range gjson.GetBytes(body, "ids").Array() {
+			keys = append(keys, docKey{parts[0], id.Str})
+		}
+	} else {
+		for _, d := range gjson.GetBytes(body, "docs").Array() {
+			keys = append(keys, docKey{d.Get("_index").Str, d.Get("_id").Str})
+		}
+	}
+	var docs []any
+	f.engine.mu.Lock()
+	defer f.engine.mu.Unlock()
+	for _, k := range keys {
+		d := f.engine.docs[k]
+		if d == nil || d.deleted {
+			docs = append(docs, map[string]any{"_index": k.index, "_id": k.id, "found": false})
+			continue
+		}
+		docs = append(docs, map[string]any{"_index": k.index, "_id": k.id, "found": true, "_version": d.version,
+			"_seq_no": d.seqNo, "_primary_term": d.primaryTerm, "_source": json.RawMessage(d.source)})
+	}
+	return map[string]any{"docs": docs}
+}
+
+type liveDoc struct {
+	id     string
+	source []byte
+}
+
+// match returns the live documents of index that pass every term and range (lt) filter.
+func (f *fakeOpenSearch) match(index string, filter gjson.Result) []liveDoc {
+	f.engine.mu.Lock()
+	defer f.engine.mu.Unlock()
+	var out []liveDoc
+	for k, d := range f.engine.docs {
+		if k.index != index || d.deleted {
+			continue
+		}
+		ok := true
+		filter.ForEach(func(_, c gjson.Result) bool {
+			if t := c.Get("term"); t.Exists() {
+				t.ForEach(func(field, v gjson.Result) bool {
+					got := gjson.GetBytes(d.source, field.Str)
+					ok = ok && got.Exists() && got.String() == v.String()
+					return false
+				})
+			}
+			if rg := c.Get("range"); rg.Exists() {
+				rg.ForEach(func(field, v gjson.Result) bool {
+					ok = ok && gjson.GetBytes(d.source, field.Str).Int() < v.Get("lt").Int()
+					return false
+				})
+			}
+			return ok
+		})
+		if ok {
+			out = append(out, liveDoc{k.id, d.source})
+		}
+	}
+	slices.SortFunc(out, func(a, b liveDoc) int { return strings.Compare(a.id, b.id) })
+	return out
+}
+
+func (f *fakeOpenSearch) deleteByQuery(index string, body []byte) int {
+	docs := f.match(index, gjson.GetBytes(body, "query.bool.filter"))
+	for _, d := range docs {
+		f.engine.bulk(context.Background(), []*op{{action: actionDelete, index: index, id: d.id}})
+	}
+	return len(docs)
+}
+
+// stream is a test event stream: a kfake cluster with the event topic, and a writer partitioning
+// as the collector does.
+type stream struct {
+	brokers []string
+	topic   string
+	w       *kafka.Writer
+}
+
+func newStream(t *testing.T, partitions int32) *stream {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "events"), kfake.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s := &stream{brokers: c.ListenAddrs(), topic: "events"}
+	s.w = &kafka.Writer{Addr: kafka.TCP(s.brokers...), Topic: "events", Balancer: &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	t.Cleanup(func() { s.w.Close() })
+	return s
+}
+
+func (s *stream) publish(t *testing.T, events ...any) {
+	t.Helper()
+	var msgs []kafka.Message
+	for _, e := range events {
+		switch e := e.(type) {
+		case *envelope.Event:
+			v, err := e.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, kafka.Message{Key: e.Key(), Value: v})
+		case kafka.Message:
+			msgs = append(msgs, e)
+		}
+	}
+	if err := s.w.WriteMessages(t.Context(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// committed is the group's committed offset per partition (-1: none).
+func (s *stream) committed(t *testing.T, group string, partitions int) map[int]int64 {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(s.brokers...)}
+	ps := make([]int, partitions)
+	for i := range ps {
+		ps[i] = i
+	}
+	resp, err := client.OffsetFetch(t.Context(), &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{s.topic: ps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]int64{}
+	for _, p := range resp.Topics[s.topic] {
+		out[p.Partition] = p.CommittedOffset
+	}
+	return out
+}
+
+// ends is the end offset per partition.
+func (s *stream) ends(t *testing.T, partitions int) map[int]int64 {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(s.brokers...)}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for p := range partitions {
+		req.Topics[s.topic] = append(req.Topics[s.topic], kafka.LastOffsetOf(p))
+	}
+	resp, err := client.ListOffsets(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]int64{}
+	for _, p := range resp.Topics[s.topic] {
+		out[p.Partition] = p.LastOffset
+	}
+	return out
+}
+
+func objectEvent(typ envelope.Type, cluster, kind, resource, ns, name, uid, rv string, epoch int64) *envelope.Event {
+	group, version := "", "v1"
+	apiVersion := "v1"
+	obj := fmt.Sprintf(`{"apiVersion":%q,"kind":%q,"metadata":{"name":%q,"namespace":%q,"uid":%q,"resourceVersion":%q,"labels":{"app":"web"}}}`,
+		apiVersion, kind, name, ns, uid, rv)
+	e := &envelope.Event{V: envelope.Version, Type: typ, Cluster: cluster, Group: group, Version: version, Resource: resource,
+		Kind: kind, Namespace: ns, Name: name, UID: uid, ResourceVersion: rv, Epoch: epoch, ObservedAt: time.Now().UTC()}
+	if typ != envelope.Deleted {
+		e.Object = json.RawMessage(obj)
+	}
+	return e
+}
+
+func marker(typ envelope.Type, cluster, kind, resource, ns string, epoch int64, listRV string) *envelope.Event {
+	e := &envelope.Event{V: envelope.Version, Type: typ, Cluster: cluster, Version: "v1", Resource: resource, Kind: kind,
+		Namespace: ns, Epoch: epoch, ObservedAt: time.Now().UTC()}
+	if typ == envelope.Sync {
+		n := 0
+		e.Count, e.ListResourceVersion = &n, listRV
+	}
+	return e
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+type running struct {
+	ix   *Indexer
+	stop context.CancelFunc
+	done chan error
+}
+
+func startIndexer(t *testing.T, s *stream, osURL string) *running {
+	t.Helper()
+	ix, err := New(Options{
+		Brokers: s.brokers, Topic: s.topic, GroupID: "indexers", OpenSearchAddresses: []string{osURL},
+		BatchInterval: 20 * time.Millisecond, WatermarkInterval: 50 * time.Millisecond, RequestTimeout: 5 * time.Second,
+		ShutdownTimeout: 10 * time.Second, ListenAddr: "127.0.0.1:0", Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &running{ix: ix, stop: cancel, done: make(chan error, 1)}
+	go func() { r.done <- ix.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+	})
+	return r
+}
+
+func (r *running) shutdown(t *testing.T) {
+	t.Helper()
+	r.stop()
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled")
+	}
+}
+
+// eventually polls cond until it holds, or fails the test with what describe says.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool, describe func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", describe())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestIndexerEndToEnd runs the indexer against an in-process Kafka (kfake) and a fake OpenSearch:
+// events are written in partition order, a SYNC deletes the documents its list did not see (and
+// nothing written before it), a PURGE deletes its selection, undecodable events go to the
+// dead-letter topic with their origin, watermarks are stored, and every offset is committed.
+func TestIndexerEndToEnd(t *testing.T) {
+	s := newStream(t, 2)
+	osrv := newFakeOpenSearch()
+	srv := httptest.NewServer(osrv)
+	t.Cleanup(srv.Close)
+
+	// A pod of an earlier list that the member deleted while nothing watched.
+	osrv.aliases["kubernetes-pod"] = true
+	osrv.engine.bulk(t.Context(), []*op{{action: actionIndex, index: "kubernetes-pod", id: "gone", versioned: true, version: 3,
+		doc: []byte(`{"cluster":"m1","group":"","resource":"pods","namespace":"shop","uid":"gone","epoch":1,"resourceVersion":3}`)}})
+
+	bad := kafka.Message{Key: []byte("m1//pods"), Value: []byte(`{"v":1,"type":"ADDED"`)}
+	mismatched := objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p9", "u9", "15", 2)
+	mismatched.UID = "not-the-object's"
+	s.publish(t,
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "10", 2),
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p2", "u2", "11", 2),
+		marker(envelope.Sync, "m1", "Pod", "pods", "", 2, "12"),
+		objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p1", "u1", "13", 2),
+		bad, mismatched,
+		objectEvent(envelope.Added, "m2", "ConfigMap", "configmaps", "team-a", "c1", "c1", "7", 5),
+		marker(envelope.Purge, "m2", "ConfigMap", "configmaps", "", 6, ""), // same partition as the events: the collector names the resource
+		objectEvent(envelope.Added, "m2", "ConfigMap", "configmaps", "team-b", "c2", "c2", "8", 7),
+	)
+
+	r := startIndexer(t, s, srv.URL)
+	eng := osrv.engine
+	state := func() string {
+		return fmt.Sprintf("u1=%s u2=%s gone=%s c1=%s c2=%s", eng.state("kubernetes-pod", "u1"), eng.state("kubernetes-pod", "u2"),
+			eng.state("kubernetes-pod", "gone"), eng.state("kubernetes-configmap", "c1"), eng.state("kubernetes-configmap", "c2"))
+	}
+	const want = "u1=2/13 u2=2/11 gone=deleted c1=deleted c2=7/8"
+	ends := s.ends(t, 2)
+	eventually(t, 30*time.Second, func() bool {
+		c := s.committed(t, "indexers", 2)
+		for p, end := range ends {
+			if end > 0 && c[p] != end {
+				return false
+			}
+		}
+		return state() == want
+	}, func() string {
+		return fmt.Sprintf("state %s (want %s), committed %v, ends %v", state(), want, s.committed(t, "indexers", 2), ends)
+	})
+
+	if code, body := get(t, "http://"+r.ix.Addr()+"/readyz"); code != 200 {
+		t.Errorf("/readyz: %d %s", code, body)
+	}
+	_, metrics := get(t, "http://"+r.ix.Addr()+"/metrics")
+	for _, m := range []string{
+		`kubesearch_indexer_documents_written_total{index="kubernetes-pod"} 3`,
+		`kubesearch_indexer_documents_collected_total{index="kubernetes-pod",marker="SYNC"} 1`,
+		`kubesearch_indexer_documents_collected_total{index="kubernetes-configmap",marker="PURGE"} 1`,
+		`kubesearch_indexer_dead_letters_total{reason="malformed-envelope"} 1`,
+		`kubesearch_indexer_dead_letters_total{reason="malformed-object"} 1`,
+	} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+
+	// The template was installed before anything was written; every index sits behind its alias.
+	osrv.mu.Lock()
+	if _, ok := osrv.templates["kubernetes"]; !ok {
+		t.Error("index template not installed")
+	}
+	for _, idx := range []string{"kubernetes-configmap-v1", "kubesearch-state"} {
+		if !osrv.indices[idx] {
+			t.Errorf("index %s not created (have %v)", idx, osrv.indices)
+		}
+	}
+	osrv.mu.Unlock()
+
+	// The pods' watermark: the list's resourceVersion, then the watch events once refreshed; the
+	// dead-lettered one (15) included, as it will never be written and must not hold the pair back.
+	eventually(t, 10*time.Second, func() bool {
+		return gjson.Get(eng.state2("kubesearch-state", "m1//pods"), "resourceVersion").Int() == 15
+	}, func() string { return "watermark: " + eng.state2("kubesearch-state", "m1//pods") })
+	if got := eng.state2("kubesearch-state", "m2//configmaps"); gjson.Get(got, "listing").Bool() != true {
+		t.Errorf("configmaps of m2 after the purge and a new ADDED: a list in progress, got %s", got)
+	}
+	client, err := opensearch.NewClient(opensearch.Config{Addresses: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := ReadWatermarks(t.Context(), client, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 2 || ws[0].Cluster != "m1" || ws[0].Resource != "pods" || ws[0].ResourceVersion != 15 || ws[0].Listing ||
+		ws[1].Cluster != "m2" || !ws[1].Listing {
+		t.Errorf("ReadWatermarks: %+v", ws)
+	}
+	r.shutdown(t)
+
+	// Dead letters: the original bytes, the reason and where they came from.
+	dl := readAll(t, s.brokers, "events.dlq", 2)
+	reasons := map[string]kafka.Message{}
+	for _, m := range dl {
+		reasons[header(m, HeaderReason)] = m
+	}
+	m, ok := reasons[ReasonMalformedEnvelope]
+	if !ok || !bytes.Equal(m.Value, bad.Value) || !bytes.Equal(m.Key, bad.Key) || header(m, HeaderTopic) != "events" ||
+		header(m, HeaderOffset) == "" || header(m, HeaderPartition) == "" || header(m, HeaderError) == "" {
+		t.Errorf("malformed envelope's dead letter: %+v", m)
+	}
+	if m, ok := reasons[ReasonMalformedObject]; !ok || header(m, HeaderIndex) != "kubernetes-pod" {
+		t.Errorf("malformed object's dead letter: %+v", m)
+	}
+}
+
+// state2 is the raw source of a live document, or "".
+func (f *fakeEngine) state2(index, id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d := f.docs[docKey{index, id}]; d != nil && !d.deleted {
+		return string(d.source)
+	}
+	return ""
+}
+
+func header(m kafka.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func readAll(t *testing.T, brokers []string, topic string, n int) []kafka.Message {
+	t.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var out []kafka.Message
+	for len(out) < n {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read %s: got %d of %d messages: %v", topic, len(out), n, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestIndexerWaitsForOpenSearch: while OpenSearch refuses writes, nothing is committed; once it
+// takes them again, everything is written and committed, nothing lost.
+func TestIndexerWaitsForOpenSearch(t *testing.T) {
+	s := newStream(t, 1)
+	osrv := newFakeOpenSearch()
+	osrv.bulkDown.Store(true)
+	srv := httptest.NewServer(osrv)
+	t.Cleanup(srv.Close)
+	r := startIndexer(t, s, srv.URL)
+
+	s.publish(t,
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "10", 2),
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p2", "u2", "11", 2),
+	)
+	// The indexer keeps trying: wait for a few refused bulks, then check nothing was committed.
+	eventually(t, 30*time.Second, func() bool {
+		_, m := get(t, "http://"+r.ix.Addr()+"/metrics")
+		return strings.Contains(m, "kubesearch_indexer_bulk_errors_total 2")
+	}, func() string { return "no failed bulk requests seen" })
+	if c := s.committed(t, "indexers", 1); c[0] >= 0 {
+		t.Fatalf("committed %v while OpenSearch refused the writes", c)
+	}
+	if code, _ := get(t, "http://"+r.ix.Addr()+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while OpenSearch refuses writes: %d, want 503", code)
+	}
+
+	osrv.bulkDown.Store(false)
+	eventually(t, 30*time.Second, func() bool {
+		return osrv.engine.state("kubernetes-pod", "u1") == "2/10" && osrv.engine.state("kubernetes-pod", "u2") == "2/11" &&
+			s.committed(t, "indexers", 1)[0] == 2
+	}, func() string {
+		return fmt.Sprintf("u1 %s, u2 %s, committed %v", osrv.engine.state("kubernetes-pod", "u1"),
+			osrv.engine.state("kubernetes-pod", "u2"), s.committed(t, "indexers", 1))
+	})
+	r.shutdown(t)
+}
+
+// TestIndexerShutdownFlushes: events fetched when the context is cancelled are written and committed
+// before Run returns.
+func TestIndexerShutdownFlushes(t *testing.T) {
+	s := newStream(t, 1)
+	osrv := newFakeOpenSearch()
+	srv := httptest.NewServer(osrv)
+	t.Cleanup(srv.Close)
+
+	ix, err := New(Options{
+		Brokers: s.brokers, Topic: s.topic, GroupID: "indexers", OpenSearchAddresses: []string{srv.URL},
+		// A batch that would wait a minute to fill: only the shutdown closes it.
+		BatchSize: 1000, BatchInterval: time.Minute, WatermarkInterval: time.Minute,
+		ShutdownTimeout: 10 * time.Second, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- ix.Run(ctx) }()
+	s.publish(t,
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "10", 2),
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p2", "u2", "11", 2),
+	)
+	// Wait until both are fetched: the group is joined, and the batch holds them.
+	eventually(t, 30*time.Second, func() bool { return testutil.ToFloat64(ix.metrics.inFlight) == 2 },
+		func() string { return "events not fetched" })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if osrv.engine.state("kubernetes-pod", "u1") != "2/10" || osrv.engine.state("kubernetes-pod", "u2") != "2/11" {
+		t.Errorf("batch in flight not written on shutdown: u1 %s u2 %s", osrv.engine.state("kubernetes-pod", "u1"), osrv.engine.state("kubernetes-pod", "u2"))
+	}
+	if c := s.committed(t, "indexers", 1); c[0] != 2 {
+		t.Errorf("committed %v, want offset 2", c)
+	}
+}

@@ -1,0 +1,412 @@
+package indexer
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/mappings"
+)
+
+// Options configure an Indexer. Zero values take the defaults of SetDefaults.
+type Options struct {
+	// Brokers are the Kafka bootstrap brokers.
+	Brokers []string
+	// Topic is the event stream; GroupID the consumer group that shares its partitions.
+	Topic   string
+	GroupID string
+	// DeadLetterTopic receives the events that can never be indexed; default "<Topic>.dlq".
+	DeadLetterTopic string
+	// FetchMaxBytes bounds one fetch from one partition; it must exceed the largest event.
+	FetchMaxBytes int
+	// MaxMessageBytes is the largest dead letter written (and the max.message.bytes of the dead-letter
+	// topic when the indexer creates it): an event plus its headers.
+	MaxMessageBytes int
+	Kafka           KafkaSecurity
+
+	// OpenSearchAddresses are node URLs. Empty takes them from the registries' backendStore.
+	OpenSearchAddresses []string
+	OpenSearch          OpenSearchSecurity
+	// Registry is a ResourceRegistry file or folder whose spec.backendStore.openSearch names the
+	// OpenSearch to write to. Optional.
+	Registry string
+
+	// Index shapes the indices: prefix, shards, replicas, refresh interval.
+	Index mappings.Options
+
+	// BatchSize, BatchBytes and BatchInterval close a batch: at most this many events, this many bytes
+	// of events (a single larger event makes a batch of its own), or this long after its first event.
+	BatchSize     int
+	BatchBytes    int
+	BatchInterval time.Duration
+	// WatermarkInterval is how often written documents are made searchable (a refresh) and the
+	// watermarks that moved are stored.
+	WatermarkInterval time.Duration
+	// RequestTimeout bounds one request to OpenSearch (a _bulk, a _delete_by_query).
+	RequestTimeout time.Duration
+
+	// ListenAddr serves /healthz, /readyz and /metrics; empty serves nothing.
+	ListenAddr string
+	// ShutdownTimeout bounds the flush of the batch in flight once Run's context is done.
+	ShutdownTimeout time.Duration
+
+	Logger *slog.Logger
+}
+
+// KafkaSecurity configures TLS and SASL toward the brokers, for the reader and the dead-letter writer.
+type KafkaSecurity struct {
+	TLS bool
+	// CAFile verifies the brokers' certificates (implies TLS).
+	CAFile string
+	// InsecureSkipVerify accepts any broker certificate (implies TLS); for demos only.
+	InsecureSkipVerify bool
+	// SASLMechanism is "", "plain", "scram-sha-256" or "scram-sha-512".
+	SASLMechanism string
+	// UsernameFile and PasswordFile hold the SASL credentials.
+	UsernameFile string
+	PasswordFile string
+}
+
+// OpenSearchSecurity configures credentials and TLS toward OpenSearch. Credentials come from files
+// only, never from flags or the environment.
+type OpenSearchSecurity struct {
+	UsernameFile string
+	PasswordFile string
+	// SecretDir is a mounted Kubernetes Secret: files "username" (or Karmada's "userName") and
+	// "password".
+	SecretDir string
+	// CAFile verifies OpenSearch's certificate.
+	CAFile string
+	// InsecureSkipVerify accepts any certificate; for demos only.
+	InsecureSkipVerify bool
+}
+
+// SetDefaults fills the zero fields.
+func (o *Options) SetDefaults() {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defDuration := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if o.Topic == "" {
+		o.Topic = "kubesearch.events"
+	}
+	if o.GroupID == "" {
+		o.GroupID = "kubesearch-indexer"
+	}
+	if o.DeadLetterTopic == "" {
+		o.DeadLetterTopic = o.Topic + ".dlq"
+	}
+	def(&o.FetchMaxBytes, 8<<20)
+	def(&o.MaxMessageBytes, 2<<20+64<<10)
+	def(&o.BatchSize, 1000)
+	def(&o.BatchBytes, 8<<20)
+	defDuration(&o.BatchInterval, 200*time.Millisecond)
+	defDuration(&o.WatermarkInterval, time.Second)
+	defDuration(&o.RequestTimeout, 2*time.Minute)
+	defDuration(&o.ShutdownTimeout, 30*time.Second)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports every invalid option at once, each named by its flag. Files are read by New.
+func (o *Options) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(o.Brokers) == 0 {
+		add("--kafka-brokers: required")
+	}
+	if o.Topic == "" {
+		add("--topic: required")
+	}
+	if o.GroupID == "" {
+		add("--group: required")
+	}
+	if o.DeadLetterTopic == o.Topic && o.Topic != "" {
+		add("--dlq-topic: must differ from --topic %q", o.Topic)
+	}
+	// Kubernetes objects reach 1.5 MiB; a fetch smaller than an event can never return it.
+	if o.FetchMaxBytes < 4<<20 {
+		add("--kafka-fetch-max-bytes: must be at least 4 MiB (4194304), got %d", o.FetchMaxBytes)
+	}
+	if o.MaxMessageBytes < 1<<20 {
+		add("--kafka-max-message-bytes: must be at least 1 MiB (1048576), got %d", o.MaxMessageBytes)
+	}
+	switch o.Kafka.SASLMechanism {
+	case "":
+		if o.Kafka.UsernameFile != "" || o.Kafka.PasswordFile != "" {
+			add("--kafka-username-file, --kafka-password-file: need --kafka-sasl-mechanism")
+		}
+	case "plain", "scram-sha-256", "scram-sha-512":
+		if o.Kafka.UsernameFile == "" || o.Kafka.PasswordFile == "" {
+			add("--kafka-username-file, --kafka-password-file: both required with --kafka-sasl-mechanism %s", o.Kafka.SASLMechanism)
+		}
+	default:
+		add("--kafka-sasl-mechanism: want plain, scram-sha-256 or scram-sha-512, got %q", o.Kafka.SASLMechanism)
+	}
+
+	if len(o.OpenSearchAddresses) == 0 && o.Registry == "" {
+		add("--opensearch-addresses: required unless --registry names an OpenSearch backend")
+	}
+	for _, a := range o.OpenSearchAddresses {
+		if err := validateAddress(a); err != nil {
+			add("--opensearch-addresses: %w", err)
+		}
+	}
+	s := o.OpenSearch
+	if (s.UsernameFile == "") != (s.PasswordFile == "") {
+		add("--opensearch-username-file, --opensearch-password-file: give both or neither")
+	}
+	if s.SecretDir != "" && (s.UsernameFile != "" || s.PasswordFile != "") {
+		add("--opensearch-secret-dir: not together with --opensearch-username-file/--opensearch-password-file")
+	}
+
+	if err := (mappings.Options{Prefix: o.Index.Prefix}).Validate(); err != nil {
+		add("--index-prefix: %w", err)
+	}
+	if o.Index.Shards < 0 {
+		add("--index-shards: must not be negative, got %d", o.Index.Shards)
+	}
+	if o.Index.Replicas < 0 {
+		add("--index-replicas: must not be negative, got %d", o.Index.Replicas)
+	}
+	if o.Index.RefreshInterval > 0 && o.Index.RefreshInterval%time.Millisecond != 0 {
+		add("--index-refresh-interval: OpenSearch counts in whole milliseconds, got %s", o.Index.RefreshInterval)
+	}
+
+	if o.BatchSize < 1 {
+		add("--batch-size: must be at least 1, got %d", o.BatchSize)
+	}
+	if o.BatchBytes < 1<<10 {
+		add("--batch-bytes: must be at least 1 KiB, got %d", o.BatchBytes)
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--batch-interval", o.BatchInterval}, {"--watermark-interval", o.WatermarkInterval},
+		{"--request-timeout", o.RequestTimeout}, {"--shutdown-timeout", o.ShutdownTimeout},
+	} {
+		if d.v <= 0 {
+			add("%s: must be positive, got %s", d.flag, d.v)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateAddress(a string) error {
+	u, err := url.Parse(a)
+	if err != nil {
+		return fmt.Errorf("%q: %w", a, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q: want an http or https URL with a host", u.Redacted())
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q: credentials belong in --opensearch-username-file/--opensearch-password-file or --opensearch-secret-dir, not in a URL that ends up in logs", u.Redacted())
+	}
+	return nil
+}
+
+// connection is what New resolves from the options' files: where OpenSearch is and how to reach it,
+// and how to reach Kafka.
+type connection struct {
+	addresses          []string
+	username, password string
+	caCert             []byte
+	insecure           bool
+
+	kafkaTLS  *tls.Config
+	kafkaSASL sasl.Mechanism
+}
+
+// resolveConnection reads every file the options name, reporting every problem at once.
+func resolveConnection(o *Options) (connection, error) {
+	var (
+		c    connection
+		errs []error
+	)
+	addrs, err := openSearchAddresses(o)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.addresses = addrs
+
+	s := o.OpenSearch
+	switch {
+	case s.SecretDir != "":
+		c.username, c.password, err = readSecretDir(s.SecretDir)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--opensearch-secret-dir: %w", err))
+		}
+	case s.UsernameFile != "":
+		var uerr, perr error
+		c.username, uerr = readCredential(s.UsernameFile)
+		c.password, perr = readCredential(s.PasswordFile)
+		if uerr != nil {
+			errs = append(errs, fmt.Errorf("--opensearch-username-file: %w", uerr))
+		}
+		if perr != nil {
+			errs = append(errs, fmt.Errorf("--opensearch-password-file: %w", perr))
+		}
+	}
+	if s.CAFile != "" {
+		c.caCert, err = readPEM(s.CAFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--opensearch-ca-file: %w", err))
+		}
+	}
+	c.insecure = s.InsecureSkipVerify
+
+	k := o.Kafka
+	if k.TLS || k.CAFile != "" || k.InsecureSkipVerify {
+		c.kafkaTLS = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.InsecureSkipVerify} //nolint:gosec // opt-in, for demos
+		if k.CAFile != "" {
+			pem, err := readPEM(k.CAFile)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--kafka-ca-file: %w", err))
+			} else {
+				pool := x509.NewCertPool()
+				pool.AppendCertsFromPEM(pem)
+				c.kafkaTLS.RootCAs = pool
+			}
+		}
+	}
+	if k.SASLMechanism != "" {
+		user, uerr := readCredential(k.UsernameFile)
+		pass, perr := readCredential(k.PasswordFile)
+		if uerr != nil {
+			errs = append(errs, fmt.Errorf("--kafka-username-file: %w", uerr))
+		}
+		if perr != nil {
+			errs = append(errs, fmt.Errorf("--kafka-password-file: %w", perr))
+		}
+		if uerr == nil && perr == nil {
+			c.kafkaSASL, err = saslMechanism(k.SASLMechanism, user, pass)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--kafka-sasl-mechanism: %w", err))
+			}
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// openSearchAddresses takes the addresses from the flag, or from the registries' backendStore. When
+// both name OpenSearch, they must agree: one indexer deployment writes to one OpenSearch.
+func openSearchAddresses(o *Options) ([]string, error) {
+	if o.Registry == "" {
+		return slices.Clone(o.OpenSearchAddresses), nil
+	}
+	regs, err := registry.Load(o.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("--registry %s: %w", o.Registry, err)
+	}
+	backend, err := registry.OpenSearchBackend(regs)
+	if err != nil {
+		return nil, fmt.Errorf("--registry %s: %w", o.Registry, err)
+	}
+	if backend == nil {
+		if len(o.OpenSearchAddresses) == 0 {
+			return nil, fmt.Errorf("--opensearch-addresses: required, as no registry in --registry %s has spec.backendStore.openSearch", o.Registry)
+		}
+		return slices.Clone(o.OpenSearchAddresses), nil
+	}
+	if backend.SecretRef.Name != "" && o.OpenSearch.SecretDir == "" && o.OpenSearch.UsernameFile == "" {
+		return nil, fmt.Errorf("--opensearch-secret-dir: the registries name secret %s/%s for OpenSearch; mount it and pass its folder (or --opensearch-username-file and --opensearch-password-file)",
+			backend.SecretRef.Namespace, backend.SecretRef.Name)
+	}
+	if len(o.OpenSearchAddresses) > 0 && !sameAddresses(o.OpenSearchAddresses, backend.Addresses) {
+		return nil, fmt.Errorf("--opensearch-addresses %s conflicts with the OpenSearch backend of --registry %s (%s); give one, or the same addresses",
+			strings.Join(o.OpenSearchAddresses, ","), o.Registry, strings.Join(backend.Addresses, ","))
+	}
+	return backend.Addresses, nil
+}
+
+func sameAddresses(a, b []string) bool {
+	norm := func(s []string) []string {
+		out := make([]string, len(s))
+		for i, v := range s {
+			out[i] = strings.TrimRight(v, "/")
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	return slices.Equal(norm(a), norm(b))
+}
+
+// readSecretDir reads a mounted Secret: username (or Karmada's userName) and password.
+func readSecretDir(dir string) (user, pass string, err error) {
+	var errs []error
+	user, err = readCredential(filepath.Join(dir, "username"))
+	if errors.Is(err, fs.ErrNotExist) {
+		user, err = readCredential(filepath.Join(dir, "userName"))
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%s holds neither username nor userName", dir)
+		}
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+	pass, err = readCredential(filepath.Join(dir, "password"))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return user, pass, errors.Join(errs...)
+}
+
+// readCredential reads a one-value file; a trailing line break (echo, most editors) is not part of
+// the value.
+func readCredential(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimRight(string(data), "\r\n")
+	if v == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return v, nil
+}
+
+func readPEM(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return data, nil
+}
+
+func saslMechanism(name, user, pass string) (sasl.Mechanism, error) {
+	switch name {
+	case "plain":
+		return plain.Mechanism{Username: user, Password: pass}, nil
+	case "scram-sha-256":
+		return scram.Mechanism(scram.SHA256, user, pass)
+	case "scram-sha-512":
+		return scram.Mechanism(scram.SHA512, user, pass)
+	}
+	return nil, fmt.Errorf("unknown mechanism %q", name)
+}

@@ -1,0 +1,480 @@
+package indexer
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/opensearch-project/opensearch-go/v4"
+	"github.com/tidwall/gjson"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/mappings"
+)
+
+// Watermark says how far the index is for one resource of one member cluster (DESIGN section 5):
+// every event of the pair up to ResourceVersion is written and searchable. A LIST answered from the
+// index may claim this resourceVersion for the pair, and no more.
+type Watermark struct {
+	Cluster  string `json:"cluster"`
+	Group    string `json:"group"`
+	Resource string `json:"resource"`
+	Kind     string `json:"kind"`
+	// ResourceVersion is the member's resourceVersion up to which the index is complete; 0 when not
+	// known yet, or when the resource's versions are not integers.
+	ResourceVersion int64 `json:"resourceVersion"`
+	// Epoch is the epoch of the last completed list (SYNC marker).
+	Epoch int64 `json:"epoch"`
+	// Listing is true while a list is in progress (objects of a newer epoch than the last SYNC are
+	// arriving), or before any list completed. ResourceVersion does not move meanwhile.
+	Listing   bool      `json:"listing"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	// Scopes are the namespace scopes of the pair (one, "", for a cluster-wide selection);
+	// ResourceVersion is their minimum, 0 while one has never completed a list.
+	Scopes []WatermarkScope `json:"scopes,omitempty"`
+}
+
+// WatermarkScope is the progress of one namespace scope of a pair: its own list and watch.
+type WatermarkScope struct {
+	Namespace       string `json:"namespace"`
+	ResourceVersion int64  `json:"resourceVersion"`
+	Epoch           int64  `json:"epoch"`
+	Listing         bool   `json:"listing"`
+	// Synced is false until the scope's first SYNC marker was seen.
+	Synced bool `json:"synced"`
+}
+
+// StateIndex is the index holding the watermarks: "kubesearch-state", or "<prefix>-kubesearch-state".
+// It lies outside the pattern of the document template.
+func StateIndex(prefix string) string {
+	if prefix == "" {
+		return "kubesearch-state"
+	}
+	return prefix + "-kubesearch-state"
+}
+
+// ReadWatermarks reads every stored watermark, ordered by cluster, group and resource. They trail
+// the indexers' progress by about their watermark interval. A missing state index means none yet.
+func ReadWatermarks(ctx context.Context, client *opensearch.Client, prefix string) ([]Watermark, error) {
+	c := &osClient{client: client}
+	var (
+		out   []Watermark
+		after []string
+	)
+	for {
+		query := map[string]any{
+			"size": 1000, "sort": []any{map[string]any{"key": "asc"}},
+			"query": map[string]any{"match_all": map[string]any{}},
+		}
+		if after != nil {
+			query["search_after"] = after
+		}
+		hits, err := c.search(ctx, StateIndex(prefix), query)
+		if err != nil {
+			return nil, fmt.Errorf("read watermarks: %w", err)
+		}
+		for _, h := range hits {
+			var w Watermark
+			if err := json.Unmarshal([]byte(h.Get("_source").Raw), &w); err != nil {
+				return nil, fmt.Errorf("read watermarks: document %s: %w", h.Get("_id").Str, err)
+			}
+			out = append(out, w)
+		}
+		if len(hits) < 1000 {
+			return out, nil
+		}
+		after = []string{hits[len(hits)-1].Get("sort.0").String()}
+	}
+}
+
+// search runs a query on index and returns its hits; a missing index has none.
+func (c *osClient) search(ctx context.Context, index string, query any) ([]gjson.Result, error) {
+	body, err := json.Marshal(query)
+	if err != nil {
+		return nil, err
+	}
+	path := "/" + url.PathEscape(index) + "/_search"
+	status, resp, err := c.do(ctx, http.MethodPost, rawRequest{path: path, body: body})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case status == http.StatusNotFound && errorType(resp) == "index_not_found_exception":
+		return nil, nil
+	case status != http.StatusOK:
+		return nil, apiError("POST", path, status, resp)
+	}
+	return gjson.GetBytes(resp, "hits.hits").Array(), nil
+}
+
+// pairKey is one resource of one member cluster: the unit of a Kafka partition key, and of a
+// watermark.
+type pairKey struct{ cluster, group, resource string }
+
+func pairOf(ev *envelope.Event) pairKey { return pairKey{ev.Cluster, ev.Group, ev.Resource} }
+
+// id is the watermark document's _id.
+func (k pairKey) id() string { return k.cluster + "/" + k.group + "/" + k.resource }
+
+// scopeState is the progress of one namespace scope.
+type scopeState struct {
+	WatermarkScope
+	// written is the highest resourceVersion written of the scope's current epoch; it becomes
+	// ResourceVersion once a refresh made it searchable.
+	written int64
+}
+
+type pairState struct {
+	key       pairKey
+	kind      string
+	scopes    map[string]*scopeState
+	partition int
+	dirty     bool // changed since stored
+	urgent    bool // store before the offsets of the events that changed it are committed
+	updatedAt time.Time
+}
+
+// watermarks tracks every pair seen in this process (DESIGN section 5). Events reach it only once
+// they are written, in partition order. It is used by one goroutine.
+type watermarks struct {
+	pairs map[pairKey]*pairState
+	now   func() time.Time
+}
+
+func newWatermarks() *watermarks {
+	return &watermarks{pairs: map[pairKey]*pairState{}, now: time.Now}
+}
+
+// missing returns the keys not tracked yet, to be loaded from the state index.
+func (w *watermarks) missing(keys []pairKey) []pairKey {
+	var out []pairKey
+	for _, k := range keys {
+		if _, ok := w.pairs[k]; !ok && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// load tracks a pair as stored (nil: never stored).
+func (w *watermarks) load(k pairKey, stored *Watermark) {
+	p := &pairState{key: k, scopes: map[string]*scopeState{}}
+	if stored != nil {
+		p.kind, p.updatedAt = stored.Kind, stored.UpdatedAt
+		for _, s := range stored.Scopes {
+			p.scopes[s.Namespace] = &scopeState{WatermarkScope: s, written: s.ResourceVersion}
+		}
+	}
+	w.pairs[k] = p
+}
+
+// forgetPartition drops the pairs of a partition another consumer may have moved on meanwhile; they
+// are loaded again from the state index on their next event.
+func (w *watermarks) forgetPartition(partition int) {
+	maps.DeleteFunc(w.pairs, func(_ pairKey, p *pairState) bool { return p.partition == partition })
+}
+
+// scope returns the scope an object event belongs to: the cluster-wide scope when there is one,
+// else the object's namespace. Before its first SYNC a scope is provisional, named after the events'
+// namespaces; the first SYNC tells which scopes exist.
+func (p *pairState) scope(ns string) *scopeState {
+	if s := p.scopes[""]; s != nil {
+		return s
+	}
+	if s := p.scopes[ns]; s != nil {
+		return s
+	}
+	s := &scopeState{WatermarkScope: WatermarkScope{Namespace: ns}}
+	p.scopes[ns] = s
+	return s
+}
+
+func (w *watermarks) pair(ev *envelope.Event, partition int) *pairState {
+	k := pairOf(ev)
+	p := w.pairs[k]
+	if p == nil {
+		w.load(k, nil)
+		p = w.pairs[k]
+	}
+	p.kind, p.partition = ev.Kind, partition
+	return p
+}
+
+// written records an ADDED, MODIFIED or DELETED event that is written (or dead-lettered: it will
+// never be, and must not hold the watermark back forever).
+func (w *watermarks) written(ev *envelope.Event, partition int) {
+	p := w.pair(ev, partition)
+	s := p.scope(ev.Namespace)
+	switch {
+	case ev.Epoch > s.Epoch:
+		// An object of a newer epoch than the scope's last SYNC: a list is in progress. Its objects
+		// arrive in no resourceVersion order, so the watermark waits for the SYNC.
+		if !s.Listing {
+			s.Listing = true
+			p.dirty = true
+		}
+	case ev.Epoch == s.Epoch && !s.Listing:
+		if rv, ok := parseRV(ev.ResourceVersion); ok && rv > s.written {
+			s.written = rv
+		}
+	}
+	// An event of an older epoch is a replay: nothing moves.
+}
+
+// synced records a SYNC marker whose garbage collection is done: everything of the scope written
+// before it is searchable (the delete-by-query refreshed the index), up to the list's
+// resourceVersion.
+func (w *watermarks) synced(ev *envelope.Event, partition int) {
+	p := w.pair(ev, partition)
+	s := p.scopes[ev.Namespace]
+	if s == nil {
+		s = &scopeState{WatermarkScope: WatermarkScope{Namespace: ev.Namespace}}
+		p.scopes[ev.Namespace] = s
+	}
+	if s.Synced && ev.Epoch <= s.Epoch {
+		return // a replayed marker
+	}
+	rv, _ := parseRV(ev.ListResourceVersion)
+	s.Epoch, s.Listing, s.Synced = ev.Epoch, false, true
+	s.written, s.ResourceVersion = rv, rv
+	if ev.Namespace == "" {
+		// A cluster-wide scope covers every namespace: provisional scopes were guesses.
+		maps.DeleteFunc(p.scopes, func(ns string, sc *scopeState) bool { return ns != "" && !sc.Synced })
+	}
+	p.dirty, p.urgent = true, true
+}
+
+// purged removes what a PURGE marker removes: every scope of the pairs of (cluster, group, kind), or
+// one namespace scope. It returns the pairs left without scope, whose documents go.
+func (w *watermarks) purged(ev *envelope.Event) []pairKey {
+	var gone []pairKey
+	for k, p := range w.pairs {
+		if k.cluster != ev.Cluster || k.group != ev.Group || p.kind != ev.Kind {
+			continue
+		}
+		if ev.Namespace == "" {
+			clear(p.scopes)
+		} else {
+			delete(p.scopes, ev.Namespace)
+		}
+		if len(p.scopes) == 0 {
+			gone = append(gone, k)
+			delete(w.pairs, k)
+			continue
+		}
+		p.dirty, p.urgent = true, true
+	}
+	slices.SortFunc(gone, func(a, b pairKey) int { return cmp.Compare(a.id(), b.id()) })
+	return gone
+}
+
+// unrefreshed returns the kinds with writes not yet known to be searchable.
+func (w *watermarks) unrefreshed() []string {
+	var kinds []string
+	for _, p := range w.pairs {
+		for _, s := range p.scopes {
+			if s.written != s.ResourceVersion && !slices.Contains(kinds, p.kind) {
+				kinds = append(kinds, p.kind)
+			}
+		}
+	}
+	slices.Sort(kinds)
+	return kinds
+}
+
+// refreshed records that every write so far to the indices of kinds is searchable.
+func (w *watermarks) refreshed(kinds []string) {
+	for _, p := range w.pairs {
+		if !slices.Contains(kinds, p.kind) {
+			continue
+		}
+		for _, s := range p.scopes {
+			if s.written != s.ResourceVersion {
+				s.ResourceVersion = s.written
+				p.dirty = true
+			}
+		}
+	}
+}
+
+// toStore returns the watermarks that changed since stored (only the urgent ones if urgentOnly).
+func (w *watermarks) toStore(urgentOnly bool) []Watermark {
+	var out []Watermark
+	now := w.now().UTC()
+	for _, p := range w.pairs {
+		if !p.dirty || (urgentOnly && !p.urgent) {
+			continue
+		}
+		p.updatedAt = now
+		out = append(out, p.watermark())
+	}
+	slices.SortFunc(out, func(a, b Watermark) int { return cmp.Compare(watermarkKey(a), watermarkKey(b)) })
+	return out
+}
+
+// stored records that the watermarks were stored.
+func (w *watermarks) stored(ws []Watermark) {
+	for _, wm := range ws {
+		if p := w.pairs[pairKey{wm.Cluster, wm.Group, wm.Resource}]; p != nil && p.updatedAt.Equal(wm.UpdatedAt) {
+			p.dirty, p.urgent = false, false
+		}
+	}
+}
+
+// watermark summarises the scopes: the lowest resourceVersion of them all (a scope that never
+// synced has none: 0), listing while any scope lists or never synced.
+func (p *pairState) watermark() Watermark {
+	wm := Watermark{Cluster: p.key.cluster, Group: p.key.group, Resource: p.key.resource, Kind: p.kind, UpdatedAt: p.updatedAt,
+		Listing: len(p.scopes) == 0}
+	for i, ns := range slices.Sorted(maps.Keys(p.scopes)) {
+		s := p.scopes[ns]
+		wm.Scopes = append(wm.Scopes, s.WatermarkScope)
+		if !s.Synced || s.Listing {
+			wm.Listing = true
+		}
+		if s.Synced {
+			wm.Epoch = max(wm.Epoch, s.Epoch)
+		}
+		if i == 0 || s.ResourceVersion < wm.ResourceVersion {
+			wm.ResourceVersion = s.ResourceVersion
+		}
+	}
+	return wm
+}
+
+func watermarkKey(w Watermark) string { return pairKey{w.Cluster, w.Group, w.Resource}.id() }
+
+// parseRV reads a resourceVersion as the integer it is for kube-apiservers; some aggregated APIs use
+// other strings, which cannot be compared.
+func parseRV(s string) (int64, bool) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v, err == nil && v >= 0
+}
+
+// watermarkDocument is the stored form: the Watermark plus a sortable key.
+func watermarkDocument(w Watermark) ([]byte, error) {
+	doc := struct {
+		Key string `json:"key"`
+		Watermark
+	}{watermarkKey(w), w}
+	return json.Marshal(doc)
+}
+
+// stateIndexBody is the body that creates the state index.
+func stateIndexBody(o mappings.Options) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"settings": map[string]any{"index": map[string]any{"number_of_shards": 1, "number_of_replicas": o.Replicas}},
+		"mappings": map[string]any{
+			"dynamic": false,
+			"_meta":   map[string]any{"managed_by": "kubesearch", "version": 1},
+			"properties": map[string]any{
+				"key":             map[string]any{"type": "keyword"},
+				"cluster":         map[string]any{"type": "keyword"},
+				"group":           map[string]any{"type": "keyword"},
+				"resource":        map[string]any{"type": "keyword"},
+				"kind":            map[string]any{"type": "keyword"},
+				"resourceVersion": map[string]any{"type": "long"},
+				"epoch":           map[string]any{"type": "long"},
+				"listing":         map[string]any{"type": "boolean"},
+				"updatedAt":       map[string]any{"type": "date"},
+				"scopes":          map[string]any{"type": "object", "enabled": false},
+			},
+		},
+	})
+}
+
+func parseWatermark(source string) (Watermark, error) {
+	var w Watermark
+	if err := json.Unmarshal([]byte(source), &w); err != nil {
+		return w, fmt.Errorf("watermark document: %w", err)
+	}
+	return w, nil
+}
+
+// loadWatermarks reads the stored watermarks of keys; those never stored are absent.
+func (c *osClient) loadWatermarks(ctx context.Context, index string, keys []pairKey) (map[pairKey]*Watermark, error) {
+	dks := make([]docKey, len(keys))
+	for i, k := range keys {
+		dks[i] = docKey{index, k.id()}
+	}
+	body, err := json.Marshal(map[string]any{"ids": idsOf(dks)})
+	if err != nil {
+		return nil, err
+	}
+	path := "/" + url.PathEscape(index) + "/_mget"
+	status, resp, err := c.do(ctx, http.MethodPost, rawRequest{path: path, body: body})
+	if err != nil {
+		return nil, err
+	}
+	out := map[pairKey]*Watermark{}
+	switch {
+	case status == http.StatusNotFound && errorType(resp) == "index_not_found_exception":
+		return out, nil
+	case status != http.StatusOK:
+		return nil, apiError("POST", path, status, resp)
+	}
+	for i, d := range gjson.GetBytes(resp, "docs").Array() {
+		if i >= len(keys) || !d.Get("found").Bool() {
+			continue
+		}
+		w, err := parseWatermark(d.Get("_source").Raw)
+		if err != nil {
+			return nil, err
+		}
+		out[keys[i]] = &w
+	}
+	return out, nil
+}
+
+func idsOf(keys []docKey) []string {
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.id
+	}
+	return ids
+}
+
+// storeWatermarks writes watermark documents, replacing the stored ones.
+func (c *osClient) storeWatermarks(ctx context.Context, index string, ws []Watermark) error {
+	ops := make([]*op, len(ws))
+	for i, w := range ws {
+		doc, err := watermarkDocument(w)
+		if err != nil {
+			return err
+		}
+		ops[i] = &op{action: actionIndex, index: index, id: watermarkKey(w), doc: doc}
+	}
+	return c.stateBulk(ctx, ops)
+}
+
+// deleteWatermarks deletes the watermark documents of pairs that are gone.
+func (c *osClient) deleteWatermarks(ctx context.Context, index string, keys []pairKey) error {
+	ops := make([]*op, len(keys))
+	for i, k := range keys {
+		ops[i] = &op{action: actionDelete, index: index, id: k.id()}
+	}
+	return c.stateBulk(ctx, ops)
+}
+
+func (c *osClient) stateBulk(ctx context.Context, ops []*op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	results, err := c.bulk(ctx, ops)
+	if err != nil {
+		return err
+	}
+	for i, r := range results {
+		if classify(ops[i].action, r) != outcomeDone {
+			return fmt.Errorf("%s %s/%s: status %d: %s: %s", ops[i].action, ops[i].index, ops[i].id, r.status, r.errType, r.reason)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+package indexer
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+)
+
+func ev(typ envelope.Type, ns string, epoch int64, rv string) *envelope.Event {
+	e := &envelope.Event{Type: typ, Cluster: "m1", Version: "v1", Resource: "pods", Kind: "Pod", Namespace: ns, Epoch: epoch}
+	if typ == envelope.Sync {
+		e.ListResourceVersion = rv
+	} else {
+		e.ResourceVersion, e.Name, e.UID = rv, "p", "u"
+	}
+	return e
+}
+
+// wmOf is the pair's watermark as it would be stored now.
+func wmOf(w *watermarks) Watermark {
+	return w.pairs[pairKey{"m1", "", "pods"}].watermark()
+}
+
+// TestWatermarkLifecycle follows one pair through its first list, watch events, refreshes, a re-list
+// and a rebuilt member: the watermark claims only what is written and refreshed, and holds still
+// while a list is in progress.
+func TestWatermarkLifecycle(t *testing.T) {
+	w := newWatermarks()
+	w.load(pairKey{"m1", "", "pods"}, nil)
+	step := func(name string, wantRV int64, wantListing bool) {
+		t.Helper()
+		got := wmOf(w)
+		if got.ResourceVersion != wantRV || got.Listing != wantListing {
+			t.Errorf("%s: got rv %d listing %v, want rv %d listing %v", name, got.ResourceVersion, got.Listing, wantRV, wantListing)
+		}
+	}
+	step("never listed", 0, true)
+
+	w.written(ev(envelope.Added, "", 100, "5"), 0)
+	w.written(ev(envelope.Added, "", 100, "3"), 0)
+	step("first list in progress", 0, true)
+
+	w.synced(ev(envelope.Sync, "", 100, "10"), 0)
+	step("list done: its resourceVersion is written and searchable", 10, false)
+	if !w.pairs[pairKey{"m1", "", "pods"}].urgent {
+		t.Error("a SYNC must be stored before its offset is committed")
+	}
+
+	w.written(ev(envelope.Modified, "", 100, "12"), 0)
+	w.written(ev(envelope.Deleted, "", 100, "14"), 0)
+	step("written, not refreshed", 10, false)
+	if got := w.unrefreshed(); len(got) != 1 || got[0] != "Pod" {
+		t.Errorf("unrefreshed: got %v, want [Pod]", got)
+	}
+	w.refreshed([]string{"Pod"})
+	step("refreshed", 14, false)
+	if got := w.unrefreshed(); len(got) != 0 {
+		t.Errorf("unrefreshed after refresh: %v", got)
+	}
+
+	w.written(ev(envelope.Modified, "", 90, "99"), 0)
+	step("an older epoch's event is a replay", 14, false)
+
+	w.written(ev(envelope.Added, "", 200, "20"), 0)
+	w.written(ev(envelope.Added, "", 200, "16"), 0)
+	w.refreshed([]string{"Pod"})
+	step("re-list in progress: the watermark does not move", 14, true)
+
+	w.synced(ev(envelope.Sync, "", 100, "11"), 0)
+	step("a replayed older SYNC changes nothing", 14, true)
+
+	w.synced(ev(envelope.Sync, "", 200, "25"), 0)
+	step("re-list done", 25, false)
+
+	w.written(ev(envelope.Added, "", 300, "4"), 0)
+	w.synced(ev(envelope.Sync, "", 300, "6"), 0)
+	step("rebuilt member: its own, lower resourceVersions", 6, false)
+
+	w.written(ev(envelope.Added, "", 400, "x"), 0)
+	w.synced(ev(envelope.Sync, "", 400, "not-a-number"), 0)
+	step("resourceVersions that are not integers say nothing", 0, false)
+}
+
+// TestWatermarkScopes: a pair collected per namespace has a scope per namespace, each with its own
+// list and watch; the pair's watermark is their minimum, and listing while any lists.
+func TestWatermarkScopes(t *testing.T) {
+	w := newWatermarks()
+	w.load(pairKey{"m1", "", "pods"}, nil)
+	w.written(ev(envelope.Added, "a", 100, "5"), 0)
+	w.written(ev(envelope.Added, "b", 101, "6"), 0)
+	w.synced(ev(envelope.Sync, "a", 100, "50"), 0)
+	if got := wmOf(w); !got.Listing || got.ResourceVersion != 0 {
+		t.Errorf("scope b never listed, so nothing of the pair is complete: got %+v", got)
+	}
+	w.synced(ev(envelope.Sync, "b", 101, "40"), 0)
+	w.written(ev(envelope.Modified, "a", 100, "70"), 0)
+	w.refreshed([]string{"Pod"})
+	if got := wmOf(w); got.Listing || got.ResourceVersion != 40 || got.Epoch != 101 || len(got.Scopes) != 2 {
+		t.Errorf("got %+v, want rv 40 (b's), epoch 101", got)
+	}
+	w.written(ev(envelope.Modified, "b", 101, "80"), 0)
+	w.refreshed([]string{"Pod"})
+	if got := wmOf(w); got.ResourceVersion != 70 {
+		t.Errorf("got rv %d, want 70 (a's)", got.ResourceVersion)
+	}
+
+	// A PURGE of one namespace leaves the other scope.
+	gone := w.purged(&envelope.Event{Type: envelope.Purge, Cluster: "m1", Kind: "Pod", Namespace: "a"})
+	if len(gone) != 0 || wmOf(w).ResourceVersion != 80 {
+		t.Errorf("after purging a: gone %v, watermark %+v", gone, wmOf(w))
+	}
+	gone = w.purged(&envelope.Event{Type: envelope.Purge, Cluster: "m1", Kind: "Pod"})
+	if len(gone) != 1 || gone[0] != (pairKey{"m1", "", "pods"}) || len(w.pairs) != 0 {
+		t.Errorf("after purging all: gone %v, pairs %v", gone, w.pairs)
+	}
+}
+
+// TestWatermarkProvisionalScopes: before the first SYNC, the scopes are guessed from the events'
+// namespaces; a cluster-wide SYNC replaces the guesses.
+func TestWatermarkProvisionalScopes(t *testing.T) {
+	w := newWatermarks()
+	w.load(pairKey{"m1", "", "pods"}, nil)
+	w.written(ev(envelope.Added, "a", 100, "5"), 0)
+	w.written(ev(envelope.Added, "b", 100, "6"), 0)
+	w.synced(ev(envelope.Sync, "", 100, "9"), 0)
+	got := wmOf(w)
+	if len(got.Scopes) != 1 || got.Scopes[0].Namespace != "" || got.Listing || got.ResourceVersion != 9 {
+		t.Errorf("got %+v, want the one cluster-wide scope at 9", got)
+	}
+	w.written(ev(envelope.Modified, "c", 100, "12"), 0)
+	w.refreshed([]string{"Pod"})
+	if got := wmOf(w); got.ResourceVersion != 12 || len(got.Scopes) != 1 {
+		t.Errorf("events of any namespace belong to the cluster-wide scope: got %+v", got)
+	}
+}
+
+// TestWatermarkStoredRoundTrip: what is stored loads back to the same state.
+func TestWatermarkStoredRoundTrip(t *testing.T) {
+	w := newWatermarks()
+	w.now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	w.load(pairKey{"m1", "", "pods"}, nil)
+	w.synced(ev(envelope.Sync, "a", 100, "50"), 0)
+	w.written(ev(envelope.Added, "b", 101, "6"), 0)
+	ws := w.toStore(true)
+	if len(ws) != 1 {
+		t.Fatalf("toStore: %v", ws)
+	}
+	doc, err := watermarkDocument(ws[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"key":"m1//pods","cluster":"m1","group":"","resource":"pods","kind":"Pod","resourceVersion":0,"epoch":100,"listing":true,"updatedAt":"2026-01-02T03:04:05Z",` +
+		`"scopes":[{"namespace":"a","resourceVersion":50,"epoch":100,"listing":false,"synced":true},{"namespace":"b","resourceVersion":0,"epoch":0,"listing":true,"synced":false}]}`
+	if string(doc) != want {
+		t.Errorf("document:\ngot  %s\nwant %s", doc, want)
+	}
+	w.stored(ws)
+	if got := w.toStore(false); len(got) != 0 {
+		t.Errorf("stored watermarks are stored again: %v", got)
+	}
+
+	stored, err := parseWatermark(string(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2 := newWatermarks()
+	w2.load(pairKey{"m1", "", "pods"}, &stored)
+	w2.written(ev(envelope.Modified, "a", 100, "60"), 0)
+	w2.refreshed([]string{"Pod"})
+	got := w2.pairs[pairKey{"m1", "", "pods"}].watermark()
+	if got.ResourceVersion != 0 || !got.Listing {
+		t.Errorf("after reload: %+v, want 0 and listing while b never listed", got)
+	}
+	a, _ := json.Marshal(got.Scopes[0])
+	if string(a) != `{"namespace":"a","resourceVersion":60,"epoch":100,"listing":false,"synced":true}` {
+		t.Errorf("scope a after reload and a watch event: %s", a)
+	}
+}
+
+func TestWatermarkForgetPartition(t *testing.T) {
+	w := newWatermarks()
+	w.written(ev(envelope.Added, "", 1, "1"), 3)
+	other := ev(envelope.Added, "", 1, "1")
+	other.Resource = "services"
+	w.written(other, 4)
+	w.forgetPartition(3)
+	if missing := w.missing([]pairKey{{"m1", "", "pods"}, {"m1", "", "services"}}); len(missing) != 1 || missing[0].resource != "pods" {
+		t.Errorf("missing after forgetting partition 3: %v", missing)
+	}
+}

@@ -1,0 +1,358 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// docStore is what the writer needs from OpenSearch.
+type docStore interface {
+	// bulk sends ops in one _bulk request and returns one result per op, in order. An error means
+	// the request as a whole failed; a *requestError tells how.
+	bulk(ctx context.Context, ops []*op) ([]itemResult, error)
+	// storedVersions reads the epoch, resourceVersion, _seq_no and _primary_term of documents.
+	storedVersions(ctx context.Context, keys []docKey) (map[docKey]storedDoc, error)
+	// ensureIndex makes alias exist, creating its versioned index when it does not.
+	ensureIndex(ctx context.Context, alias string) (indexState, error)
+}
+
+// indexState is what a name written to is.
+type indexState struct {
+	// alias is false when a concrete index has the name (it predates the indexer).
+	alias bool
+	// behind are the indices an alias points to.
+	behind []string
+}
+
+// storedDoc is what the epoch rule reads of a stored document.
+type storedDoc struct {
+	found              bool
+	epoch, rv          int64
+	seqNo, primaryTerm int64
+	hasSeqNo           bool
+}
+
+// requestError is a _bulk (or other) request that failed as a whole.
+type requestError struct {
+	status int // 0 when no answer came
+	err    error
+}
+
+func (e *requestError) Error() string {
+	if e.status == 0 {
+		return e.err.Error()
+	}
+	return fmt.Sprintf("status %d: %v", e.status, e.err)
+}
+
+func (e *requestError) Unwrap() error { return e.err }
+
+// splittable says the request was refused for its content (a body OpenSearch cannot parse, or one too
+// large): sending its halves separately isolates the operation at fault.
+func splittable(err error) bool {
+	var re *requestError
+	return errors.As(err, &re) && (re.status == 400 || re.status == 413)
+}
+
+// failure is an op OpenSearch will never accept.
+type failure struct {
+	op     *op
+	reason string // short, for the metric and the dead letter's header
+	err    string
+}
+
+// writer applies ops to OpenSearch: retries what OpenSearch could not take now, applies the epoch
+// rule to version conflicts, and hands back what it will never accept. It is used by one goroutine.
+type writer struct {
+	store   docStore
+	metrics *metrics
+	log     *slog.Logger
+	backoff func() wait.Backoff
+	healthy func(bool) // told whether OpenSearch answers
+
+	aliases map[string]bool // index names ensured in this process → is an alias
+}
+
+func newWriter(store docStore, m *metrics, log *slog.Logger) *writer {
+	return &writer{
+		store: store, metrics: m, log: log, healthy: func(bool) {}, backoff: defaultBackoff,
+		aliases: map[string]bool{},
+	}
+}
+
+// write applies ops in order and returns those OpenSearch will never accept. It returns an error only
+// when ctx ends first, with some ops possibly unwritten.
+func (w *writer) write(ctx context.Context, ops []*op) ([]failure, error) {
+	var failed []failure
+	pending := ops
+	bo := w.backoff()
+	for len(pending) > 0 {
+		if err := w.ensureIndices(ctx, pending, &bo); err != nil {
+			return failed, err
+		}
+		start := time.Now()
+		results, err := w.store.bulk(ctx, pending)
+		w.metrics.bulkLatency.Observe(time.Since(start).Seconds())
+		if err != nil {
+			if ctx.Err() != nil {
+				return failed, fmt.Errorf("bulk of %d operations: %w", len(pending), ctx.Err())
+			}
+			if splittable(err) {
+				w.healthy(true)
+				f, err := w.split(ctx, pending, err)
+				return append(failed, f...), err
+			}
+			var re *requestError
+			w.healthy(errors.As(err, &re) && re.status != 0 && re.status < 500)
+			w.metrics.bulkErrors.Inc()
+			if err := w.wait(ctx, &bo, "bulk request failed", len(pending), err); err != nil {
+				return failed, err
+			}
+			continue
+		}
+		w.healthy(true)
+		retry, f, err := w.apply(ctx, pending, results)
+		failed = append(failed, f...)
+		if err != nil {
+			return failed, err
+		}
+		if len(retry) < len(pending) {
+			bo = w.backoff() // progress: the next wait starts short again
+		}
+		pending = retry
+		if len(pending) > 0 {
+			w.metrics.retriedItems.Add(float64(len(pending)))
+			if err := w.wait(ctx, &bo, "OpenSearch could not take every operation", len(pending), nil); err != nil {
+				return failed, err
+			}
+		}
+	}
+	return failed, nil
+}
+
+// apply sorts the results of one _bulk request: done, retried, resolved by the epoch rule, failed.
+func (w *writer) apply(ctx context.Context, ops []*op, results []itemResult) (retry []*op, failed []failure, err error) {
+	// The seq of the last op per document that reached a final state: an earlier op of the same
+	// document that must be retried is superseded by it (retrying it would apply an older event after
+	// a newer one, which an unversioned write would not refuse).
+	settled := map[docKey]int{}
+	var conflicts []*op
+	for i, r := range results {
+		o := ops[i]
+		switch classify(o.action, r) {
+		case outcomeDone:
+			settled[o.key()] = max(settled[o.key()], o.seq)
+			w.counted(o, r)
+		case outcomeConflict:
+			conflicts = append(conflicts, o)
+		case outcomeRetry:
+			retry = append(retry, o)
+		case outcomeMissingAlias:
+			delete(w.aliases, o.index)
+			retry = append(retry, o)
+		case outcomePermanent:
+			settled[o.key()] = max(settled[o.key()], o.seq)
+			failed = append(failed, failure{op: o, reason: ReasonRejected, err: r.errType + ": " + r.reason})
+		}
+	}
+	if len(conflicts) > 0 {
+		r, f, err := w.resolve(ctx, conflicts, settled)
+		if err != nil {
+			return nil, failed, err
+		}
+		retry = append(retry, r...)
+		failed = append(failed, f...)
+	}
+	kept := retry[:0]
+	for _, o := range retry {
+		if s, ok := settled[o.key()]; ok && s > o.seq {
+			w.metrics.superseded.Inc()
+			continue
+		}
+		kept = append(kept, o)
+	}
+	slices.SortFunc(kept, func(a, b *op) int { return a.seq - b.seq })
+	return slices.Clip(kept), failed, nil
+}
+
+func (w *writer) counted(o *op, r itemResult) {
+	if o.action == actionDelete {
+		w.metrics.deleted.WithLabelValues(o.index).Inc()
+		return
+	}
+	w.metrics.written.WithLabelValues(o.index).Inc()
+}
+
+// resolve applies the epoch rule (DESIGN section 4) to ops refused with a version conflict. The
+// stored document's epoch and resourceVersion are read: if the op's event is newer — a newer epoch
+// whatever the resourceVersions say, or within the same epoch a higher resourceVersion than the
+// stored document holds — the op replaces the document with a compare-and-set on its _seq_no;
+// otherwise it is a replayed or late event, counted and dropped.
+//
+// Why not "delete, then index with the event's version": the delete leaves a tombstone with the old,
+// higher version for index.gc_deletes (60 s), and external_gte compares against it, so the index
+// would be refused again. The compare-and-set write uses internal versioning instead; the document's
+// _version then no longer follows its resourceVersion, so later events of the same object are refused
+// too and come through here, until the member's resourceVersions pass the old ones.
+//
+// It returns the ops to retry (as they were, so a retry meets the version check again) and the ops
+// OpenSearch refused for good.
+func (w *writer) resolve(ctx context.Context, conflicts []*op, settled map[docKey]int) (retry []*op, failed []failure, err error) {
+	// Per document only the newest refused op matters: it is the state to reach. Older ones, and ops
+	// whose object has a later event written already, are replays.
+	newest := map[docKey]*op{}
+	var keys []docKey
+	for _, o := range conflicts {
+		k := o.key()
+		if s, ok := settled[k]; ok && s > o.seq {
+			w.metrics.conflicts.WithLabelValues(o.index, "replay").Inc()
+			continue
+		}
+		cur, ok := newest[k]
+		switch {
+		case !ok:
+			keys = append(keys, k)
+			newest[k] = o
+		case o.seq > cur.seq:
+			w.metrics.conflicts.WithLabelValues(cur.index, "replay").Inc()
+			newest[k] = o
+		default:
+			w.metrics.conflicts.WithLabelValues(o.index, "replay").Inc()
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil, nil
+	}
+	stored, err := w.store.storedVersions(ctx, keys)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("read stored versions: %w", ctx.Err())
+		}
+		w.log.Warn("cannot read stored versions for version conflicts, retrying", "documents", len(keys), "err", err)
+		for _, k := range keys {
+			retry = append(retry, newest[k])
+		}
+		return retry, nil, nil
+	}
+	var cas []*op
+	for _, k := range keys {
+		o := newest[k]
+		s := stored[k]
+		switch {
+		case !s.found:
+			// Refused by the tombstone of a newer delete: the object is gone, and stays gone.
+			w.metrics.conflicts.WithLabelValues(o.index, "replay").Inc()
+			settled[k] = max(settled[k], o.seq)
+		case o.newerThan(s.epoch, s.rv) && s.hasSeqNo:
+			cas = append(cas, o.casOf(s.seqNo, s.primaryTerm))
+		case o.newerThan(s.epoch, s.rv):
+			// No _seq_no in the answer (not seen from OpenSearch 2.x): overwrite unconditionally.
+			c := *o
+			c.versioned = false
+			cas = append(cas, &c)
+		default:
+			w.metrics.conflicts.WithLabelValues(o.index, "replay").Inc()
+			settled[k] = max(settled[k], o.seq)
+		}
+	}
+	if len(cas) == 0 {
+		return nil, nil, nil
+	}
+	results, err := w.store.bulk(ctx, cas)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("overwrite %d older-epoch documents: %w", len(cas), ctx.Err())
+		}
+		w.log.Warn("cannot overwrite older documents, retrying", "documents", len(cas), "err", err)
+		for _, c := range cas {
+			retry = append(retry, newest[c.key()])
+		}
+		return retry, nil, nil
+	}
+	for i, r := range results {
+		c := cas[i]
+		orig := newest[c.key()]
+		switch classify(c.action, r) {
+		case outcomeDone:
+			w.metrics.conflicts.WithLabelValues(c.index, "overwritten").Inc()
+			w.counted(c, r)
+			settled[c.key()] = max(settled[c.key()], c.seq)
+			w.log.Debug("document of an older epoch or resourceVersion overwritten", "index", c.index, "uid", c.id,
+				"epoch", c.epoch, "resourceVersion", c.version)
+		case outcomePermanent:
+			settled[c.key()] = max(settled[c.key()], c.seq)
+			failed = append(failed, failure{op: orig, reason: ReasonRejected, err: r.errType + ": " + r.reason})
+		default:
+			// Changed meanwhile (409), or not taken now: the original op meets the version check again.
+			retry = append(retry, orig)
+		}
+	}
+	return retry, failed, nil
+}
+
+// split sends the halves of a request OpenSearch refused as a whole, down to the single op at fault.
+func (w *writer) split(ctx context.Context, ops []*op, cause error) ([]failure, error) {
+	if len(ops) == 1 {
+		return []failure{{op: ops[0], reason: ReasonRejected, err: cause.Error()}}, nil
+	}
+	mid := len(ops) / 2
+	f1, err := w.write(ctx, ops[:mid])
+	if err != nil {
+		return f1, err
+	}
+	f2, err := w.write(ctx, ops[mid:])
+	return append(f1, f2...), err
+}
+
+// ensureIndices makes every index the ops write to exist behind its alias, retrying until OpenSearch
+// answers.
+func (w *writer) ensureIndices(ctx context.Context, ops []*op, bo *wait.Backoff) error {
+	for _, o := range ops {
+		isAlias, known := w.aliases[o.index]
+		for !known {
+			st, err := w.store.ensureIndex(ctx, o.index)
+			if err == nil {
+				isAlias, known = st.alias, true
+				w.aliases[o.index] = isAlias
+				switch {
+				case !isAlias:
+					w.log.Warn("a concrete index has the name of the alias; writing to it, but a mapping change cannot roll it to a new index until it is reindexed behind an alias",
+						"index", o.index)
+				case !slices.Contains(st.behind, VersionedIndexName(o.index)):
+					w.log.Warn("the alias points to indices of another mapping version; writing to its write index. Fields this version added are kept in _source but not searchable until the alias is rolled to a new index",
+						"index", o.index, "behind", st.behind, "want", VersionedIndexName(o.index))
+				}
+				break
+			}
+			if err := w.wait(ctx, bo, "cannot create index", 0, fmt.Errorf("%s: %w", o.index, err)); err != nil {
+				return err
+			}
+		}
+		o.requireAlias = isAlias
+	}
+	return nil
+}
+
+func (w *writer) wait(ctx context.Context, bo *wait.Backoff, msg string, n int, err error) error {
+	delay := bo.Step()
+	w.log.Warn(msg+", retrying", "operations", n, "retryIn", delay.Round(time.Millisecond), "err", err)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%s, %d operations unwritten: %w", msg, n, ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
+// defaultBackoff is how long the indexer waits before retrying what failed: from 200 ms up to 30 s.
+func defaultBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 30 * time.Second, Steps: 1 << 30}
+}
