@@ -166,6 +166,8 @@ func tailTopic(t *testing.T, brokers []string, topic string) *eventLog {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: brokers, Topic: topic, GroupID: uniqueName("e2e-tail"), MaxBytes: 8 << 20,
 		StartOffset: kafka.FirstOffset, MaxWait: 100 * time.Millisecond,
+		// The topic may not exist yet (the collector creates it): pick up its partitions once it does.
+		WatchPartitionChanges: true, PartitionWatchInterval: 500 * time.Millisecond,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
