@@ -58,7 +58,7 @@ func newPublisher(o publisherOptions, log *slog.Logger) *publisher {
 	if o.Transport != nil {
 		transport = o.Transport
 	}
-	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Transport: transport}
+	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Transport: transport, Timeout: 30 * time.Second}
 	p.writer = &kafka.Writer{
 		Addr:  kafka.TCP(o.Brokers...),
 		Topic: o.Topic,

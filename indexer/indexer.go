@@ -107,7 +107,12 @@ func (ix *Indexer) Run(ctx context.Context) (err error) {
 			err = fmt.Errorf("close dead-letter writer: %w", cerr)
 		}
 	}()
-	if err := ix.ensureDeadLetterTopic(ctx); err != nil {
+	// The events topic too: a consumer group that joins before its topic exists is assigned no
+	// partitions. Created with the collector's defaults when the indexer comes first.
+	if err := ix.ensureTopic(ctx, ix.opts.Topic, 12); err != nil {
+		return err
+	}
+	if err := ix.ensureTopic(ctx, ix.opts.DeadLetterTopic, 1); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -226,35 +231,34 @@ func (ix *Indexer) setup(ctx context.Context) error {
 	}
 }
 
-// ensureDeadLetterTopic creates the dead-letter topic when it does not exist, retrying until Kafka
-// answers. A refusal (no permission to create topics) is logged: the topic may exist, or be created
-// by the broker on first write.
-func (ix *Indexer) ensureDeadLetterTopic(ctx context.Context) error {
+// ensureTopic creates a topic when it does not exist, retrying until Kafka answers. A refusal (no
+// permission to create topics) is logged: the topic may exist, or be created by the broker.
+func (ix *Indexer) ensureTopic(ctx context.Context, topic string, partitions int) error {
 	client := &kafka.Client{Addr: kafka.TCP(ix.opts.Brokers...), Transport: ix.kafkaTransport(), Timeout: 30 * time.Second}
 	bo := defaultBackoff()
 	for {
 		resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-			Topic: ix.opts.DeadLetterTopic, NumPartitions: 1, ReplicationFactor: -1,
+			Topic: topic, NumPartitions: partitions, ReplicationFactor: -1,
 			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: fmt.Sprint(ix.opts.MaxMessageBytes)}},
 		}}})
 		if err == nil {
-			err = resp.Errors[ix.opts.DeadLetterTopic]
+			err = resp.Errors[topic]
 			var kerr kafka.Error
 			switch {
 			case err == nil, errors.Is(err, kafka.TopicAlreadyExists):
 				return nil
 			case errors.As(err, &kerr):
-				ix.log.Warn("cannot create the dead-letter topic; assuming it exists", "topic", ix.opts.DeadLetterTopic, "err", err)
+				ix.log.Warn("cannot create the topic; assuming it exists", "topic", topic, "err", err)
 				return nil
 			}
 		}
 		delay := bo.Step()
-		ix.log.Warn("cannot reach Kafka, retrying", "topic", ix.opts.DeadLetterTopic, "retryIn", delay.Round(time.Millisecond), "err", err)
+		ix.log.Warn("cannot reach Kafka, retrying", "topic", topic, "retryIn", delay.Round(time.Millisecond), "err", err)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("ensure topic %s: %w", ix.opts.DeadLetterTopic, ctx.Err())
+			return fmt.Errorf("ensure topic %s: %w", topic, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -274,6 +278,8 @@ func (ix *Indexer) readerConfig() kafka.ReaderConfig {
 		MaxWait:  500 * time.Millisecond,
 		// A new group starts at the beginning of what the topic retains.
 		StartOffset: kafka.FirstOffset,
+		// Partitions added to the topic later are consumed too.
+		WatchPartitionChanges: true,
 		// Commits are synchronous: CommitMessages returns once Kafka has them.
 		CommitInterval: 0,
 		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {

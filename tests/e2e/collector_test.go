@@ -261,13 +261,14 @@ func TestCollectorRelistsAfterPauseAndCompaction(t *testing.T) {
 	}
 
 	p.signal(syscall.SIGSTOP)
+	// The watch ends first, so the deletes cannot reach the collector through it.
+	env.Restart(t, cluster+"-apiserver")
 	for _, name := range victims {
 		if err := dyn.Resource(gvrConfigMaps).Namespace(f.shop).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	env.CompactEtcd(t, cluster)
-	env.Restart(t, cluster+"-apiserver")
 	p.signal(syscall.SIGCONT)
 
 	evs := log.waitFor(t, "a new SYNC of the paused pair", 2*time.Minute, func(evs []*envelope.Event) bool {

@@ -153,50 +153,84 @@ func waitHTTP(t *testing.T, url string, timeout time.Duration) {
 	}
 }
 
-// eventLog reads a topic from its start into memory, in partition order.
+// eventLog is what a topic holds, read partition by partition from its start. Each refresh dials the
+// partition leaders anew, so it keeps working across broker restarts, and reads every offset once.
 type eventLog struct {
-	mu     sync.Mutex
-	events []*envelope.Event
+	t         *testing.T
+	brokers   []string
+	topic     string
+	mu        sync.Mutex
+	next      map[int]int64
+	events    []*envelope.Event
+	lastError error
 }
 
-// tailTopic starts reading a topic with a fresh consumer group until the test ends.
+const topicPartitions = 12 // the collector's default
+
+// tailTopic creates the topic (so it exists before anything reads it) and returns its log.
 func tailTopic(t *testing.T, brokers []string, topic string) *eventLog {
 	t.Helper()
-	l := &eventLog{}
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: brokers, Topic: topic, GroupID: uniqueName("e2e-tail"), MaxBytes: 8 << 20,
-		StartOffset: kafka.FirstOffset, MaxWait: 100 * time.Millisecond,
-		// The topic may not exist yet (the collector creates it): pick up its partitions once it does.
-		WatchPartitionChanges: true, PartitionWatchInterval: 500 * time.Millisecond,
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 30 * time.Second}
+	if _, err := client.CreateTopics(t.Context(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+		Topic: topic, NumPartitions: topicPartitions, ReplicationFactor: -1}}}); err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	return &eventLog{t: t, brokers: brokers, topic: topic, next: map[int]int64{}}
+}
+
+// refresh reads what was appended to each partition since the last refresh. A partition that cannot
+// be read now (broker restarting) is tried again next time.
+func (l *eventLog) refresh(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := range topicPartitions {
+		if err := l.readPartition(ctx, p); err != nil {
+			l.lastError = err
+		}
+	}
+}
+
+func (l *eventLog) readPartition(ctx context.Context, p int) error {
+	conn, err := kafka.DialLeader(ctx, "tcp", l.brokers[0], l.topic, p)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	last, err := conn.ReadLastOffset()
+	if err != nil {
+		return err
+	}
+	for l.next[p] < last {
+		if _, err := conn.Seek(l.next[p], kafka.SeekAbsolute); err != nil {
+			return err
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		batch := conn.ReadBatch(1, 16<<20)
 		for {
-			m, err := r.FetchMessage(ctx)
+			m, err := batch.ReadMessage()
 			if err != nil {
-				return
+				break
 			}
-			ev, err := envelope.Unmarshal(m.Value)
-			if err != nil {
-				t.Errorf("topic %s offset %d: %v", topic, m.Offset, err)
+			if m.Offset < l.next[p] {
 				continue
 			}
-			l.mu.Lock()
+			l.next[p] = m.Offset + 1
+			ev, err := envelope.Unmarshal(m.Value)
+			if err != nil {
+				l.t.Errorf("topic %s partition %d offset %d: %v", l.topic, p, m.Offset, err)
+				continue
+			}
 			l.events = append(l.events, ev)
-			l.mu.Unlock()
 		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = r.Close()
-	})
-	return l
+		if err := batch.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (l *eventLog) snapshot() []*envelope.Event {
+	l.refresh(l.t.Context())
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]*envelope.Event(nil), l.events...)
@@ -206,12 +240,12 @@ func (l *eventLog) snapshot() []*envelope.Event {
 func (l *eventLog) waitFor(t *testing.T, what string, timeout time.Duration, cond func([]*envelope.Event) bool) []*envelope.Event {
 	t.Helper()
 	var evs []*envelope.Event
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		evs = l.snapshot()
 		return cond(evs), nil
 	})
 	if err != nil {
-		t.Fatalf("waiting for %s: %v (have %d events)", what, err, len(evs))
+		t.Fatalf("waiting for %s: %v (have %d events; last read error: %v)", what, err, len(evs), l.lastError)
 	}
 	return evs
 }
