@@ -175,7 +175,24 @@ func tailTopic(t *testing.T, brokers []string, topic string) *eventLog {
 		Topic: topic, NumPartitions: topicPartitions, ReplicationFactor: -1}}}); err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
+	waitTopicReady(t, brokers, topic, topicPartitions)
 	return &eventLog{t: t, brokers: brokers, topic: topic, next: map[int]int64{}}
+}
+
+// waitTopicReady waits until every partition of a just-created topic has a leader: before that,
+// produce requests fail with "Unknown Topic Or Partition".
+func waitTopicReady(t *testing.T, brokers []string, topic string, partitions int) {
+	t.Helper()
+	pollUntil(t, "leaders for every partition of "+topic, time.Minute, func(ctx context.Context) (bool, error) {
+		for p := range partitions {
+			conn, err := kafka.DialLeader(ctx, "tcp", brokers[0], topic, p)
+			if err != nil {
+				return false, nil
+			}
+			_ = conn.Close()
+		}
+		return true, nil
+	})
 }
 
 // refresh reads what was appended to each partition since the last refresh. A partition that cannot

@@ -161,6 +161,7 @@ func TestTestbedKafkaLargeMessageAndConsumerGroup(t *testing.T) {
 	if err := cc.CreateTopics(kafka.TopicConfig{Topic: topic, NumPartitions: 3, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
+	waitTopicReady(t, env.KafkaBrokers, topic, 3)
 
 	big := make([]byte, 1400*1024)
 	if _, err := rand.Read(big); err != nil {
@@ -169,6 +170,8 @@ func TestTestbedKafkaLargeMessageAndConsumerGroup(t *testing.T) {
 	w := &kafka.Writer{
 		Addr: kafka.TCP(env.KafkaBrokers...), Topic: topic, Balancer: &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond, BatchBytes: 4 << 20,
+		// kafka-go's shared default transport caches topic metadata for seconds; the topic is new.
+		Transport: &kafka.Transport{},
 	}
 	defer w.Close()
 	msgs := []kafka.Message{{Key: []byte("member1/apps/deployments"), Value: big}}

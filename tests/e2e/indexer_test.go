@@ -1,0 +1,334 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensearch-project/opensearch-go/v4"
+	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
+	"github.com/segmentio/kafka-go"
+	"github.com/tidwall/gjson"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/mappings"
+	"github.com/kubesearch/kubesearch/tests/testbed"
+)
+
+// pipeline is a collector and an indexer writing to indices of their own (a unique prefix), so tests
+// sharing the test bed never see each other's documents.
+type pipeline struct {
+	env        *testbed.Env
+	f          fleet
+	registries string
+	topic      string
+	prefix     string
+	os         *opensearchapi.Client
+	collector  *process
+	indexer    *process
+}
+
+func startPipeline(t *testing.T, env *testbed.Env, f fleet) *pipeline {
+	t.Helper()
+	p := &pipeline{env: env, f: f, registries: f.registries(t), topic: uniqueName("pipeline"), prefix: uniqueName("e2e")}
+	client, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{env.OpenSearchURL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.os = client
+	tailTopic(t, env.KafkaBrokers, p.topic) // creates the topic
+	p.startIndexer(t)
+	p.startCollector(t)
+	t.Cleanup(func() {
+		_, _ = client.Indices.Delete(context.Background(), opensearchapi.IndicesDeleteReq{Indices: []string{p.prefix + "-*"}})
+	})
+	return p
+}
+
+func (p *pipeline) startCollector(t *testing.T) {
+	t.Helper()
+	var base string
+	p.collector, base = startCollector(t, p.env, p.registries, p.topic)
+	waitHTTP(t, base+"/readyz", 2*time.Minute)
+}
+
+func (p *pipeline) startIndexer(t *testing.T) {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p.indexer = startProcess(t, "indexer", "indexer", "--kafka-brokers", strings.Join(p.env.KafkaBrokers, ","),
+		"--topic", p.topic, "--group", p.topic+"-indexer", "--opensearch-addresses", p.env.OpenSearchURL,
+		"--index-prefix", p.prefix, "--listen", addr, "--batch-interval", "100ms", "--watermark-interval", "500ms")
+	waitHTTP(t, "http://"+addr+"/readyz", 2*time.Minute)
+}
+
+// doc is what the tests read back of an indexed document.
+type doc struct {
+	id, cluster, namespace, name string
+	resourceVersion              int64
+	object                       []byte
+}
+
+// docs returns every document of one kind of one cluster (in one namespace when ns is set).
+func (p *pipeline) docs(t *testing.T, kind, cluster, ns string) (map[string]doc, error) {
+	t.Helper()
+	filter := []any{map[string]any{"term": map[string]any{"cluster": cluster}}}
+	if ns != "" {
+		filter = append(filter, map[string]any{"term": map[string]any{"namespace": ns}})
+	}
+	body, _ := json.Marshal(map[string]any{"size": 10000, "track_total_hits": true,
+		"query": map[string]any{"bool": map[string]any{"filter": filter}}})
+	index := indexer.IndexName(p.prefix, kind)
+	if _, err := p.os.Indices.Refresh(t.Context(), &opensearchapi.IndicesRefreshReq{Index: []string{index}}); err != nil {
+		if strings.Contains(err.Error(), "index_not_found") {
+			return map[string]doc{}, nil
+		}
+		return nil, err
+	}
+	res, err := p.os.Search(t.Context(), &opensearchapi.SearchReq{Indices: []string{index}, Body: strings.NewReader(string(body))})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]doc{}
+	for _, h := range res.Hits.Hits {
+		obj, err := mappings.StoredObject(h.Source)
+		if err != nil {
+			return nil, fmt.Errorf("document %s: %w", h.ID, err)
+		}
+		src := gjson.ParseBytes(h.Source)
+		out[h.ID] = doc{id: h.ID, cluster: src.Get("cluster").String(), namespace: src.Get("namespace").String(),
+			name: src.Get("name").String(), resourceVersion: src.Get("resourceVersion").Int(), object: obj}
+	}
+	return out, nil
+}
+
+var kindOf = map[schema.GroupVersionResource]string{
+	gvrDeployments: "Deployment", gvrPods: "Pod", gvrConfigMaps: "ConfigMap", gvrSecrets: "Secret", gvrWidgets: "Widget",
+}
+
+// indexProblems compares, per member and selected resource, the index with the member: the same
+// uids, each at the member's resourceVersion, carrying the cache-source annotation.
+func (p *pipeline) indexProblems(t *testing.T) []string {
+	var problems []string
+	for _, cluster := range p.env.Clusters {
+		dyn := dynamic.NewForConfigOrDie(p.env.RESTConfig(t, cluster))
+		for gvr, ns := range p.f.selected() {
+			list, err := resourceIn(dyn, gvr, ns).List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				return []string{err.Error()}
+			}
+			docs, err := p.docs(t, kindOf[gvr], cluster, ns)
+			if err != nil {
+				return []string{err.Error()}
+			}
+			for _, it := range list.Items {
+				d, ok := docs[string(it.GetUID())]
+				switch {
+				case !ok:
+					problems = append(problems, fmt.Sprintf("%s %s %s/%s: not indexed", cluster, gvr.Resource, it.GetNamespace(), it.GetName()))
+				case fmt.Sprint(d.resourceVersion) != it.GetResourceVersion():
+					problems = append(problems, fmt.Sprintf("%s %s %s/%s: indexed at rv %d, member at %s", cluster, gvr.Resource, it.GetNamespace(), it.GetName(), d.resourceVersion, it.GetResourceVersion()))
+				case gjson.GetBytes(d.object, `metadata.annotations.resource\.karmada\.io/cached-from-cluster`).String() != cluster:
+					problems = append(problems, fmt.Sprintf("%s %s %s/%s: no cached-from-cluster annotation naming %s", cluster, gvr.Resource, it.GetNamespace(), it.GetName(), cluster))
+				}
+				delete(docs, string(it.GetUID()))
+			}
+			for id, d := range docs {
+				problems = append(problems, fmt.Sprintf("%s %s %s/%s (uid %s): indexed but gone from the member", cluster, gvr.Resource, d.namespace, d.name, id))
+			}
+		}
+	}
+	slices.Sort(problems)
+	return problems
+}
+
+func (p *pipeline) waitIndexMatchesMembers(t *testing.T, what string, timeout time.Duration) {
+	t.Helper()
+	var problems []string
+	deadline := time.Now().Add(timeout)
+	for {
+		problems = p.indexProblems(t)
+		if len(problems) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if len(problems) > 20 {
+		problems = append(problems[:20], fmt.Sprintf("... and %d more", len(problems)-20))
+	}
+	t.Fatalf("%s: the index does not match the members after %s:\n%s", what, timeout, strings.Join(problems, "\n"))
+}
+
+// Objects created, updated and deleted in the members appear, change and disappear in
+// kubernetes-<kind>, with _id = uid and the cache-source annotation; objects deleted while the
+// collector was down are gone after its restart; a 1.4 MiB ConfigMap is indexed; dotted label keys are
+// searchable by pair and by existence, and `app` next to `app.kubernetes.io/name` causes no conflict.
+func TestIndexerMirrorsMembers(t *testing.T) {
+	env := testbed.Get(t)
+	f := seedFleet(t, env)
+	waitRolledOut(t, env, f.shop)
+	p := startPipeline(t, env, f)
+	p.waitIndexMatchesMembers(t, "after the first lists", 2*time.Minute)
+
+	churn(t, env, f, 20)
+	p.waitIndexMatchesMembers(t, "after churn", 2*time.Minute)
+
+	// Deleted while nothing watched: only the collector's next list can tell.
+	if err := p.collector.stop(30 * time.Second); err != nil {
+		t.Fatalf("collector did not exit cleanly on SIGTERM: %v", err)
+	}
+	for _, cluster := range env.Clusters {
+		env.KubectlRun(t, cluster, nil, "-n", f.shop, "delete", "configmap", "web-config-2", "web-config-4")
+		env.KubectlRun(t, cluster, nil, "-n", f.shop, "delete", "widget", "widget-1")
+	}
+	p.startCollector(t)
+	p.waitIndexMatchesMembers(t, "after deletes while the collector was down", 2*time.Minute)
+
+	// The largest objects: Kubernetes caps a ConfigMap's data at 1 MiB, so the largest ConfigMap is
+	// 1 MiB of data plus annotations (about 1.2 MiB); a custom resource reaches 1.4 MiB (etcd takes
+	// 1.5 MiB). Plus labels whose keys collide as dotted paths.
+	cmData := strings.Repeat("0123456789abcdef", 1000*1024/16)
+	notes := strings.Repeat("n", 200*1024)
+	blob := strings.Repeat("fedcba9876543210", 1400*1024/16)
+	cluster := env.Clusters[0]
+	env.KubectlRun(t, cluster, []byte(fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: big-dashboard
+  namespace: %[1]s
+  labels: {app.kubernetes.io/name: grafana}
+  annotations: {dashboard.example.com/notes: "%[3]s"}
+data: {dashboard.json: "%[2]s"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: plain-app-label, namespace: %[1]s, labels: {app: grafana}}
+data: {k: v}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: big-widget, namespace: %[1]s}
+spec: {blob: "%[4]s"}
+`, f.shop, cmData, notes, blob)), "apply", "--server-side", "-f", "-")
+	p.waitIndexMatchesMembers(t, "after the largest objects", 2*time.Minute)
+	stored := func(kind, name string) []byte {
+		t.Helper()
+		docs, err := p.docs(t, kind, cluster, f.shop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range docs {
+			if d.name == name {
+				return d.object
+			}
+		}
+		t.Fatalf("%s %s not indexed", kind, name)
+		return nil
+	}
+	if obj := stored("ConfigMap", "big-dashboard"); gjson.GetBytes(obj, `data.dashboard\.json`).String() != cmData || len(obj) < 1200*1024 {
+		t.Fatalf("the %d-byte ConfigMap is not stored whole", len(obj))
+	}
+	if obj := stored("Widget", "big-widget"); gjson.GetBytes(obj, "spec.blob").String() != blob || len(obj) < 1400*1024 {
+		t.Fatalf("the %d-byte Widget is not stored whole", len(obj))
+	}
+
+	index := indexer.IndexName(p.prefix, "ConfigMap")
+	count := func(query string) int {
+		t.Helper()
+		res := search(t, p.os, index, query)
+		return res.Hits.Total.Value
+	}
+	ns := fmt.Sprintf(`{"term":{"namespace":%q}}`, f.shop)
+	if n := count(`{"query":{"bool":{"filter":[` + ns + `,{"term":{"labels":"app.kubernetes.io/name=grafana"}}]}}}`); n != 1 {
+		t.Errorf("label pair app.kubernetes.io/name=grafana: %d documents, want 1", n)
+	}
+	if n := count(`{"query":{"bool":{"filter":[` + ns + `,{"term":{"labels":"app=grafana"}}]}}}`); n != 1 {
+		t.Errorf("label pair app=grafana: %d documents, want 1", n)
+	}
+	// Existence of the dotted key: exactly the ConfigMaps the members select with that key.
+	want := 0
+	for _, c := range env.Clusters {
+		list, err := dynamic.NewForConfigOrDie(env.RESTConfig(t, c)).Resource(gvrConfigMaps).Namespace(f.shop).
+			List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += len(list.Items)
+	}
+	if n := count(`{"query":{"bool":{"filter":[` + ns + `,{"term":{"labelKeys":"app.kubernetes.io/name"}}]}}}`); n != want {
+		t.Errorf("label key app.kubernetes.io/name exists: %d documents, want %d", n, want)
+	}
+	if n := count(`{"query":{"bool":{"filter":[` + ns + `,{"term":{"object.metadata.labels.app.kubernetes.io/name":"grafana"}}]}}}`); n != 1 {
+		t.Errorf("flat_object path metadata.labels.app.kubernetes.io/name: %d documents, want 1", n)
+	}
+}
+
+// A message the indexer can never apply goes to the dead-letter topic with its reason, and the
+// partition moves on: later events are indexed.
+func TestIndexerDeadLettersPoisonMessages(t *testing.T) {
+	env := testbed.Get(t)
+	f := seedFleet(t, env)
+	p := startPipeline(t, env, f)
+	p.waitIndexMatchesMembers(t, "after the first lists", 2*time.Minute)
+
+	cluster := env.Clusters[0]
+	w := &kafka.Writer{Addr: kafka.TCP(env.KafkaBrokers...), Topic: p.topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond}
+	defer w.Close()
+	// Same key as the member's ConfigMaps: the poison sits in their partition, before their next events.
+	key := []byte(cluster + "//configmaps")
+	poison := []kafka.Message{
+		{Key: key, Value: []byte(`{"v":1,"type":"ADDED","cluster":"` + cluster + `","version":"v1","resource":"configmaps","kind":"ConfigMap"`)},                                                                      // truncated JSON
+		{Key: key, Value: []byte(`{"v":99,"type":"ADDED","cluster":"` + cluster + `","version":"v1","resource":"configmaps","kind":"ConfigMap","name":"x","uid":"u","object":{}}`)},                                   // unknown envelope version
+		{Key: key, Value: []byte(`{"v":1,"type":"ADDED","cluster":"` + cluster + `","version":"v1","resource":"configmaps","kind":"ConfigMap","name":"x","uid":"u","resourceVersion":"1","object":"not-an-object"}`)}, // malformed object
+	}
+	if err := w.WriteMessages(t.Context(), poison...); err != nil {
+		t.Fatal(err)
+	}
+	env.KubectlRun(t, cluster, []byte(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: after-poison, namespace: %s}\ndata: {k: v}\n", f.shop)), "apply", "-f", "-")
+	p.waitIndexMatchesMembers(t, "after poison messages", time.Minute)
+
+	conn, err := kafka.DialLeader(t.Context(), "tcp", env.KafkaBrokers[0], p.topic+".dlq", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	batch := conn.ReadBatch(1, 16<<20)
+	var got [][]byte
+	var reasons []string
+	for range poison {
+		m, err := batch.ReadMessage()
+		if err != nil {
+			break
+		}
+		got = append(got, m.Value)
+		for _, h := range m.Headers {
+			if strings.Contains(strings.ToLower(h.Key), "reason") {
+				reasons = append(reasons, string(h.Value))
+			}
+		}
+	}
+	_ = batch.Close()
+	if len(got) != len(poison) {
+		t.Fatalf("dead-letter topic holds %d messages, want the %d poison messages", len(got), len(poison))
+	}
+	for i := range poison {
+		if string(got[i]) != string(poison[i].Value) {
+			t.Errorf("dead letter %d = %q, want the original message %q", i, got[i], poison[i].Value)
+		}
+	}
+	if len(reasons) != len(poison) {
+		t.Errorf("dead letters carry reasons %q, want one per message", reasons)
+	}
+}
