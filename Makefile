@@ -2,7 +2,7 @@
 GO ?= go
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt vet
+.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt bench-collector
 
 build:
 	$(GO) build -o bin/kubesearch ./cmd/kubesearch
@@ -34,3 +34,7 @@ testbed-down:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# Collector list benchmark on the test bed (10,000 realistic Pods in member1; BENCH_PODS to change).
+bench-collector:
+	$(GO) test -tags 'e2e bench' -count=1 -timeout 30m -v -run TestBenchCollectorList ./tests/e2e/

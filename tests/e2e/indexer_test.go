@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -331,4 +333,141 @@ func TestIndexerDeadLettersPoisonMessages(t *testing.T) {
 	if len(reasons) != len(poison) {
 		t.Errorf("dead letters carry reasons %q, want one per message", reasons)
 	}
+}
+
+// OpenSearch stopped for 30 s mid-churn, and the indexer killed with -9 while it is down: once both
+// are back, the index equals the members' state — nothing committed was unwritten.
+func TestIndexerSurvivesOpenSearchOutageAndKill(t *testing.T) {
+	env := testbed.Get(t)
+	f := seedFleet(t, env)
+	p := startPipeline(t, env, f)
+	p.waitIndexMatchesMembers(t, "after the first lists", 2*time.Minute)
+
+	env.Stop(t, "opensearch")
+	stopped := time.Now()
+	churn(t, env, f, 10)
+	p.indexer.kill()
+	if wait := 30*time.Second - time.Since(stopped); wait > 0 {
+		time.Sleep(wait)
+	}
+	env.Start(t, "opensearch")
+	p.startIndexer(t)
+	p.waitIndexMatchesMembers(t, "after the outage", 3*time.Minute)
+}
+
+// Replaying the whole topic (deletes older than index.gc_deletes, two SYNC markers per pair) through a
+// new consumer group leaves every index exactly as it was: same _id, same version, same object.
+func TestIndexerReplayIsIdempotent(t *testing.T) {
+	env := testbed.Get(t)
+	f := seedFleet(t, env)
+	p := startPipeline(t, env, f)
+	p.waitIndexMatchesMembers(t, "after the first lists", 2*time.Minute)
+	churn(t, env, f, 12) // creates, updates and deletes
+	if err := p.collector.stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.startCollector(t) // a second epoch: a second SYNC per pair
+	p.waitIndexMatchesMembers(t, "before the replay", 2*time.Minute)
+	waitGroupCaughtUp(t, env, p.topic, p.topic+"-indexer")
+	// The deletes' tombstones expire after index.gc_deletes (60 s).
+	time.Sleep(65 * time.Second)
+	before := indexSnapshot(t, env, p.prefix)
+	if err := p.indexer.stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	group := p.topic + "-replay"
+	startProcess(t, "replaying indexer", "indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
+		"--topic", p.topic, "--group", group, "--opensearch-addresses", env.OpenSearchURL,
+		"--index-prefix", p.prefix, "--listen", addr, "--batch-interval", "100ms")
+	waitHTTP(t, "http://"+addr+"/readyz", time.Minute)
+	waitGroupCaughtUp(t, env, p.topic, group)
+	after := indexSnapshot(t, env, p.prefix)
+
+	if len(before) == 0 {
+		t.Fatal("empty index before the replay")
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s changed by the replay:\nbefore %.300s\nafter  %.300s", k, v, after[k])
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			t.Errorf("%s appeared with the replay: %.300s", k, after[k])
+		}
+	}
+}
+
+// indexSnapshot is every document of the pipeline's indices: index/_id → version and stored object.
+func indexSnapshot(t *testing.T, env *testbed.Env, prefix string) map[string]string {
+	t.Helper()
+	url := env.OpenSearchURL + "/" + prefix + "-kubernetes-*"
+	mustHTTP(t, "POST", url+"/_refresh", "")
+	body := mustHTTP(t, "POST", url+"/_search", `{"size":10000,"version":true,"query":{"match_all":{}}}`)
+	out := map[string]string{}
+	for _, h := range gjson.GetBytes(body, "hits.hits").Array() {
+		obj, err := mappings.StoredObject([]byte(h.Get("_source").Raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		alias := strings.TrimSuffix(h.Get("_index").String(), "-v1")
+		out[alias+"/"+h.Get("_id").String()] = h.Get("_version").String() + " " + string(obj)
+	}
+	if total := gjson.GetBytes(body, "hits.total.value").Int(); int(total) != len(out) {
+		t.Fatalf("snapshot holds %d of %d documents", len(out), total)
+	}
+	return out
+}
+
+func mustHTTP(t *testing.T, method, url, body string) []byte {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %s %v: %s", method, url, resp.Status, err, out)
+	}
+	return out
+}
+
+// waitGroupCaughtUp waits until a consumer group has committed every partition up to its end.
+func waitGroupCaughtUp(t *testing.T, env *testbed.Env, topic, group string) {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(env.KafkaBrokers...), Timeout: 10 * time.Second}
+	pollUntil(t, "group "+group+" to commit the whole topic", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		req := map[string][]kafka.OffsetRequest{}
+		parts := make([]int, topicPartitions)
+		for i := range parts {
+			parts[i] = i
+			req[topic] = append(req[topic], kafka.LastOffsetOf(i))
+		}
+		ends, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: req})
+		if err != nil {
+			return false, nil
+		}
+		committed, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+		if err != nil {
+			return false, nil
+		}
+		have := map[int]int64{}
+		for _, p := range committed.Topics[topic] {
+			have[p.Partition] = p.CommittedOffset
+		}
+		for _, p := range ends.Topics[topic] {
+			if p.LastOffset > 0 && have[p.Partition] < p.LastOffset {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
