@@ -26,9 +26,11 @@ import (
 )
 
 var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
+	// buildFlags build the components with the race detector for the tests; benchmarks clear them.
+	buildFlags = []string{"-race"}
+	binOnce    sync.Once
+	binPath    string
+	binErr     error
 )
 
 // kubesearchBinary builds bin/kubesearch once per test run: components run as real processes, so
@@ -42,7 +44,7 @@ func kubesearchBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "kubesearch")
-		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/kubesearch")
+		cmd := exec.Command("go", append(append([]string{"build"}, buildFlags...), "-o", binPath, "./cmd/kubesearch")...)
 		cmd.Dir = testbed.Root()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
