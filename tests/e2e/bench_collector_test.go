@@ -62,7 +62,11 @@ spec:
 	topic := uniqueName("bench-collector")
 	log := tailTopic(t, env.KafkaBrokers, topic)
 	start := time.Now()
-	p, _ := startCollector(t, env, dir, topic, "--page-size", "500")
+	pageSize := "100"
+	if v := os.Getenv("BENCH_PAGE_SIZE"); v != "" {
+		pageSize = v
+	}
+	p, _ := startCollector(t, env, dir, topic, "--page-size", pageSize)
 	evs := log.waitFor(t, "the SYNC of the list", 10*time.Minute, func(evs []*envelope.Event) bool {
 		for _, ev := range evs {
 			if ev.Type == envelope.Sync {

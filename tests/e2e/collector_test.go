@@ -416,3 +416,49 @@ spec:
 		}
 	}
 }
+
+// A kind no member serves yet is reported Failed with the reason; once its CRD is installed in one
+// member, the next discovery starts its collection there, and only there.
+func TestCollectorPicksUpCRDInstalledLater(t *testing.T) {
+	env := testbed.Get(t)
+	group := uniqueName("g") + ".example.com"
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "gadgets.yaml"), fmt.Sprintf(`apiVersion: search.karmada.io/v1alpha1
+kind: ResourceRegistry
+metadata: {name: gadgets}
+spec:
+  resourceSelectors:
+  - {apiVersion: %s/v1, kind: Gadget}
+`, group))
+	topic := uniqueName("collector-crd")
+	log := tailTopic(t, env.KafkaBrokers, topic)
+	_, base := startCollector(t, env, dir, topic)
+	waitHTTP(t, base+"/readyz", time.Minute)
+	status := string(mustHTTP(t, "GET", base+"/status", ""))
+	if !strings.Contains(status, `"state": "Failed"`) || !strings.Contains(status, "the server doesn't have a resource type Gadget."+group) {
+		t.Fatalf("/status does not report the unserved kind as Failed with the reason:\n%s", status)
+	}
+
+	cluster := env.Clusters[1]
+	crd := strings.NewReplacer("widgets.example.com", "gadgets."+group, "group: example.com", "group: "+group,
+		"Widget", "Gadget", "widgets", "gadgets", "widget", "gadget").Replace(widgetCRD)
+	env.KubectlRun(t, cluster, []byte(crd), "apply", "-f", "-")
+	t.Cleanup(func() {
+		cmd := exec.Command(env.Kubectl, "--kubeconfig", env.Kubeconfig, "--context", cluster, "delete", "crd", "gadgets."+group)
+		_ = cmd.Run()
+	})
+	env.KubectlRun(t, cluster, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/gadgets."+group)
+	env.KubectlRun(t, cluster, []byte("apiVersion: "+group+"/v1\nkind: Gadget\nmetadata: {name: g1, namespace: default}\nspec: {size: small}\n"), "apply", "-f", "-")
+
+	evs := log.waitFor(t, "the new kind's first SYNC", time.Minute, func(evs []*envelope.Event) bool {
+		return slices.ContainsFunc(evs, func(ev *envelope.Event) bool { return ev.Type == envelope.Sync })
+	})
+	for _, ev := range evs {
+		if ev.Cluster != cluster || ev.Group != group || ev.Resource != "gadgets" {
+			t.Fatalf("unexpected event %s %s %s/%s", ev.Type, ev.Cluster, ev.Group, ev.Resource)
+		}
+	}
+	if !slices.ContainsFunc(evs, func(ev *envelope.Event) bool { return ev.Type == envelope.Added && ev.Name == "g1" }) {
+		t.Fatal("the Gadget created with its CRD was not published")
+	}
+}
