@@ -2,7 +2,7 @@
 GO ?= go
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt bench-collector
+.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt bench-collector bench-indexer
 
 build:
 	$(GO) build -o bin/kubesearch ./cmd/kubesearch
@@ -38,3 +38,8 @@ fmt:
 # Collector list benchmark on the test bed (10,000 realistic Pods in member1; BENCH_PODS to change).
 bench-collector:
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 30m -v -run TestBenchCollectorList ./tests/e2e/
+
+# Indexer benchmark on the test bed: 50,000 Pod documents through Kafka and the indexer, beside a raw
+# _bulk replay of the same documents (BENCH_DOCS to change).
+bench-indexer:
+	$(GO) test -tags 'e2e bench' -count=1 -timeout 30m -v -run TestBenchIndexer ./tests/e2e/

@@ -1,0 +1,169 @@
+//go:build e2e && bench
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensearch-project/opensearch-go/v4"
+	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
+	"github.com/segmentio/kafka-go"
+	"github.com/tidwall/gjson"
+
+	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/mappings"
+	"github.com/kubesearch/kubesearch/tests/testbed"
+)
+
+// TestBenchIndexer measures the indexer writing BENCH_DOCS (50,000) realistic Pod documents from Kafka
+// into OpenSearch, beside a raw _bulk replay of the same prebuilt documents into the same node, in the
+// same run, with the same client, batch size, version type and refresh settings. It reports docs/s,
+// MB/s and the ratio; it asserts only that every document arrived. Run it with `make bench-indexer`.
+func TestBenchIndexer(t *testing.T) {
+	buildFlags = nil // measure the binary users run, not a race-detector build
+	env := testbed.Get(t)
+	n := 50000
+	if v := os.Getenv("BENCH_DOCS"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	const batch = 1000 // the indexer's default --batch-size
+
+	// The events a collector would publish for n Pods of one cluster, status included.
+	events := make([]*envelope.Event, n)
+	values := make([][]byte, n)
+	var eventBytes int
+	observed := time.Now().UTC()
+	for i := range events {
+		pod := benchPod("bench-indexer", i)
+		obj := map[string]any{}
+		raw, _ := json.Marshal(pod)
+		_ = json.Unmarshal(raw, &obj)
+		obj["apiVersion"], obj["kind"] = "v1", "Pod"
+		meta := obj["metadata"].(map[string]any)
+		uid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		meta["uid"], meta["resourceVersion"], meta["creationTimestamp"] = uid, strconv.Itoa(1000+i), "2026-11-01T10:00:00Z"
+		obj["status"] = benchPodStatus(i)
+		object, _ := json.Marshal(obj)
+		events[i] = &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "bench", Version: "v1",
+			Resource: "pods", Kind: "Pod", Namespace: "bench-indexer", Name: pod.Name, UID: uid,
+			ResourceVersion: strconv.Itoa(1000 + i), Epoch: 1, ObservedAt: observed, Object: object}
+		values[i], _ = events[i].Marshal()
+		eventBytes += len(values[i])
+	}
+	t.Logf("%d Pod events, %.1f MiB, %.1f KB average", n, float64(eventBytes)/(1<<20), float64(eventBytes)/float64(n)/1000)
+
+	// Through Kafka and the indexer.
+	topic := uniqueName("bench-indexer")
+	tailTopic(t, env.KafkaBrokers, topic)
+	w := &kafka.Writer{Addr: kafka.TCP(env.KafkaBrokers...), Topic: topic, Balancer: &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, BatchBytes: 8 << 20,
+		Compression: kafka.Lz4, Transport: &kafka.Transport{}}
+	msgs := make([]kafka.Message, n)
+	for i, v := range values {
+		msgs[i] = kafka.Message{Key: events[i].Key(), Value: v}
+	}
+	for i := 0; i < n; i += 5000 {
+		if err := w.WriteMessages(t.Context(), msgs[i:min(i+5000, n)]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = w.Close()
+
+	prefix := uniqueName("bench")
+	client, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{env.OpenSearchURL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = client.Indices.Delete(context.Background(), opensearchapi.IndicesDeleteReq{Indices: []string{prefix + "-*", prefix + "raw-*"}})
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	start := time.Now()
+	startProcess(t, "indexer", "indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
+		"--topic", topic, "--group", topic+"-indexer", "--opensearch-addresses", env.OpenSearchURL,
+		"--index-prefix", prefix, "--listen", addr, "--batch-size", strconv.Itoa(batch))
+	waitGroupCaughtUp(t, env, topic, topic+"-indexer")
+	viaIndexer := time.Since(start)
+	alias := indexer.IndexName(prefix, "Pod")
+	if got := countDocs(t, env, alias); got != n {
+		t.Fatalf("indexer wrote %d documents, want %d", got, n)
+	}
+
+	// Raw: the same documents, prebuilt, sent by the same client in batches of the same size, one
+	// request in flight like the indexer, external_gte versions, into an index from the same template.
+	rawPrefix := prefix + "raw"
+	tmpl, err := mappings.IndexTemplate(mappings.Options{Prefix: rawPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustHTTP(t, "PUT", env.OpenSearchURL+"/_index_template/"+mappings.TemplateName(rawPrefix), string(tmpl))
+	rawIndex := indexer.VersionedIndexName(indexer.IndexName(rawPrefix, "Pod"))
+	mustHTTP(t, "PUT", env.OpenSearchURL+"/"+rawIndex, "")
+	docs := make([][]byte, n)
+	var docBytes int
+	for i, ev := range events {
+		if docs[i], err = indexer.BuildDocument(ev); err != nil {
+			t.Fatal(err)
+		}
+		docBytes += len(docs[i])
+	}
+	rawStart := time.Now()
+	for i := 0; i < n; i += batch {
+		var body bytes.Buffer
+		for j := i; j < min(i+batch, n); j++ {
+			fmt.Fprintf(&body, `{"index":{"_index":%q,"_id":%q,"version":%s,"version_type":"external_gte"}}`+"\n", rawIndex, events[j].UID, events[j].ResourceVersion)
+			body.Write(docs[j])
+			body.WriteByte('\n')
+		}
+		resp, err := client.Bulk(t.Context(), opensearchapi.BulkReq{Body: &body})
+		if err != nil || resp.Errors {
+			t.Fatalf("raw bulk: %v (errors %v)", err, resp != nil && resp.Errors)
+		}
+	}
+	raw := time.Since(rawStart)
+	mustHTTP(t, "POST", env.OpenSearchURL+"/"+rawIndex+"/_refresh", "")
+	if got := countDocs(t, env, rawIndex); got != n {
+		t.Fatalf("raw replay wrote %d documents, want %d", got, n)
+	}
+
+	mbs := func(d time.Duration) float64 { return float64(docBytes) / 1e6 / d.Seconds() }
+	t.Logf("documents: %.1f MiB, %.1f KB average", float64(docBytes)/(1<<20), float64(docBytes)/float64(n)/1000)
+	t.Logf("indexer (Kafka → indexer → OpenSearch, process start to all offsets committed): %s = %.0f docs/s, %.1f MB/s",
+		viaIndexer.Round(time.Millisecond), float64(n)/viaIndexer.Seconds(), mbs(viaIndexer))
+	t.Logf("raw _bulk replay of the prebuilt documents: %s = %.0f docs/s, %.1f MB/s", raw.Round(time.Millisecond), float64(n)/raw.Seconds(), mbs(raw))
+	t.Logf("ratio indexer/raw: %.2f", raw.Seconds()/viaIndexer.Seconds())
+}
+
+func countDocs(t *testing.T, env *testbed.Env, index string) int {
+	t.Helper()
+	mustHTTP(t, "POST", env.OpenSearchURL+"/"+index+"/_refresh", "")
+	return int(gjson.GetBytes(mustHTTP(t, "GET", env.OpenSearchURL+"/"+index+"/_count", ""), "count").Int())
+}
+
+// benchPodStatus is the status kwok gives a running Pod of benchPod.
+func benchPodStatus(i int) map[string]any {
+	cond := func(typ string) map[string]any {
+		return map[string]any{"type": typ, "status": "True", "lastTransitionTime": "2026-11-01T10:00:05Z"}
+	}
+	cs := func(name, image string) map[string]any {
+		return map[string]any{"name": name, "image": image, "imageID": "docker-pullable://" + image + "@sha256:4c1e997385b8fb4ad4d1d3c7e5af7ff3f882e94d07cf5b78de9e889bc60830e6",
+			"containerID": fmt.Sprintf("containerd://%064d", i), "ready": true, "started": true, "restartCount": i % 3,
+			"state": map[string]any{"running": map[string]any{"startedAt": "2026-11-01T10:00:04Z"}}}
+	}
+	return map[string]any{
+		"phase": "Running", "qosClass": "Burstable", "startTime": "2026-11-01T10:00:01Z",
+		"hostIP": "10.0.0.1", "hostIPs": []any{map[string]any{"ip": "10.0.0.1"}},
+		"podIP": fmt.Sprintf("10.244.%d.%d", i/250%250, i%250+1), "podIPs": []any{map[string]any{"ip": fmt.Sprintf("10.244.%d.%d", i/250%250, i%250+1)}},
+		"conditions":        []any{cond("PodReadyToStartContainers"), cond("Initialized"), cond("Ready"), cond("ContainersReady"), cond("PodScheduled")},
+		"containerStatuses": []any{cs("api", fmt.Sprintf("registry.example.com/shop/svc-%03d:1.27.3", i%200)), cs("istio-proxy", "docker.io/istio/proxyv2:1.24.1")},
+	}
+}
