@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/registry"
@@ -28,6 +29,8 @@ type member struct {
 	log      *slog.Logger
 	dynamic  dynamic.Interface
 	discover discovery.DiscoveryInterface
+	// raw lists pages as bytes, so a page is never decoded whole (see listWatch).
+	raw rest.Interface
 
 	kick chan struct{} // the selections changed: reconcile now
 
@@ -68,7 +71,7 @@ func newMember(c *Collector, cp registry.ClusterPlan) (*member, error) {
 	}
 	m := &member{
 		cluster: cp.Cluster, c: c, log: c.log.With("cluster", cp.Cluster.Name),
-		dynamic: dyn, discover: disc, kick: make(chan struct{}, 1),
+		dynamic: dyn, discover: disc, raw: disc.RESTClient(), kick: make(chan struct{}, 1),
 		selections: map[registry.SelectionKey]registry.Selection{},
 		statuses:   map[registry.SelectionKey]*statusEntry{},
 		running:    map[registry.SelectionKey]*running{},
@@ -184,7 +187,7 @@ func (m *member) start(ctx context.Context, k registry.SelectionKey, sel registr
 		redact: sel.IsSecret() && !sel.SecretData}
 	cctx, cancel := context.WithCancel(ctx)
 	col := &collection{
-		scope: sc, client: m.dynamic, status: st, pageSize: m.c.opts.PageSize, metrics: m.c.metrics,
+		scope: sc, client: m.dynamic, raw: m.raw, status: st, pageSize: m.c.opts.PageSize, metrics: m.c.metrics,
 		log: m.log.With("gvr", res.gvr.String(), "namespace", sel.Namespace),
 	}
 	col.store = newStore(cctx, sc, m.c.pub, m.c.epochs, st)
