@@ -51,6 +51,7 @@ func TestBenchIndexer(t *testing.T) {
 		meta := obj["metadata"].(map[string]any)
 		uid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
 		meta["uid"], meta["resourceVersion"], meta["creationTimestamp"] = uid, strconv.Itoa(1000+i), "2026-11-01T10:00:00Z"
+		meta["namespace"] = "bench-indexer"
 		obj["status"] = benchPodStatus(i)
 		object, _ := json.Marshal(obj)
 		events[i] = &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "bench", Version: "v1",
@@ -91,7 +92,7 @@ func TestBenchIndexer(t *testing.T) {
 	startProcess(t, "indexer", "indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
 		"--topic", topic, "--group", topic+"-indexer", "--opensearch-addresses", env.OpenSearchURL,
 		"--index-prefix", prefix, "--listen", addr, "--batch-size", strconv.Itoa(batch))
-	waitGroupCaughtUp(t, env, topic, topic+"-indexer")
+	waitGroupCaughtUp(t, env, topic, topic+"-indexer", 20*time.Minute)
 	viaIndexer := time.Since(start)
 	alias := indexer.IndexName(prefix, "Pod")
 	if got := countDocs(t, env, alias); got != n {

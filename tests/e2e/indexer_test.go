@@ -368,7 +368,7 @@ func TestIndexerReplayIsIdempotent(t *testing.T) {
 	}
 	p.startCollector(t) // a second epoch: a second SYNC per pair
 	p.waitIndexMatchesMembers(t, "before the replay", 2*time.Minute)
-	waitGroupCaughtUp(t, env, p.topic, p.topic+"-indexer")
+	waitGroupCaughtUp(t, env, p.topic, p.topic+"-indexer", 3*time.Minute)
 	// The deletes' tombstones expire after index.gc_deletes (60 s).
 	time.Sleep(65 * time.Second)
 	before := indexSnapshot(t, env, p.prefix)
@@ -382,7 +382,7 @@ func TestIndexerReplayIsIdempotent(t *testing.T) {
 		"--topic", p.topic, "--group", group, "--opensearch-addresses", env.OpenSearchURL,
 		"--index-prefix", p.prefix, "--listen", addr, "--batch-interval", "100ms")
 	waitHTTP(t, "http://"+addr+"/readyz", time.Minute)
-	waitGroupCaughtUp(t, env, p.topic, group)
+	waitGroupCaughtUp(t, env, p.topic, group, 3*time.Minute)
 	after := indexSnapshot(t, env, p.prefix)
 
 	if len(before) == 0 {
@@ -441,10 +441,10 @@ func mustHTTP(t *testing.T, method, url, body string) []byte {
 }
 
 // waitGroupCaughtUp waits until a consumer group has committed every partition up to its end.
-func waitGroupCaughtUp(t *testing.T, env *testbed.Env, topic, group string) {
+func waitGroupCaughtUp(t *testing.T, env *testbed.Env, topic, group string, timeout time.Duration) {
 	t.Helper()
 	client := &kafka.Client{Addr: kafka.TCP(env.KafkaBrokers...), Timeout: 10 * time.Second}
-	pollUntil(t, "group "+group+" to commit the whole topic", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	pollUntil(t, "group "+group+" to commit the whole topic", timeout, func(ctx context.Context) (bool, error) {
 		req := map[string][]kafka.OffsetRequest{}
 		parts := make([]int, topicPartitions)
 		for i := range parts {
