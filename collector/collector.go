@@ -385,13 +385,14 @@ func (c *Collector) configDigest() ([32]byte, error) {
 		return nil
 	}
 	var errs []error
-	for _, p := range []string{c.opts.Registry, c.opts.ClustersFile, c.opts.Kubeconfig} {
+	for _, f := range []struct{ flag, path string }{{"--registry", c.opts.Registry}, {"--clusters", c.opts.ClustersFile}, {"--kubeconfig", c.opts.Kubeconfig}} {
+		p := f.path
 		if p == "" {
 			continue
 		}
 		info, err := os.Stat(p)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: %w", f.flag, err))
 			continue
 		}
 		if !info.IsDir() {
