@@ -448,7 +448,7 @@ spec:
 		_ = cmd.Run()
 	})
 	env.KubectlRun(t, cluster, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/gadgets."+group)
-	env.KubectlRun(t, cluster, []byte("apiVersion: "+group+"/v1\nkind: Gadget\nmetadata: {name: g1, namespace: default}\nspec: {size: small}\n"), "apply", "-f", "-")
+	applyFresh(t, env, cluster, []byte("apiVersion: "+group+"/v1\nkind: Gadget\nmetadata: {name: g1, namespace: default}\nspec: {size: small}\n"))
 
 	evs := log.waitFor(t, "the new kind's first SYNC", time.Minute, func(evs []*envelope.Event) bool {
 		return slices.ContainsFunc(evs, func(ev *envelope.Event) bool { return ev.Type == envelope.Sync })

@@ -94,7 +94,7 @@ stringData: {password: hunter2, username: shop}
 		for i := range 3 {
 			fmt.Fprintf(&b, "---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: widget-%d, namespace: %s, labels: {app.kubernetes.io/name: web}}\nspec: {size: large}\n", i, f.shop)
 		}
-		env.KubectlRun(t, cluster, []byte(b.String()), "apply", "-f", "-")
+		applyFresh(t, env, cluster, []byte(b.String()))
 	}
 	t.Cleanup(func() {
 		for _, cluster := range env.Clusters {
@@ -169,6 +169,19 @@ func discoveryServes(t *testing.T, env *testbed.Env, cluster string, gvr schema.
 		}
 	}
 	return false
+}
+
+// applyFresh applies manifests that use a just-established CRD. Established does not mean kubectl's
+// discovery lists the kind yet, so the apply (idempotent) is retried until every kind maps.
+func applyFresh(t *testing.T, env *testbed.Env, cluster string, manifests []byte) {
+	t.Helper()
+	pollUntil(t, "kubectl apply on "+cluster, time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.KubectlOutput(ctx, cluster, manifests, "apply", "-f", "-")
+		if err != nil {
+			t.Logf("retrying: %v", err)
+		}
+		return err == nil, nil
+	})
 }
 
 func pollUntil(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {

@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -269,12 +272,39 @@ func (l *eventLog) waitFor(t *testing.T, what string, timeout time.Duration, con
 	return evs
 }
 
+// freePort returns a loopback port below the kernel's ephemeral range, for the same reason as the test
+// bed's free_port: a port from that range can be taken by an outgoing connection before the process
+// under test binds it. Ports handed out are never handed out again in this test binary.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 10001 {
+				low = n
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := 10000 + rand.IntN(low-10000)
+		if portsTaken[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		portsTaken[port] = true
+		return port
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return 0
 }
+
+var (
+	portsMu    sync.Mutex
+	portsTaken = map[int]bool{}
+)

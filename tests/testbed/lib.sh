@@ -94,7 +94,34 @@ dead_services() {
   return 1
 }
 
-# free_port prints a loopback TCP port nobody listens on now.
+# free_port prints a loopback TCP port nobody listens on now. It picks below the kernel's ephemeral
+# range: a port from that range (what binding port 0 returns) can be taken by any outgoing connection
+# between this check and the service's own bind, which once made OpenSearch fail with "Address already
+# in use". Ports handed out before are remembered in $STATE_DIR/ports, so two services started in one
+# run never get the same port before either has bound it.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  mkdir -p "$STATE_DIR"
+  PORTS_FILE="$STATE_DIR/ports" python3 - <<'PY'
+import os, random, socket
+path = os.environ["PORTS_FILE"]
+taken = set(open(path).read().split()) if os.path.exists(path) else set()
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(1000):
+    port = random.randrange(10000, max(low, 10001))
+    if str(port) in taken:
+        continue
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    with open(path, "a") as f:
+        f.write(f"{port}\n")
+    print(port)
+    break
+else:
+    raise SystemExit("free_port: no free port below the ephemeral range")
+PY
 }

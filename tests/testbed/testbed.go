@@ -212,13 +212,22 @@ func (e *Env) RESTConfig(t testing.TB, cluster string) *rest.Config {
 // KubectlRun runs kubectl against one member and returns its standard output.
 func (e *Env) KubectlRun(t testing.TB, cluster string, stdin []byte, args ...string) []byte {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), e.Kubectl, append([]string{"--kubeconfig", e.Kubeconfig, "--context", cluster}, args...)...)
+	out, err := e.KubectlOutput(t.Context(), cluster, stdin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// KubectlOutput runs kubectl against one member and returns its stdout, or an error carrying its stderr.
+func (e *Env) KubectlOutput(ctx context.Context, cluster string, stdin []byte, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, e.Kubectl, append([]string{"--kubeconfig", e.Kubeconfig, "--context", cluster}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("kubectl --context %s %s: %v\n%s", cluster, strings.Join(args, " "), err, stderr.String())
+		return nil, fmt.Errorf("kubectl --context %s %s: %w\n%s", cluster, strings.Join(args, " "), err, stderr.String())
 	}
-	return stdout.Bytes()
+	return stdout.Bytes(), nil
 }
 
 // Service names: "<member>-etcd", "<member>-apiserver", "<member>-controller-manager",
