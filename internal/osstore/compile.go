@@ -1,0 +1,288 @@
+// Package osstore is the OpenSearch side of kubesearch's read path: it compiles a query.Query into
+// OpenSearch query DSL — the only code that knows DSL — and runs it with point-in-time paging over
+// the indices the indexer writes (mappings/README.md describes every field used here). It leaves out
+// HTTP serving (queryapi) and the embedded store of the standalone mode.
+package osstore
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/mappings"
+)
+
+// object is the flat_object field holding the stored Kubernetes object.
+const object = mappings.FieldObject
+
+// typedPaths are field selector paths answered from typed top-level fields: the same values as the
+// object's, cheaper to match, and with an exact "missing" for cluster-scoped objects' namespace.
+var typedPaths = map[string]string{
+	"metadata.name":      "name",
+	"metadata.namespace": "namespace",
+	"metadata.uid":       "uid",
+}
+
+// Compile translates q into the body of an OpenSearch _search request for its first page: query,
+// sort (ending with the uid tiebreaker), size, exact total, _source filter and facet aggregations.
+// Paging fields (pit, search_after) are the store's. q must come from query.Parse.
+func Compile(q *query.Query) map[string]any {
+	body := map[string]any{
+		"query":            compileQuery(q),
+		"sort":             compileSort(q),
+		"size":             q.Limit,
+		"track_total_hits": true,
+		"_source":          compileSource(q),
+	}
+	if aggs := compileFacets(q.Facets); len(aggs) > 0 {
+		body["aggs"] = aggs
+	}
+	return body
+}
+
+// boolQuery collects the clauses of one bool query.
+type boolQuery struct {
+	filter, must, mustNot []any
+}
+
+func (b *boolQuery) build() map[string]any {
+	if len(b.filter)+len(b.must)+len(b.mustNot) == 0 {
+		return map[string]any{"match_all": map[string]any{}}
+	}
+	q := map[string]any{}
+	if len(b.filter) > 0 {
+		q["filter"] = b.filter
+	}
+	if len(b.must) > 0 {
+		q["must"] = b.must
+	}
+	if len(b.mustNot) > 0 {
+		q["must_not"] = b.mustNot
+	}
+	return map[string]any{"bool": q}
+}
+
+func term(field, value string) map[string]any {
+	return map[string]any{"term": map[string]any{field: value}}
+}
+
+func terms(field string, values []string) map[string]any {
+	if len(values) == 1 {
+		return term(field, values[0])
+	}
+	return map[string]any{"terms": map[string]any{field: values}}
+}
+
+func anyOf(clauses ...any) map[string]any {
+	return map[string]any{"bool": map[string]any{"should": clauses, "minimum_should_match": 1}}
+}
+
+func compileQuery(q *query.Query) map[string]any {
+	var b boolQuery
+	if len(q.Resources) > 0 {
+		var types []any
+		for _, r := range q.Resources {
+			if r.AnyGroup {
+				types = append(types, term("resource", r.Resource))
+				continue
+			}
+			types = append(types, map[string]any{"bool": map[string]any{"filter": []any{
+				term("resource", r.Resource), term("group", r.Group)}}})
+		}
+		if len(types) == 1 {
+			b.filter = append(b.filter, types[0])
+		} else {
+			b.filter = append(b.filter, anyOf(types...))
+		}
+	}
+	if len(q.Clusters) > 0 {
+		b.filter = append(b.filter, terms("cluster", q.Clusters))
+	}
+	if len(q.Namespaces) > 0 {
+		b.filter = append(b.filter, terms("namespace", q.Namespaces))
+	}
+	if len(q.Names) > 0 {
+		b.filter = append(b.filter, terms("name", q.Names))
+	}
+	if q.NamePrefix != "" {
+		b.filter = append(b.filter, map[string]any{"prefix": map[string]any{"name": q.NamePrefix}})
+	}
+	if q.FuzzyName != "" {
+		b.filter = append(b.filter, anyOf(
+			map[string]any{"wildcard": map[string]any{"name": map[string]any{
+				"value": "*" + escapeWildcard(q.FuzzyName) + "*", "case_insensitive": true}}},
+			map[string]any{"match": map[string]any{"name.text": map[string]any{
+				"query": q.FuzzyName, "fuzziness": "AUTO", "operator": "and"}}},
+		))
+	}
+	for _, r := range q.Labels {
+		compileLabel(&b, r)
+	}
+	for _, r := range q.Fields {
+		compileField(&b, r)
+	}
+	if q.Text != "" {
+		// match, not query_string: user text is words, never syntax that can fail to parse.
+		b.must = append(b.must, map[string]any{"match": map[string]any{"text": map[string]any{
+			"query": q.Text, "operator": "and"}}})
+	}
+	if o := q.Owner; o != nil {
+		if o.UID != "" {
+			b.filter = append(b.filter, term("ownerUIDs", o.UID))
+		} else {
+			b.filter = append(b.filter, term("ownerRefs", o.Kind+"/"+o.Name))
+		}
+	}
+	if r := timeRange(q.Now, q.CreatedSince, q.CreatedBefore); r != nil {
+		b.filter = append(b.filter, map[string]any{"range": map[string]any{"creationTimestamp": r}})
+	}
+	if r := timeRange(q.Now, q.ChangedSince, nil); r != nil {
+		b.filter = append(b.filter, map[string]any{"range": map[string]any{"lastChangedAt": r}})
+	}
+	return b.build()
+}
+
+// compileLabel maps a label requirement onto the labels ("key=value") and labelKeys fields, so
+// "app" and "app.kubernetes.io/name" never mix. Negations match objects without the key, as in
+// Kubernetes.
+func compileLabel(b *boolQuery, r query.Requirement) {
+	pairs := make([]string, len(r.Values))
+	for i, v := range r.Values {
+		pairs[i] = r.Key + "=" + v
+	}
+	switch r.Op {
+	case query.Equals, query.In:
+		b.filter = append(b.filter, terms("labels", pairs))
+	case query.NotEquals, query.NotIn:
+		b.mustNot = append(b.mustNot, terms("labels", pairs))
+	case query.Exists:
+		b.filter = append(b.filter, term("labelKeys", r.Key))
+	case query.NotExists:
+		b.mustNot = append(b.mustNot, term("labelKeys", r.Key))
+	}
+}
+
+// compileField maps a field requirement onto a typed field or a flat_object leaf. An empty value
+// means "missing or empty", as for Kubernetes' own field selectors (spec.nodeName= lists unscheduled
+// Pods). flat_object answers exists only for inner objects, not for leaves, so a leaf's presence is
+// an empty prefix.
+func compileField(b *boolQuery, r query.Requirement) {
+	field, typed := typedPaths[r.Key]
+	if !typed {
+		field = object + "." + r.Key
+	}
+	exists := map[string]any{"prefix": map[string]any{field: ""}}
+	if typed {
+		exists = map[string]any{"exists": map[string]any{"field": field}}
+	}
+	value := r.Values[0]
+	switch {
+	case r.Op == query.Equals && value == "":
+		b.filter = append(b.filter, anyOf(map[string]any{"bool": map[string]any{"must_not": exists}}, term(field, "")))
+	case r.Op == query.Equals:
+		b.filter = append(b.filter, term(field, value))
+	case r.Op == query.NotEquals && value == "":
+		b.filter = append(b.filter, exists)
+		b.mustNot = append(b.mustNot, term(field, ""))
+	case r.Op == query.NotEquals:
+		b.mustNot = append(b.mustNot, term(field, value))
+	}
+}
+
+var wildcardSpecial = regexp.MustCompile(`[\\*?]`)
+
+func escapeWildcard(s string) string { return wildcardSpecial.ReplaceAllString(s, `\$0`) }
+
+func timeRange(now time.Time, from, to *query.Instant) map[string]any {
+	if from == nil && to == nil {
+		return nil
+	}
+	r := map[string]any{}
+	if from != nil {
+		r["gte"] = from.Resolve(now).UTC().Format(time.RFC3339Nano)
+	}
+	if to != nil {
+		r["lt"] = to.Resolve(now).UTC().Format(time.RFC3339Nano)
+	}
+	return r
+}
+
+// compileSort ends every sort with uid, unique per document, so search_after never skips or repeats
+// a document between pages.
+func compileSort(q *query.Query) []any {
+	var out []any
+	sorts := q.Sort
+	switch {
+	case len(sorts) > 0:
+	case q.Text != "":
+		out = append(out, map[string]any{"_score": map[string]any{"order": "desc"}})
+	default:
+		sorts = []query.Sort{{Field: query.SortCluster}, {Field: query.SortNamespace}, {Field: query.SortName}}
+	}
+	for _, s := range sorts {
+		order := "asc"
+		if s.Desc {
+			order = "desc"
+		}
+		// Cluster-scoped objects have no namespace: they come last either way, as "" would sort
+		// them first ascending and last descending.
+		out = append(out, map[string]any{s.Field: map[string]any{"order": order, "missing": "_last"}})
+	}
+	return append(out, map[string]any{"uid": map[string]any{"order": "asc"}})
+}
+
+func compileSource(q *query.Query) map[string]any {
+	if q.MetadataOnly {
+		var inc []string
+		for _, f := range []string{object, mappings.FieldFullObject} {
+			inc = append(inc, f+".apiVersion", f+".kind", f+".metadata")
+		}
+		return map[string]any{"includes": inc}
+	}
+	return map[string]any{"includes": []string{object, mappings.FieldFullObject}}
+}
+
+// facetShardSize makes each shard report many more buckets than asked for, so the merged top N are
+// exact unless a dimension has more than this many values (then the response says how far off it
+// may be: doc_count_error_upper_bound).
+const facetShardSize = 1000
+
+func compileFacets(facets []query.Facet) map[string]any {
+	aggs := map[string]any{}
+	for i, f := range facets {
+		size := f.Size
+		shard := max(facetShardSize, size*2)
+		var agg map[string]any
+		switch f.Dimension {
+		case query.FacetCluster, query.FacetNamespace:
+			agg = map[string]any{"terms": map[string]any{"field": f.Dimension, "size": size, "shard_size": shard}}
+		case query.FacetResource:
+			agg = map[string]any{"multi_terms": map[string]any{"terms": []any{
+				map[string]any{"field": "resource"}, map[string]any{"field": "group", "missing": ""}},
+				"size": size, "shard_size": shard}}
+		case query.FacetLabels:
+			agg = map[string]any{"terms": map[string]any{"field": "labels", "size": size, "shard_size": shard}}
+		case query.FacetLabel:
+			agg = map[string]any{"terms": map[string]any{"field": "labels", "size": size, "shard_size": shard,
+				"include": escapeRegexp(f.Key) + "=.*"}}
+		}
+		aggs[facetAggName(i)] = agg
+	}
+	return aggs
+}
+
+func facetAggName(i int) string { return "facet" + strconv.Itoa(i) }
+
+// escapeRegexp escapes Lucene regular expression syntax (a label key has dots).
+func escapeRegexp(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`.?+*|{}[]()"\#@&<>~`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

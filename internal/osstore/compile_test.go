@@ -1,0 +1,95 @@
+package osstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kubesearch/kubesearch/internal/query"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// now anchors relative times in the golden files.
+var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// TestCompileGolden records request → query model → DSL, one file per operator and combination.
+// What the DSL means is proven on OpenSearch by the e2e tests; these catch unintended changes.
+func TestCompileGolden(t *testing.T) {
+	cases := map[string]string{
+		"empty":                 "",
+		"resources":             "resources=pods,deployments.apps,services.core",
+		"clusters-namespaces":   "clusters=member1,member2&namespaces=shop",
+		"names":                 "names=web,api",
+		"name-prefix":           "namePrefix=web-",
+		"fuzzy-name":            "fuzzyName=ng*nx",
+		"label-equals":          "labelSelector=app.kubernetes.io/name%3Dweb",
+		"label-double-equals":   "labelSelector=app%3D%3Dweb",
+		"label-not-equals":      "labelSelector=tier!%3Dfrontend",
+		"label-in":              "labelSelector=env+in+(prod,staging)",
+		"label-notin":           "labelSelector=env+notin+(dev)",
+		"label-exists":          "labelSelector=app.kubernetes.io/part-of",
+		"label-not-exists":      "labelSelector=!app",
+		"label-combination":     "labelSelector=app.kubernetes.io/name%3Dweb,env+in+(prod),!canary,tier!%3Dcache",
+		"field-equals":          "fieldSelector=status.phase%3DRunning",
+		"field-double-equals":   "fieldSelector=spec.containers.image%3D%3Dnginx:1.25",
+		"field-not-equals":      "fieldSelector=status.phase!%3DRunning",
+		"field-empty":           "fieldSelector=spec.nodeName%3D",
+		"field-not-empty":       "fieldSelector=spec.nodeName!%3D",
+		"field-annotation":      "fieldSelector=metadata.annotations.example.com/owner%3Dteam-a",
+		"field-typed":           "fieldSelector=metadata.namespace%3D,metadata.name!%3Dweb",
+		"text":                  "q=nginx+1.25",
+		"owner-uid":             "owner=6a3c0d4e-1f2b-4c5d-8e9f-0a1b2c3d4e5f",
+		"owner-kind-name":       "owner=ReplicaSet/web-7d9f8c6b5",
+		"time-absolute":         "createdSince=2026-11-01T00:00:00Z&createdBefore=2026-11-02T00:00:00Z",
+		"time-relative":         "changedSince=1h&createdSince=7d",
+		"sort":                  "sort=creationTimestamp:desc,name",
+		"limit":                 "limit=5",
+		"facets":                "facets=cluster,namespace,resource,labels,label:app.kubernetes.io/name&facetSize=3",
+		"metadata-only":         "metadataOnly=true",
+		"where-does-app-run":    "resources=deployments.apps&labelSelector=app.kubernetes.io/name%3Dweb&facets=cluster",
+		"not-running-namespace": "resources=pods&namespaces=shop&fieldSelector=status.phase!%3DRunning&sort=cluster",
+	}
+	for name, raw := range cases {
+		t.Run(name, func(t *testing.T) {
+			v, err := url.ParseQuery(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := query.Parse(v, now)
+			if err != nil {
+				t.Fatalf("parse %q: %v", raw, err)
+			}
+			var got bytes.Buffer
+			enc := json.NewEncoder(&got)
+			enc.SetIndent("", "  ")
+			enc.SetEscapeHTML(false)
+			got.WriteString("# request: ?" + raw + "\n# model:\n")
+			if err := enc.Encode(q); err != nil {
+				t.Fatal(err)
+			}
+			got.WriteString("# dsl:\n")
+			if err := enc.Encode(Compile(q)); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Errorf("%s changed (go test -update after checking):\n%s", path, got.String())
+			}
+		})
+	}
+}

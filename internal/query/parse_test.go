@@ -1,0 +1,110 @@
+package query
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func TestParseRejectsBadInputNamingTheParameter(t *testing.T) {
+	cases := []struct{ raw, param, contains string }{
+		{"labelselector=app%3Dweb", "labelselector", "unknown parameter"},
+		{"resources=Pods!", "resources", "not a resource name"},
+		{"resources=pods.", "resources", "not an API group"},
+		{"resources=pods,,services", "resources", "empty entry"},
+		{"labelSelector=app%3D%3D%3Dweb", "labelSelector", ""},
+		{"labelSelector=replicas>3", "labelSelector", "not supported"},
+		{"labelSelector=-bad-key-%3Dx", "labelSelector", ""},
+		{"labelSelector=a%3Db&labelSelector=c", "labelSelector", "given 2 times"},
+		{"fieldSelector=status.phase", "fieldSelector", ""},
+		{"fieldSelector=metadata..name%3Dx", "fieldSelector", "empty segment"},
+		{"owner=ReplicaSet/", "owner", "Kind/name"},
+		{"createdSince=yesterday", "createdSince", "RFC 3339"},
+		{"changedSince=-1h", "changedSince", "RFC 3339"},
+		{"sort=size", "sort", "unknown sort field"},
+		{"sort=name:up", "sort", "asc or desc"},
+		{"sort=name,name:desc", "sort", "given twice"},
+		{"limit=0", "limit", "from 1 to 1000"},
+		{"limit=1001", "limit", "from 1 to 1000"},
+		{"limit=ten", "limit", "integer"},
+		{"facets=owner", "facets", "unknown facet"},
+		{"facets=label:", "facets", ""},
+		{"facetSize=0", "facetSize", "from 1"},
+		{"metadataOnly=maybe", "metadataOnly", "true or false"},
+		{"q=" + strings.Repeat("x", 2000), "q", "longer than"},
+	}
+	for _, c := range cases {
+		t.Run(c.raw[:min(len(c.raw), 40)], func(t *testing.T) {
+			v, err := url.ParseQuery(c.raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := Parse(v, now)
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("Parse(%q) = %+v, %v; want Errors", c.raw, q, err)
+			}
+			if len(errs) != 1 || errs[0].Param != c.param || !strings.Contains(errs[0].Message, c.contains) {
+				t.Fatalf("Parse(%q) errors %q; want one for %s containing %q", c.raw, errs.Error(), c.param, c.contains)
+			}
+		})
+	}
+}
+
+func TestParseReportsEveryBadParameter(t *testing.T) {
+	v, _ := url.ParseQuery("limit=0&sort=size&labelSelector=a%3D%3D%3Db&resources=Pods!")
+	_, err := Parse(v, now)
+	var errs Errors
+	if !errors.As(err, &errs) || len(errs) != 4 {
+		t.Fatalf("got %v; want four errors", err)
+	}
+}
+
+func TestParseGoodInput(t *testing.T) {
+	v, _ := url.ParseQuery("resources=pods,deployments.apps,services.core&names=a,b&names=c&labelSelector=app.kubernetes.io/name+in+(web,api)&fieldSelector=metadata.annotations.example.com/a%3Db,status.phase!%3DRunning&changedSince=90m&createdBefore=2026-11-01T10:00:00%2B01:00&sort=creationTimestamp:desc&limit=1000&facets=label:app.kubernetes.io/name,cluster&metadataOnly=1")
+	q, err := Parse(v, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Resource{{Resource: "pods", AnyGroup: true}, {Resource: "deployments", Group: "apps"}, {Resource: "services"}}
+	if len(q.Resources) != 3 || q.Resources[0] != want[0] || q.Resources[1] != want[1] || q.Resources[2] != want[2] {
+		t.Errorf("resources %+v", q.Resources)
+	}
+	if strings.Join(q.Names, ",") != "a,b,c" {
+		t.Errorf("names %v", q.Names)
+	}
+	if len(q.Labels) != 1 || q.Labels[0].Op != In || strings.Join(q.Labels[0].Values, ",") != "api,web" {
+		t.Errorf("labels %+v", q.Labels)
+	}
+	if len(q.Fields) != 2 || q.Fields[0].Key != "metadata.annotations.example.com/a" || q.Fields[1].Op != NotEquals {
+		t.Errorf("fields %+v", q.Fields)
+	}
+	if got := q.ChangedSince.Resolve(now); !got.Equal(now.Add(-90 * time.Minute)) {
+		t.Errorf("changedSince %v", got)
+	}
+	if got := q.CreatedBefore.Resolve(now); !got.Equal(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)) {
+		t.Errorf("createdBefore %v", got)
+	}
+	if len(q.Sort) != 1 || !q.Sort[0].Desc || q.Limit != 1000 || !q.MetadataOnly {
+		t.Errorf("sort %+v limit %d metadataOnly %v", q.Sort, q.Limit, q.MetadataOnly)
+	}
+	if len(q.Facets) != 2 || q.Facets[0].Name() != "label:app.kubernetes.io/name" || q.Facets[0].Size != DefaultFacetSize {
+		t.Errorf("facets %+v", q.Facets)
+	}
+}
+
+func TestFingerprintIgnoresPageShape(t *testing.T) {
+	a, _ := Parse(url.Values{"labelSelector": {"app=web"}, "limit": {"5"}, "changedSince": {"1h"}}, now)
+	b, _ := Parse(url.Values{"labelSelector": {"app=web"}, "limit": {"50"}, "continue": {"x"}, "changedSince": {"1h"}}, now.Add(time.Minute))
+	c, _ := Parse(url.Values{"labelSelector": {"app=api"}}, now)
+	if a.Fingerprint() != b.Fingerprint() {
+		t.Error("limit, continue or the time of a relative bound changed the fingerprint")
+	}
+	if a.Fingerprint() == c.Fingerprint() {
+		t.Error("different selectors share a fingerprint")
+	}
+}

@@ -1,0 +1,176 @@
+// Package query is kubesearch's backend-neutral search model (DESIGN section 5): what a REST search
+// asks for, parsed and validated from URL parameters. Each store backend compiles a Query into its own
+// language (OpenSearch DSL today, the embedded store of the standalone mode later); nothing here knows
+// either. Paging state is opaque here: a backend issues and reads its own continue tokens.
+package query
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// Op is the operator of a label or field requirement.
+type Op string
+
+// Operators. Kubernetes' "=" and "==" are one operator here.
+const (
+	Equals    Op = "="
+	NotEquals Op = "!="
+	In        Op = "in"
+	NotIn     Op = "notin"
+	Exists    Op = "exists"
+	NotExists Op = "!"
+)
+
+// Query is one search. The zero value matches every object of every type in every cluster.
+type Query struct {
+	// Resources limits the search to these types; empty means every type.
+	Resources []Resource `json:"resources,omitempty"`
+	// Clusters, Namespaces and Names match exactly, any of the values.
+	Clusters   []string `json:"clusters,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	Names      []string `json:"names,omitempty"`
+	// NamePrefix matches names starting with it (case-sensitive, as names are lower-case anyway).
+	NamePrefix string `json:"namePrefix,omitempty"`
+	// FuzzyName matches names containing it, ignoring case, or within a small edit distance of one
+	// of the name's words ("ngnix" finds "nginx-7d9f").
+	FuzzyName string `json:"fuzzyName,omitempty"`
+	// Labels are ANDed, with Kubernetes label selector semantics.
+	Labels []Requirement `json:"labels,omitempty"`
+	// Fields are ANDed; Key is a dotted path into the object (status.phase).
+	Fields []Requirement `json:"fields,omitempty"`
+	// Text is free text, matched against names, label values, images and the other words of the
+	// analysed text field; every word must match.
+	Text  string `json:"text,omitempty"`
+	Owner *Owner `json:"owner,omitempty"`
+	// Time bounds: creationTimestamp ≥ CreatedSince and < CreatedBefore; lastChangedAt ≥ ChangedSince.
+	CreatedSince  *Instant `json:"createdSince,omitempty"`
+	CreatedBefore *Instant `json:"createdBefore,omitempty"`
+	ChangedSince  *Instant `json:"changedSince,omitempty"`
+	// Now is the instant relative bounds ("1h" ago) are measured from. Parse sets it; a backend
+	// continuing a query sets it back to the first page's, so every page filters alike.
+	Now time.Time `json:"-"`
+	// Sort is the order of the results; a backend breaks ties by uid. Empty means relevance when Text
+	// is set, else cluster, namespace, name.
+	Sort []Sort `json:"sort,omitempty"`
+	// Limit is the page size, within [1, MaxLimit].
+	Limit int `json:"limit"`
+	// Continue is a backend's opaque token for the next page; empty for the first page.
+	Continue string `json:"continue,omitempty"`
+	// Facets asks for counts by these dimensions over the whole result (first page only).
+	Facets []Facet `json:"facets,omitempty"`
+	// MetadataOnly returns apiVersion, kind and metadata of each object, nothing else.
+	MetadataOnly bool `json:"metadataOnly,omitempty"`
+}
+
+// Resource names a type: Resource is the plural name (pods); Group is its API group when AnyGroup
+// is false ("" is the core group).
+type Resource struct {
+	Resource string `json:"resource"`
+	Group    string `json:"group,omitempty"`
+	AnyGroup bool   `json:"anyGroup,omitempty"`
+}
+
+func (r Resource) String() string {
+	switch {
+	case r.AnyGroup:
+		return r.Resource
+	case r.Group == "":
+		return r.Resource + ".core"
+	}
+	return r.Resource + "." + r.Group
+}
+
+// Requirement is one term of a label or field selector. Values has one value for Equals and
+// NotEquals, one or more for In and NotIn, none for Exists and NotExists.
+type Requirement struct {
+	Key    string   `json:"key"`
+	Op     Op       `json:"op"`
+	Values []string `json:"values,omitempty"`
+}
+
+// Instant is a point in time, absolute (At) or relative to Query.Now (Ago before it).
+type Instant struct {
+	At  time.Time     `json:"at,omitzero"`
+	Ago time.Duration `json:"ago,omitempty"`
+}
+
+// Resolve gives the absolute time.
+func (i Instant) Resolve(now time.Time) time.Time {
+	if i.At.IsZero() {
+		return now.Add(-i.Ago)
+	}
+	return i.At
+}
+
+// Owner matches objects with an owner reference: by UID, or by Kind and Name.
+type Owner struct {
+	UID  string `json:"uid,omitempty"`
+	Kind string `json:"kind,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+// Sort fields.
+const (
+	SortCluster           = "cluster"
+	SortNamespace         = "namespace"
+	SortName              = "name"
+	SortCreationTimestamp = "creationTimestamp"
+	SortLastChangedAt     = "lastChangedAt"
+)
+
+// SortFields are the fields a result can be sorted by.
+var SortFields = []string{SortCluster, SortNamespace, SortName, SortCreationTimestamp, SortLastChangedAt}
+
+// Sort is one sort key.
+type Sort struct {
+	Field string `json:"field"`
+	Desc  bool   `json:"desc,omitempty"`
+}
+
+// Facet dimensions.
+const (
+	FacetCluster   = "cluster"
+	FacetNamespace = "namespace"
+	FacetResource  = "resource"
+	// FacetLabels counts label pairs (key=value) of any key.
+	FacetLabels = "labels"
+	// FacetLabel counts the values of one label key (Facet.Key).
+	FacetLabel = "label"
+)
+
+// Facet is one requested count.
+type Facet struct {
+	Dimension string `json:"dimension"`
+	Key       string `json:"key,omitempty"` // the label key, for FacetLabel
+	Size      int    `json:"size"`
+}
+
+// Name is the facet's name in a response: the dimension, or "label:<key>".
+func (f Facet) Name() string {
+	if f.Dimension == FacetLabel {
+		return FacetLabel + ":" + f.Key
+	}
+	return f.Dimension
+}
+
+// Limits.
+const (
+	DefaultLimit     = 100
+	MaxLimit         = 1000
+	DefaultFacetSize = 10
+	MaxFacetSize     = 1000
+)
+
+// Fingerprint identifies what a query selects and in which order: everything but Limit, Continue
+// and the response shape. A continue token carries it, so a token is only accepted for the query
+// that issued it.
+func (q *Query) Fingerprint() string {
+	c := *q
+	c.Limit, c.Continue, c.Facets, c.MetadataOnly = 0, "", nil, false
+	b, _ := json.Marshal(c) // a struct of strings, slices and times: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
