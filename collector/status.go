@@ -28,6 +28,11 @@ type ResourceStatus struct {
 	TotalNum   int       `json:"totalNum"`
 	UpdateTime time.Time `json:"updateTime"`
 	Epoch      int64     `json:"epoch,omitempty"`
+	// ResourceVersion is the member resourceVersion of the last event published: a watch event's
+	// object, or a completed list. PublishedAt is when it was handed to the publisher. A reader
+	// comparing them with the indexer's watermarks tells how far the index is behind.
+	ResourceVersion string     `json:"resourceVersion,omitempty"`
+	PublishedAt     *time.Time `json:"publishedAt,omitempty"`
 }
 
 // statusEntry is the live status of one collection, shared by the registries that select it.
@@ -52,19 +57,23 @@ func (s *statusEntry) update(f func(r *ResourceStatus)) {
 	s.row.UpdateTime = s.now().UTC()
 }
 
-func (s *statusEntry) synced(epoch int64, count int) {
+func (s *statusEntry) synced(epoch int64, count int, rv string) {
 	s.update(func(r *ResourceStatus) {
 		r.State, r.Reason, r.Epoch, r.TotalNum = StateRunning, "", epoch, count
+		now := s.now().UTC()
+		r.ResourceVersion, r.PublishedAt = rv, &now
 	})
 	s.mu.Lock()
 	s.settled = true
 	s.mu.Unlock()
 }
 
-func (s *statusEntry) count(n int) {
+// published records a watch event handed to the publisher, and the number of objects now held.
+func (s *statusEntry) published(n int, rv string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.row.TotalNum = n
+	now := s.now().UTC()
+	s.row.TotalNum, s.row.ResourceVersion, s.row.PublishedAt = n, rv, &now
 }
 
 func (s *statusEntry) running() {

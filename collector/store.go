@@ -119,7 +119,7 @@ func (s *store) Replace(_ []any, resourceVersion string) error {
 	s.mu.Lock()
 	s.items, s.epoch, s.list = l.seen, l.epoch, nil
 	s.mu.Unlock()
-	s.status.synced(l.epoch, count)
+	s.status.synced(l.epoch, count, resourceVersion)
 	return nil
 }
 
@@ -150,7 +150,7 @@ func (s *store) watched(t envelope.Type, obj any) error {
 	}
 	n := len(s.items)
 	s.mu.Unlock()
-	s.status.count(n)
+	s.status.published(n, u.GetResourceVersion())
 	return nil
 }
 

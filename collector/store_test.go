@@ -138,8 +138,15 @@ func TestStoreListWatchRelist(t *testing.T) {
 	if c := evs[3].Count; c == nil || *c != 2 {
 		t.Fatalf("SYNC count = %v, want 2", c)
 	}
-	if st := s.status.rows()[0]; st.State != StateRunning || st.TotalNum != 2 || st.Epoch != e2 {
-		t.Fatalf("status after re-list = %+v, want Running, 2 objects, epoch %d", st, e2)
+	if st := s.status.rows()[0]; st.State != StateRunning || st.TotalNum != 2 || st.Epoch != e2 ||
+		st.ResourceVersion != "21" || st.PublishedAt == nil {
+		t.Fatalf("status after re-list = %+v, want Running, 2 objects, epoch %d, resourceVersion 21", st, e2)
+	}
+	if err := s.Update(pod("a", "web-4", "u4", "25")); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.status.rows()[0]; st.ResourceVersion != "25" || st.TotalNum != 2 {
+		t.Fatalf("status after a watch event = %+v, want resourceVersion 25", st)
 	}
 }
 
