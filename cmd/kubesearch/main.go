@@ -27,6 +27,7 @@ type command struct {
 var commands = map[string]command{
 	"collector": {"list/watch member clusters into Kafka", collectorCommand},
 	"indexer":   {"consume the event stream into OpenSearch", indexerCommand},
+	"queryapi":  {"serve REST search over the index", queryAPICommand},
 }
 
 func main() {

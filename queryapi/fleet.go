@@ -1,0 +1,376 @@
+package queryapi
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kubesearch/kubesearch/collector"
+	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/query"
+)
+
+// PairStatus is the state of one resource of one member cluster: how collection goes (from the
+// collectors' /status) and how far the index is (from the indexers' watermarks).
+type PairStatus struct {
+	Cluster  string `json:"cluster"`
+	Group    string `json:"group"`
+	Resource string `json:"resource"`
+	Kind     string `json:"kind,omitempty"`
+	// State is the collection state: Running, Failed, or Unknown when no collector reports the pair.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// LastList is when the last completed list started (the epoch of the watermark).
+	LastList *time.Time `json:"lastList,omitempty"`
+	// Listing is true while a list is being indexed, or before the first one completed: the index
+	// misses objects meanwhile.
+	Listing bool `json:"listing"`
+	// IndexedResourceVersion is the watermark: every event up to it is searchable.
+	IndexedResourceVersion int64 `json:"indexedResourceVersion"`
+	// CollectedResourceVersion is the newest the collectors published (lowest over scopes).
+	CollectedResourceVersion int64 `json:"collectedResourceVersion,omitempty"`
+	// LagSeconds is how long the index has been behind the collectors for this pair: 0 when caught
+	// up, absent when no collector reports it. Measured to within the poll interval.
+	LagSeconds *float64 `json:"lagSeconds,omitempty"`
+	// Documents is the number of indexed objects (fleet status only).
+	Documents *int64 `json:"documents,omitempty"`
+}
+
+// ClusterFreshness summarises, for one cluster a search covered, the pairs it covered.
+type ClusterFreshness struct {
+	Name       string   `json:"name"`
+	State      string   `json:"state"`
+	Reason     string   `json:"reason,omitempty"`
+	Listing    bool     `json:"listing"`
+	LagSeconds *float64 `json:"lagSeconds,omitempty"`
+}
+
+type pairKey struct{ cluster, group, resource string }
+
+type scopeKey struct {
+	pairKey
+	namespace string
+}
+
+// fleet polls the watermarks and the collectors' /status, and answers freshness from the last poll.
+type fleet struct {
+	readWatermarks func(context.Context) ([]indexer.Watermark, error)
+	collectors     []string
+	client         *http.Client
+	interval       time.Duration
+	staleAfter     time.Duration
+	log            *slog.Logger
+	now            func() time.Time
+
+	mu           sync.Mutex
+	polled       bool
+	watermarks   map[pairKey]indexer.Watermark
+	wmErr        error
+	rows         map[scopeKey][]collector.ResourceStatus
+	collErrs     map[string]error
+	behindSince  map[scopeKey]time.Time
+	collectorRVs map[scopeKey]int64
+}
+
+func (f *fleet) run(ctx context.Context) {
+	t := time.NewTicker(f.interval)
+	defer t.Stop()
+	for {
+		f.poll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// poll reads both sources once. A source that fails keeps its last good data, and the failure is
+// reported with every answer until it succeeds again.
+func (f *fleet) poll(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, max(f.interval, 5*time.Second))
+	defer cancel()
+	wms, wmErr := f.readWatermarks(ctx)
+	rows := map[scopeKey][]collector.ResourceStatus{}
+	collErrs := map[string]error{}
+	for _, u := range f.collectors {
+		rs, err := f.collectorStatus(ctx, u)
+		if err != nil {
+			collErrs[u] = err
+			continue
+		}
+		for _, r := range rs {
+			k := scopeKey{pairKey{r.Cluster, r.Group, r.Resource}, r.Namespace}
+			rows[k] = append(rows[k], r)
+		}
+	}
+	now := f.now()
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.polled = true
+	f.wmErr = wmErr
+	if wmErr == nil {
+		f.watermarks = map[pairKey]indexer.Watermark{}
+		for _, w := range wms {
+			f.watermarks[pairKey{w.Cluster, w.Group, w.Resource}] = w
+		}
+	} else {
+		f.log.Warn("read watermarks", "err", wmErr)
+	}
+	for u, err := range collErrs {
+		f.log.Warn("read collector status", "url", u, "err", err)
+	}
+	f.collErrs = collErrs
+	if len(collErrs) < len(f.collectors) || len(f.collectors) == 0 {
+		f.rows = rows
+	}
+	// behindSince remembers when a scope was first seen behind: the index then misses an event
+	// published at or before the collector's publish time of that poll.
+	behind := map[scopeKey]time.Time{}
+	rvs := map[scopeKey]int64{}
+	for k, rs := range f.rows {
+		collected := lowestRV(rs)
+		rvs[k] = collected
+		if collected <= f.indexedRV(k) {
+			continue
+		}
+		since, ok := f.behindSince[k]
+		if !ok {
+			since = now
+			for _, r := range rs {
+				if r.PublishedAt != nil && r.PublishedAt.Before(since) {
+					since = *r.PublishedAt
+				}
+			}
+		}
+		behind[k] = since
+	}
+	f.behindSince, f.collectorRVs = behind, rvs
+}
+
+func lowestRV(rs []collector.ResourceStatus) int64 {
+	var low int64
+	for i, r := range rs {
+		rv, _ := strconv.ParseInt(r.ResourceVersion, 10, 64)
+		if i == 0 || rv < low {
+			low = rv
+		}
+	}
+	return low
+}
+
+// indexedRV is the watermark of a scope: its own, or the cluster-wide scope's.
+func (f *fleet) indexedRV(k scopeKey) int64 {
+	w, ok := f.watermarks[k.pairKey]
+	if !ok {
+		return 0
+	}
+	for _, s := range w.Scopes {
+		if s.Namespace == k.namespace || s.Namespace == "" {
+			return s.ResourceVersion
+		}
+	}
+	return 0
+}
+
+func (f *fleet) collectorStatus(ctx context.Context, url string) ([]collector.ResourceStatus, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	var status struct {
+		Items []collector.ResourceStatus `json:"items"`
+	}
+	if err := json.Unmarshal(body, &status); err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return status.Items, nil
+}
+
+// ready says whether the watermarks were read once: OpenSearch answers and the state is known.
+func (f *fleet) ready() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case !f.polled:
+		return fmt.Errorf("index progress not read yet")
+	case f.watermarks == nil:
+		return fmt.Errorf("index progress unreadable: %v", f.wmErr)
+	}
+	return nil
+}
+
+// pairs returns the status of every pair known from either source, ordered.
+func (f *fleet) pairs() []PairStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := map[pairKey]bool{}
+	for k := range f.watermarks {
+		keys[k] = true
+	}
+	for k := range f.rows {
+		keys[k.pairKey] = true
+	}
+	now := f.now()
+	var out []PairStatus
+	for _, k := range slices.SortedFunc(maps.Keys(keys), comparePairs) {
+		out = append(out, f.pair(k, now))
+	}
+	return out
+}
+
+func comparePairs(a, b pairKey) int {
+	return cmp.Or(cmp.Compare(a.cluster, b.cluster), cmp.Compare(a.group, b.group), cmp.Compare(a.resource, b.resource))
+}
+
+// pair is called with f.mu held.
+func (f *fleet) pair(k pairKey, now time.Time) PairStatus {
+	p := PairStatus{Cluster: k.cluster, Group: k.group, Resource: k.resource, State: collector.StateUnknown}
+	if w, ok := f.watermarks[k]; ok {
+		p.Kind, p.Listing, p.IndexedResourceVersion = w.Kind, w.Listing, w.ResourceVersion
+		if w.Epoch > 0 {
+			t := time.UnixMicro(w.Epoch).UTC()
+			p.LastList = &t
+		}
+	} else {
+		p.Listing = true // collected, nothing indexed yet
+	}
+	reported := false
+	for sk, rs := range f.rows {
+		if sk.pairKey != k {
+			continue
+		}
+		if !reported || f.collectorRVs[sk] < p.CollectedResourceVersion {
+			p.CollectedResourceVersion = f.collectorRVs[sk]
+		}
+		for _, r := range rs {
+			if p.Kind == "" {
+				p.Kind = r.Kind
+			}
+			if !reported || stateRank(r.State) > stateRank(p.State) {
+				p.State, p.Reason = r.State, r.Reason
+			}
+			reported = true
+		}
+		lag := 0.0
+		if since, ok := f.behindSince[sk]; ok {
+			lag = now.Sub(since).Seconds()
+		}
+		if p.LagSeconds == nil || lag > *p.LagSeconds {
+			p.LagSeconds = &lag
+		}
+	}
+	return p
+}
+
+func stateRank(s string) int {
+	switch s {
+	case collector.StateRunning:
+		return 0
+	case collector.StateUnknown:
+		return 1
+	}
+	return 2 // Failed
+}
+
+// covers says whether a query reads a pair.
+func covers(q *query.Query, k PairStatus) bool {
+	if len(q.Clusters) > 0 && !slices.Contains(q.Clusters, k.Cluster) {
+		return false
+	}
+	if len(q.Resources) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(q.Resources, func(r query.Resource) bool {
+		return r.Resource == k.Resource && (r.AnyGroup || r.Group == k.Group)
+	})
+}
+
+// freshness answers, for the clusters a query covers, their state, and the warnings a partial or
+// stale answer carries.
+func (f *fleet) freshness(q *query.Query) ([]ClusterFreshness, []string) {
+	pairs := f.pairs()
+	f.mu.Lock()
+	wmErr, collErrs := f.wmErr, maps.Clone(f.collErrs)
+	hasCollectors := len(f.collectors) > 0
+	f.mu.Unlock()
+
+	var warnings []string
+	if wmErr != nil {
+		warnings = append(warnings, fmt.Sprintf("index progress unknown (watermarks unreadable: %v)", wmErr))
+	}
+	for _, u := range slices.Sorted(maps.Keys(collErrs)) {
+		warnings = append(warnings, fmt.Sprintf("collection state unknown: collector status %s: %v", u, collErrs[u]))
+	}
+	byCluster := map[string]*ClusterFreshness{}
+	var order []string
+	for _, p := range pairs {
+		if !covers(q, p) {
+			continue
+		}
+		c := byCluster[p.Cluster]
+		if c == nil {
+			c = &ClusterFreshness{Name: p.Cluster, State: p.State, Reason: p.Reason}
+			byCluster[p.Cluster] = c
+			order = append(order, p.Cluster)
+		}
+		if stateRank(p.State) > stateRank(c.State) {
+			c.State, c.Reason = p.State, p.Reason
+		}
+		c.Listing = c.Listing || p.Listing
+		if p.LagSeconds != nil && (c.LagSeconds == nil || *p.LagSeconds > *c.LagSeconds) {
+			lag := *p.LagSeconds
+			c.LagSeconds = &lag
+		}
+		gr := p.Resource
+		if p.Group != "" {
+			gr += "." + p.Group
+		}
+		switch {
+		case p.State == collector.StateFailed:
+			warnings = append(warnings, fmt.Sprintf("cluster %s: %s: collection Failed: %s", p.Cluster, gr, p.Reason))
+		case p.Listing:
+			warnings = append(warnings, fmt.Sprintf("cluster %s: %s: list in progress, results may be incomplete", p.Cluster, gr))
+		case p.LagSeconds != nil && *p.LagSeconds > f.staleAfter.Seconds():
+			warnings = append(warnings, fmt.Sprintf("cluster %s: %s: index %.0fs behind collection", p.Cluster, gr, *p.LagSeconds))
+		case p.State == collector.StateUnknown && hasCollectors:
+			warnings = append(warnings, fmt.Sprintf("cluster %s: %s: no collector reports it", p.Cluster, gr))
+		}
+	}
+	for _, c := range q.Clusters {
+		if byCluster[c] == nil {
+			warnings = append(warnings, fmt.Sprintf("cluster %s: unknown to the index and the collectors", c))
+		}
+	}
+	out := make([]ClusterFreshness, 0, len(order))
+	for _, n := range order {
+		out = append(out, *byCluster[n])
+	}
+	const maxWarnings = 10
+	if len(warnings) > maxWarnings {
+		warnings = append(warnings[:maxWarnings-1], fmt.Sprintf("and %d more warnings; see /v1alpha1/fleet", len(warnings)-maxWarnings+1))
+	}
+	return out, warnings
+}

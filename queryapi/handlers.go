@@ -1,0 +1,216 @@
+package queryapi
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubesearch/kubesearch/internal/osstore"
+	"github.com/kubesearch/kubesearch/internal/query"
+)
+
+// APIVersion and kinds of the REST search's own responses.
+const (
+	APIVersion       = "kubesearch.io/v1alpha1"
+	KindSearchResult = "SearchResult"
+	KindFleetStatus  = "FleetStatus"
+)
+
+// Route paths.
+const (
+	PathSearch = "/v1alpha1/search"
+	PathFleet  = "/v1alpha1/fleet"
+)
+
+//go:embed openapi.json
+var openAPI []byte
+
+func (s *Server) routes() *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.Use(s.metrics.middleware, s.recover)
+	e.GET(PathSearch, s.search)
+	e.GET(PathFleet, s.fleetStatus)
+	e.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openAPI) })
+	e.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
+	e.GET("/readyz", func(c *gin.Context) {
+		if err := s.fleet.ready(); err != nil {
+			c.String(http.StatusServiceUnavailable, "not ready: %v\n", err)
+			return
+		}
+		c.String(http.StatusOK, "ok\n")
+	})
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})))
+	e.NoRoute(func(c *gin.Context) {
+		writeStatus(c, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no route %s; see /openapi.json", c.Request.URL.Path), nil)
+	})
+	e.NoMethod(func(c *gin.Context) {
+		writeStatus(c, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+			fmt.Sprintf("%s is not allowed on %s: the API is read-only", c.Request.Method, c.Request.URL.Path), nil)
+	})
+	return e
+}
+
+// recover turns a panic into a 500 Status: a bug, logged with the request, never a dropped
+// connection.
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("panic serving request", "path", c.Request.URL.Path, "query", c.Request.URL.RawQuery, "panic", r)
+			writeStatus(c, http.StatusInternalServerError, metav1.StatusReasonInternalError, "internal error", nil)
+			c.Abort()
+		}
+	}()
+	c.Next()
+}
+
+// SearchResult is the answer of a search.
+type SearchResult struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		// Continue fetches the next page; absent on the last.
+		Continue string `json:"continue,omitempty"`
+	} `json:"metadata"`
+	// Total counts every match (all pages); TotalIsLowerBound says it is only a lower bound.
+	Total             int64                 `json:"total"`
+	TotalIsLowerBound bool                  `json:"totalIsLowerBound,omitempty"`
+	Items             []json.RawMessage     `json:"items"`
+	Facets            []osstore.FacetResult `json:"facets,omitempty"`
+	// Clusters says, for each cluster the query covers, how complete and fresh its part is.
+	Clusters []ClusterFreshness `json:"clusters"`
+}
+
+func (s *Server) search(c *gin.Context) {
+	q, err := query.Parse(c.Request.URL.Query(), time.Now())
+	if err != nil {
+		writeParamErrors(c, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := s.store.Search(ctx, q)
+	if err != nil {
+		s.writeStoreError(c, err)
+		return
+	}
+	s.metrics.observeStore(time.Since(start), res.Took)
+	clusters, warnings := s.fleet.freshness(q)
+	out := SearchResult{APIVersion: APIVersion, Kind: KindSearchResult, Total: res.Total,
+		TotalIsLowerBound: res.TotalIsLowerBound, Items: res.Items, Facets: res.Facets, Clusters: clusters}
+	if out.Items == nil {
+		out.Items = []json.RawMessage{}
+	}
+	if out.Clusters == nil {
+		out.Clusters = []ClusterFreshness{}
+	}
+	out.Metadata.Continue = res.Continue
+	if res.TotalIsLowerBound {
+		warnings = append(warnings, "total is a lower bound: the search backend stopped counting")
+	}
+	for _, w := range warnings {
+		c.Writer.Header().Add("Warning", warningHeader(w))
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// warningHeader formats an RFC 7234 warning as Kubernetes does: code 299, no agent.
+func warningHeader(text string) string { return "299 - " + strconv.Quote(text) }
+
+// FleetStatus is the answer of the fleet endpoint.
+type FleetStatus struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Items      []PairStatus `json:"items"`
+}
+
+func (s *Server) fleetStatus(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
+	defer cancel()
+	counts, err := s.store.Counts(ctx)
+	if err != nil {
+		s.writeStoreError(c, err)
+		return
+	}
+	docs := map[pairKey]int64{}
+	for _, n := range counts {
+		docs[pairKey{n.Cluster, n.Group, n.Resource}] = n.Documents
+	}
+	pairs := s.fleet.pairs()
+	seen := map[pairKey]bool{}
+	for i := range pairs {
+		k := pairKey{pairs[i].Cluster, pairs[i].Group, pairs[i].Resource}
+		n := docs[k]
+		pairs[i].Documents, seen[k] = &n, true
+	}
+	// Documents of pairs nobody reports any more (a cluster removed without PURGE) are shown too.
+	for _, n := range counts {
+		if k := (pairKey{n.Cluster, n.Group, n.Resource}); !seen[k] {
+			d := n.Documents
+			pairs = append(pairs, PairStatus{Cluster: n.Cluster, Group: n.Group, Resource: n.Resource, State: "Unknown", Documents: &d})
+		}
+	}
+	if pairs == nil {
+		pairs = []PairStatus{}
+	}
+	c.JSON(http.StatusOK, FleetStatus{APIVersion: APIVersion, Kind: KindFleetStatus, Items: pairs})
+}
+
+// writeParamErrors answers 400 with one cause per bad parameter, the parameter as its field.
+func writeParamErrors(c *gin.Context, err error) {
+	var errs query.Errors
+	if !errors.As(err, &errs) {
+		writeStatus(c, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error(), nil)
+		return
+	}
+	causes := make([]metav1.StatusCause, len(errs))
+	for i, e := range errs {
+		causes[i] = metav1.StatusCause{Type: metav1.CauseTypeFieldValueInvalid, Field: e.Param, Message: e.Message}
+	}
+	writeStatus(c, http.StatusBadRequest, metav1.StatusReasonBadRequest, "invalid parameters: "+errs.Error(), causes)
+}
+
+func (s *Server) writeStoreError(c *gin.Context, err error) {
+	switch {
+	case errors.Is(err, osstore.ErrBadToken):
+		writeStatus(c, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error(),
+			[]metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Field: query.ParamContinue, Message: err.Error()}})
+	case errors.Is(err, osstore.ErrExpired):
+		writeStatus(c, http.StatusGone, metav1.StatusReasonExpired, err.Error(), nil)
+	case errors.Is(err, osstore.ErrRejected):
+		writeStatus(c, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error(), nil)
+	case errors.Is(err, osstore.ErrUnavailable):
+		writeStatus(c, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, err.Error(), nil)
+	case errors.Is(err, context.DeadlineExceeded):
+		writeStatus(c, http.StatusGatewayTimeout, metav1.StatusReasonTimeout,
+			fmt.Sprintf("the search took longer than %s: %v", s.opts.RequestTimeout, err), nil)
+	case errors.Is(err, context.Canceled):
+		writeStatus(c, 499, metav1.StatusReasonTimeout, "client went away", nil)
+	default:
+		s.log.Error("search failed", "path", c.Request.URL.Path, "query", c.Request.URL.RawQuery, "err", err)
+		writeStatus(c, http.StatusInternalServerError, metav1.StatusReasonInternalError, err.Error(), nil)
+	}
+}
+
+// writeStatus answers a Kubernetes Status, as kubectl and client-go read errors.
+func writeStatus(c *gin.Context, code int, reason metav1.StatusReason, msg string, causes []metav1.StatusCause) {
+	st := metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Message: msg, Reason: reason, Code: int32(code),
+	}
+	if len(causes) > 0 {
+		st.Details = &metav1.StatusDetails{Causes: causes}
+	}
+	c.JSON(code, st)
+}

@@ -1,0 +1,229 @@
+// Package queryapi serves kubesearch's REST search (DESIGN section 5): a gin server that parses
+// Kubernetes-style parameters into the query model, runs them on the OpenSearch store, and says with
+// every answer how fresh it is. Errors are Kubernetes Status objects. The Kubernetes-compatible
+// facade (discovery, LIST/WATCH for kubectl and client-go) is not here yet.
+package queryapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/opensearch-project/opensearch-go/v4"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/osstore"
+)
+
+// Options configure the query API.
+type Options struct {
+	// ListenAddr serves the API, /healthz, /readyz, /metrics and /openapi.json.
+	ListenAddr string
+	// OpenSearchAddresses are node URLs.
+	OpenSearchAddresses []string
+	// OpenSearchUsernameFile and OpenSearchPasswordFile hold basic-auth credentials (optional).
+	OpenSearchUsernameFile, OpenSearchPasswordFile string
+	// OpenSearchCAFile verifies OpenSearch's certificate; OpenSearchInsecureSkipVerify accepts any
+	// (demos only).
+	OpenSearchCAFile             string
+	OpenSearchInsecureSkipVerify bool
+	// IndexPrefix is the indexer's --index-prefix.
+	IndexPrefix string
+	// CollectorStatusURLs are the collectors' /status endpoints; without them, collection state is
+	// Unknown and only the index's own progress is reported.
+	CollectorStatusURLs []string
+	// ContinueKeyFile holds the key that signs continue tokens (at least 16 bytes). Replicas must
+	// share it; without it a random key is made, and tokens die with the process.
+	ContinueKeyFile string
+	// PageKeepAlive is how long a paged query's snapshot lives between pages.
+	PageKeepAlive time.Duration
+	// PollInterval is how often watermarks and collector status are read.
+	PollInterval time.Duration
+	// StaleAfter is the lag past which an answer carries a Warning.
+	StaleAfter time.Duration
+	// RequestTimeout bounds one request's work against OpenSearch.
+	RequestTimeout time.Duration
+	// ShutdownTimeout bounds the wait for requests in flight on shutdown.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
+}
+
+// SetDefaults fills unset options.
+func (o *Options) SetDefaults() {
+	if o.ListenAddr == "" {
+		o.ListenAddr = "127.0.0.1:8080"
+	}
+	if o.PageKeepAlive == 0 {
+		o.PageKeepAlive = 5 * time.Minute
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 2 * time.Second
+	}
+	if o.StaleAfter == 0 {
+		o.StaleAfter = 30 * time.Second
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 30 * time.Second
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 10 * time.Second
+	}
+}
+
+// Validate reports every bad option at once, each naming its flag.
+func (o *Options) Validate() error {
+	var errs []error
+	if len(o.OpenSearchAddresses) == 0 {
+		errs = append(errs, errors.New("--opensearch-addresses: required"))
+	}
+	if (o.OpenSearchUsernameFile == "") != (o.OpenSearchPasswordFile == "") {
+		errs = append(errs, errors.New("--opensearch-username-file and --opensearch-password-file: give both or neither"))
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--page-keep-alive", o.PageKeepAlive}, {"--poll-interval", o.PollInterval}, {"--stale-after", o.StaleAfter},
+		{"--request-timeout", o.RequestTimeout}, {"--shutdown-timeout", o.ShutdownTimeout}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", d.flag, d.v))
+		}
+	}
+	if o.PageKeepAlive > 0 && o.PageKeepAlive < time.Second {
+		errs = append(errs, fmt.Errorf("--page-keep-alive: at least 1s, got %s", o.PageKeepAlive))
+	}
+	return errors.Join(errs...)
+}
+
+// Server is the query API.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	store    *osstore.Store
+	client   *opensearch.Client
+	fleet    *fleet
+	metrics  *metrics
+	listener net.Listener
+	engine   *gin.Engine
+}
+
+// New checks the options, reads their files and binds the listen address.
+func New(o Options) (*Server, error) {
+	o.SetDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg := opensearch.Config{Addresses: o.OpenSearchAddresses, InsecureSkipVerify: o.OpenSearchInsecureSkipVerify,
+		RequestTimeout: o.RequestTimeout}
+	var errs []error
+	if o.OpenSearchUsernameFile != "" {
+		u, uerr := readSecret(o.OpenSearchUsernameFile)
+		p, perr := readSecret(o.OpenSearchPasswordFile)
+		errs = append(errs, wrapFlag("--opensearch-username-file", uerr), wrapFlag("--opensearch-password-file", perr))
+		cfg.Username, cfg.Password = u, p
+	}
+	if o.OpenSearchCAFile != "" {
+		ca, err := os.ReadFile(o.OpenSearchCAFile)
+		if err == nil && !x509.NewCertPool().AppendCertsFromPEM(ca) {
+			err = errors.New("no PEM certificate in it")
+		}
+		errs = append(errs, wrapFlag("--opensearch-ca-file", err))
+		cfg.CACert = ca
+	}
+	key := make([]byte, 32)
+	if o.ContinueKeyFile != "" {
+		k, err := os.ReadFile(o.ContinueKeyFile)
+		if err == nil && len(k) < 16 {
+			err = fmt.Errorf("%d bytes; at least 16", len(k))
+		}
+		errs = append(errs, wrapFlag("--continue-key-file", err))
+		key = k
+	} else {
+		_, _ = rand.Read(key) // crypto/rand.Read never fails (Go 1.24+)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	client, err := opensearch.NewClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opensearch client: %w", err)
+	}
+	store, err := osstore.New(osstore.Options{Client: client, Prefix: o.IndexPrefix, TokenKey: key, KeepAlive: o.PageKeepAlive})
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", o.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen: %w", err)
+	}
+	s := &Server{opts: o, log: log, store: store, client: client, listener: l, metrics: newMetrics()}
+	s.fleet = &fleet{
+		readWatermarks: func(ctx context.Context) ([]indexer.Watermark, error) {
+			return indexer.ReadWatermarks(ctx, client, o.IndexPrefix)
+		},
+		collectors: o.CollectorStatusURLs, client: &http.Client{Timeout: 5 * time.Second},
+		interval: o.PollInterval, staleAfter: o.StaleAfter, log: log, now: time.Now,
+	}
+	s.engine = s.routes()
+	return s, nil
+}
+
+func wrapFlag(flag string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", flag, err)
+}
+
+func readSecret(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// Run serves until ctx is done, then lets requests in flight finish (bounded by ShutdownTimeout).
+func (s *Server) Run(ctx context.Context) error {
+	defer s.client.Close()
+	srv := &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		s.fleet.run(gctx)
+		return nil
+	})
+	g.Go(func() error {
+		s.log.Info("query API listening", "addr", s.Addr())
+		if err := srv.Serve(s.listener); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			return fmt.Errorf("shutdown: %w", err)
+		}
+		return nil
+	})
+	return g.Wait()
+}
