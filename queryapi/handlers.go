@@ -107,6 +107,7 @@ func (s *Server) search(c *gin.Context) {
 	}
 	s.metrics.observeStore(time.Since(start), res.Took)
 	clusters, warnings := s.fleet.freshness(q)
+	warnings = append(warnings, res.Warnings...)
 	out := SearchResult{APIVersion: APIVersion, Kind: KindSearchResult, Total: res.Total,
 		TotalIsLowerBound: res.TotalIsLowerBound, Items: res.Items, Facets: res.Facets, Clusters: clusters}
 	if out.Items == nil {

@@ -81,7 +81,11 @@ func Parse(v url.Values, now time.Time) (*Query, error) {
 	p := parser{v: v}
 	for name := range v {
 		if !slices.Contains(Params, name) {
-			p.fail(name, "unknown parameter; known: %s", strings.Join(Params, ", "))
+			param := name
+			if param == "" {
+				param = `""` // "?=x": a value without a name
+			}
+			p.fail(param, "unknown parameter; known: %s", strings.Join(Params, ", "))
 		}
 	}
 	q := &Query{Now: now, Limit: DefaultLimit}

@@ -512,7 +512,7 @@ func TestQueryAPI(t *testing.T) {
 	}
 
 	t.Run("corpus size", func(t *testing.T) {
-		_, a := searchAll(t, p.base, url.Values{"namespaces": {strings.Join(c.namespaces, ",")}, "limit": {"1"}}, nil)
+		a := get(t, p.base, queryapi.PathSearch, url.Values{"namespaces": {strings.Join(c.namespaces, ",")}, "limit": {"1"}})
 		if a.result.Total <= 10000 {
 			t.Fatalf("the corpus holds %d objects; the test wants more than 10,000", a.result.Total)
 		}
@@ -753,6 +753,29 @@ func TestQueryAPI(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusServiceUnavailable {
 			t.Errorf("/readyz %d without OpenSearch, want 503", resp.StatusCode)
+		}
+	})
+
+	t.Run("paging goes on without a snapshot when OpenSearch allows no more, and says so", func(t *testing.T) {
+		mustHTTP(t, "PUT", env.OpenSearchURL+"/_cluster/settings", `{"transient":{"search.max_open_pit_context":0}}`)
+		t.Cleanup(func() {
+			mustHTTP(t, "PUT", env.OpenSearchURL+"/_cluster/settings", `{"transient":{"search.max_open_pit_context":null}}`)
+		})
+		params := inCorpus("configmaps")
+		params.Set("labelSelector", "tier")
+		params.Set("limit", "400")
+		var pages int
+		var warned []string
+		got, first := searchAll(t, p.base, params, func(int) { pages++ })
+		warned = first.warnings
+		if pages == 0 {
+			t.Fatal("a single page")
+		}
+		if !slices.ContainsFunc(warned, func(w string) bool { return strings.Contains(w, "not one snapshot") }) {
+			t.Errorf("first page warnings %q, want one saying the pages are not one snapshot", warned)
+		}
+		if d := diff(got, memberTruth(t, env, c.namespaces, "configmaps", "tier", "")); d != "" {
+			t.Errorf("pages without a snapshot: %s", d)
 		}
 	})
 

@@ -1,0 +1,399 @@
+package osstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/opensearch-project/opensearch-go/v4"
+	"github.com/tidwall/gjson"
+
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/mappings"
+)
+
+// Errors a caller turns into HTTP answers.
+var (
+	// ErrUnavailable: OpenSearch did not answer, or answered that it cannot serve now (5xx, 429).
+	ErrUnavailable = errors.New("search backend unavailable")
+	// ErrExpired: the continue token's snapshot is gone (Kubernetes answers 410 Gone).
+	ErrExpired = errors.New("continue token expired")
+	// ErrBadToken: the continue token was not issued by this store for this query.
+	ErrBadToken = errors.New("invalid continue token")
+	// ErrRejected: OpenSearch refused the compiled query (400); the message says why.
+	ErrRejected = errors.New("query rejected by the search backend")
+
+	errTooManyPITs = errors.New("too many open point-in-time contexts")
+)
+
+// Options configure a Store.
+type Options struct {
+	Client *opensearch.Client
+	// Prefix is the indexer's index prefix ("" for kubernetes-<kind>).
+	Prefix string
+	// TokenKey signs continue tokens. Replicas behind one load balancer need the same key.
+	TokenKey []byte
+	// KeepAlive is how long a paged query's snapshot lives between two pages (0 means 5 minutes,
+	// Kubernetes' usual continue-token lifetime under etcd's default compaction).
+	KeepAlive time.Duration
+}
+
+// Store runs queries against the indices of one kubesearch installation.
+type Store struct {
+	client    *opensearch.Client
+	pattern   string
+	tokens    tokenCodec
+	keepAlive time.Duration
+	now       func() time.Time
+}
+
+// New returns a Store.
+func New(o Options) (*Store, error) {
+	if o.Client == nil {
+		return nil, errors.New("osstore: no OpenSearch client")
+	}
+	if len(o.TokenKey) < 16 {
+		return nil, errors.New("osstore: token key shorter than 16 bytes")
+	}
+	ka := o.KeepAlive
+	if ka <= 0 {
+		ka = 5 * time.Minute
+	}
+	return &Store{client: o.Client, pattern: mappings.IndexBase(o.Prefix) + "*",
+		tokens: tokenCodec{key: o.TokenKey}, keepAlive: ka, now: time.Now}, nil
+}
+
+// Result is one page of a search.
+type Result struct {
+	// Items are the stored objects (mappings.StoredObject), in order.
+	Items []json.RawMessage
+	// Total counts every match of the query in its snapshot; TotalIsLowerBound is set if OpenSearch
+	// could only say "at least".
+	Total             int64
+	TotalIsLowerBound bool
+	// Continue fetches the next page; empty on the last.
+	Continue string
+	// Facets, in the order asked, on the first page only.
+	Facets []FacetResult
+	// Took sums OpenSearch's own "took" over the searches this page needed.
+	Took time.Duration
+	// Warnings say how the answer falls short (for a Warning header).
+	Warnings []string
+}
+
+// FacetResult is the top buckets of one facet.
+type FacetResult struct {
+	Name    string   `json:"name"`
+	Buckets []Bucket `json:"buckets"`
+	// Other counts objects in buckets past the top ones.
+	Other int64 `json:"other"`
+	// ErrorBound is OpenSearch's upper bound of the error of the counts; 0 means exact.
+	ErrorBound int64 `json:"errorBound,omitempty"`
+}
+
+// Bucket is one value of a facet and how many objects have it.
+type Bucket struct {
+	Value string `json:"value"`
+	Count int64  `json:"count"`
+}
+
+// Search answers one page of q.
+//
+// A first page is one plain search. Only when it does not hold every match does the store open a
+// point-in-time and run the page again inside it, so the pages that follow read the same snapshot:
+// single-page answers (most, and every GET by name) never pay for a PIT.
+func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
+	if q.Continue != "" {
+		return s.next(ctx, q)
+	}
+	body := Compile(q)
+	resp, err := s.search(ctx, "/"+s.pattern+"/_search", url.Values{
+		"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}, body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.result(q, resp)
+	if err != nil || res.Total <= int64(len(res.Items)) {
+		return res, err
+	}
+	pit, err := s.openPIT(ctx)
+	if errors.Is(err, errTooManyPITs) {
+		// Every paged query holds a PIT until its keep-alive runs out; when OpenSearch allows no more,
+		// paging goes on without a snapshot rather than failing, and says so on every page.
+		res.Warnings = append(res.Warnings, noSnapshotWarning)
+		return s.page(ctx, q, res, resp, token{Now: q.Now.UnixNano(), Total: res.Total, Lower: res.TotalIsLowerBound}, true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	body["pit"] = map[string]any{"id": pit, "keep_alive": keepAlive(s.keepAlive)}
+	body["size"] = q.Limit + 1
+	took := res.Took
+	resp, err = s.search(ctx, "/_search", nil, body)
+	if err != nil {
+		return nil, err
+	}
+	if res, err = s.result(q, resp); err != nil {
+		return nil, err
+	}
+	res.Took += took
+	return s.page(ctx, q, res, resp, token{Now: q.Now.UnixNano(), Total: res.Total, Lower: res.TotalIsLowerBound}, false)
+}
+
+// noSnapshotWarning is carried by pages read without a point-in-time.
+const noSnapshotWarning = "pages are not one snapshot: OpenSearch refused another point-in-time " +
+	"(search.max_open_pit_context); objects changing during the walk may be missed or repeated"
+
+// next answers a page after the first, inside the token's snapshot.
+func (s *Store) next(ctx context.Context, q *query.Query) (*Result, error) {
+	tok, err := s.tokens.decode(q.Continue)
+	if err != nil {
+		return nil, err
+	}
+	if tok.Query != q.Fingerprint() {
+		return nil, fmt.Errorf("%w: it belongs to another query (selectors, filters and sort must not change between pages)", ErrBadToken)
+	}
+	if s.now().After(time.Unix(0, tok.Expires)) {
+		return nil, fmt.Errorf("%w: the snapshot of this query expired; start again without continue", ErrExpired)
+	}
+	q.Now = time.Unix(0, tok.Now).UTC()
+	body := Compile(q)
+	delete(body, "aggs")
+	body["track_total_hits"] = false
+	body["size"] = q.Limit + 1
+	body["search_after"] = tok.After
+	path, params := "/_search", url.Values(nil)
+	if tok.PIT == "" {
+		path, params = "/"+s.pattern+"/_search", url.Values{"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}
+	} else {
+		body["pit"] = map[string]any{"id": tok.PIT, "keep_alive": keepAlive(s.keepAlive)}
+	}
+	resp, err := s.search(ctx, path, params, body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.result(q, resp)
+	if err != nil {
+		return nil, err
+	}
+	res.Total, res.TotalIsLowerBound = tok.Total, tok.Lower
+	if tok.PIT == "" {
+		res.Warnings = append(res.Warnings, noSnapshotWarning)
+	}
+	return s.page(ctx, q, res, resp, tok, tok.PIT == "")
+}
+
+// page trims a search of Limit+1 hits to Limit and issues the token for the rest, or closes the
+// PIT after the last page. Without a snapshot (plain), a first page has only Limit hits: the total
+// tells whether more follow.
+func (s *Store) page(ctx context.Context, q *query.Query, res *Result, resp []byte, tok token, plain bool) (*Result, error) {
+	hits := gjson.GetBytes(resp, "hits.hits").Array()
+	pit := gjson.GetBytes(resp, "pit_id").Str
+	last := len(hits) <= q.Limit
+	if plain && tok.After == nil {
+		last = res.Total <= int64(len(hits))
+	}
+	if last {
+		// The PIT would expire by itself; closing it frees the node's resources now. A failure
+		// changes nothing for this answer, so it is not reported.
+		s.closePIT(ctx, pit)
+		return res, nil
+	}
+	res.Items = res.Items[:min(q.Limit, len(res.Items))]
+	tok.Query = q.Fingerprint()
+	tok.PIT = pit
+	tok.After = json.RawMessage(hits[len(res.Items)-1].Get("sort").Raw)
+	tok.Expires = s.now().Add(s.keepAlive).UnixNano()
+	c, err := s.tokens.encode(tok)
+	if err != nil {
+		return nil, err
+	}
+	res.Continue = c
+	return res, nil
+}
+
+func keepAlive(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
+
+// result reads hits, total and facets of a search response.
+func (s *Store) result(q *query.Query, resp []byte) (*Result, error) {
+	r := gjson.ParseBytes(resp)
+	res := &Result{
+		Total:             r.Get("hits.total.value").Int(),
+		TotalIsLowerBound: r.Get("hits.total.relation").Str == "gte",
+		Took:              time.Duration(r.Get("took").Int()) * time.Millisecond,
+	}
+	for _, h := range r.Get("hits.hits").Array() {
+		obj, err := mappings.StoredObject([]byte(h.Get("_source").Raw))
+		if err != nil {
+			return nil, fmt.Errorf("document %s in %s: %w", h.Get("_id").Str, h.Get("_index").Str, err)
+		}
+		res.Items = append(res.Items, obj)
+	}
+	for i, f := range q.Facets {
+		agg := r.Get("aggregations." + facetAggName(i))
+		fr := FacetResult{Name: f.Name(), Buckets: []Bucket{}, Other: agg.Get("sum_other_doc_count").Int(),
+			ErrorBound: agg.Get("doc_count_error_upper_bound").Int()}
+		for _, b := range agg.Get("buckets").Array() {
+			fr.Buckets = append(fr.Buckets, Bucket{Value: bucketValue(f, b), Count: b.Get("doc_count").Int()})
+		}
+		res.Facets = append(res.Facets, fr)
+	}
+	return res, nil
+}
+
+// bucketValue names a bucket as a user would write it: deployments.apps, or a label's value.
+func bucketValue(f query.Facet, b gjson.Result) string {
+	switch f.Dimension {
+	case query.FacetResource:
+		key := b.Get("key").Array()
+		if len(key) == 2 && key[1].String() != "" {
+			return key[0].String() + "." + key[1].String()
+		}
+		if len(key) > 0 {
+			return key[0].String()
+		}
+	case query.FacetLabel:
+		return strings.TrimPrefix(b.Get("key").String(), f.Key+"=")
+	}
+	return b.Get("key").String()
+}
+
+func (s *Store) openPIT(ctx context.Context) (string, error) {
+	path := "/" + s.pattern + "/_search/point_in_time"
+	status, resp, err := s.do(ctx, http.MethodPost, path, url.Values{"keep_alive": {keepAlive(s.keepAlive)}}, nil)
+	if err != nil {
+		return "", err
+	}
+	if status != http.StatusOK {
+		return "", responseError("POST", path, status, resp)
+	}
+	return gjson.GetBytes(resp, "pit_id").Str, nil
+}
+
+func (s *Store) closePIT(ctx context.Context, pit string) {
+	if pit == "" {
+		return
+	}
+	body, _ := json.Marshal(map[string]any{"pit_id": []string{pit}})
+	_, _, _ = s.do(ctx, http.MethodDelete, "/_search/point_in_time", nil, body)
+}
+
+func (s *Store) search(ctx context.Context, path string, params url.Values, body map[string]any) ([]byte, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("encode search: %w", err)
+	}
+	status, resp, err := s.do(ctx, http.MethodPost, path, params, b)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, responseError("POST", path, status, resp)
+	}
+	return resp, nil
+}
+
+// responseError classifies an error answer.
+func responseError(method, path string, status int, body []byte) error {
+	e := gjson.GetBytes(body, "error")
+	typ, reason := e.Get("type").Str, e.Get("reason").Str
+	if rc := e.Get("root_cause.0"); rc.Exists() {
+		typ, reason = rc.Get("type").Str, rc.Get("reason").Str
+	}
+	msg := fmt.Sprintf("%s %s: %d %s: %s", method, path, status, typ, reason)
+	switch {
+	case typ == "rejected_execution_exception" && strings.Contains(reason, "Point In Time"):
+		return fmt.Errorf("%w: %s", errTooManyPITs, msg)
+	case typ == "search_context_missing_exception":
+		return fmt.Errorf("%w: the snapshot of this query is gone (%s); start again without continue", ErrExpired, reason)
+	case status == http.StatusTooManyRequests || status >= 500:
+		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
+	case status == http.StatusBadRequest:
+		return fmt.Errorf("%w: %s", ErrRejected, msg)
+	}
+	return errors.New(msg)
+}
+
+// do sends one request; err is set only when no answer came, and then wraps ErrUnavailable.
+func (s *Store) do(ctx context.Context, method, path string, params url.Values, body []byte) (int, []byte, error) {
+	u := path
+	if len(params) > 0 {
+		u += "?" + params.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := s.client.Perform(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
+		}
+		return 0, nil, fmt.Errorf("%w: %s %s: %v", ErrUnavailable, method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %s %s: read response: %v", ErrUnavailable, method, path, err)
+	}
+	return resp.StatusCode, b, nil
+}
+
+// Count is how many documents one resource of one cluster has in the index.
+type Count struct {
+	Cluster, Group, Resource string
+	Documents                int64
+}
+
+// Counts returns the number of indexed documents per cluster and resource, exact (a composite
+// aggregation, paged).
+func (s *Store) Counts(ctx context.Context) ([]Count, error) {
+	var (
+		out   []Count
+		after map[string]any
+	)
+	for {
+		comp := map[string]any{"size": 1000, "sources": []any{
+			map[string]any{"cluster": map[string]any{"terms": map[string]any{"field": "cluster"}}},
+			map[string]any{"group": map[string]any{"terms": map[string]any{"field": "group", "missing_bucket": true}}},
+			map[string]any{"resource": map[string]any{"terms": map[string]any{"field": "resource"}}},
+		}}
+		if after != nil {
+			comp["after"] = after
+		}
+		resp, err := s.search(ctx, "/"+s.pattern+"/_search", url.Values{
+			"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}},
+			map[string]any{"size": 0, "aggs": map[string]any{"pairs": map[string]any{"composite": comp}}})
+		if err != nil {
+			return nil, fmt.Errorf("count documents: %w", err)
+		}
+		agg := gjson.GetBytes(resp, "aggregations.pairs")
+		buckets := agg.Get("buckets").Array()
+		for _, b := range buckets {
+			out = append(out, Count{Cluster: b.Get("key.cluster").String(), Group: b.Get("key.group").String(),
+				Resource: b.Get("key.resource").String(), Documents: b.Get("doc_count").Int()})
+		}
+		ak := agg.Get("after_key")
+		if len(buckets) == 0 || !ak.Exists() {
+			return out, nil
+		}
+		after = map[string]any{}
+		if err := json.Unmarshal([]byte(ak.Raw), &after); err != nil {
+			return nil, fmt.Errorf("count documents: after_key: %w", err)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package osstore
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// token is the state of a paged query between two pages. It travels to the client and back, so it
+// is signed: a changed byte makes it invalid, never a different query.
+type token struct {
+	V int `json:"v"`
+	// Query is the query's fingerprint: a token only continues the query that issued it.
+	Query string `json:"q"`
+	// PIT is the snapshot's point-in-time; empty when OpenSearch refused one (pages then read the
+	// live index).
+	PIT string `json:"pit,omitempty"`
+	// After holds the sort values of the last item returned.
+	After json.RawMessage `json:"after"`
+	// Now is the first page's anchor for relative times (Unix nanoseconds).
+	Now int64 `json:"now"`
+	// Total and Lower are the snapshot's total, computed on the first page.
+	Total int64 `json:"total"`
+	Lower bool  `json:"lower,omitempty"`
+	// Expires is when the PIT's keep-alive runs out (Unix nanoseconds).
+	Expires int64 `json:"exp"`
+}
+
+const tokenVersion = 1
+
+type tokenCodec struct{ key []byte }
+
+// encode gives base64url(JSON) "." base64url(HMAC-SHA256).
+func (c tokenCodec) encode(t token) (string, error) {
+	t.V = tokenVersion
+	payload, err := json.Marshal(t)
+	if err != nil {
+		return "", fmt.Errorf("encode continue token: %w", err)
+	}
+	p := base64.RawURLEncoding.EncodeToString(payload)
+	return p + "." + base64.RawURLEncoding.EncodeToString(c.sign(p)), nil
+}
+
+func (c tokenCodec) sign(payload string) []byte {
+	m := hmac.New(sha256.New, c.key)
+	m.Write([]byte(payload))
+	return m.Sum(nil)
+}
+
+func (c tokenCodec) decode(s string) (token, error) {
+	p, sig, ok := strings.Cut(s, ".")
+	if !ok {
+		return token{}, fmt.Errorf("%w: not a token of this API", ErrBadToken)
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, c.sign(p)) {
+		return token{}, fmt.Errorf("%w: signature does not match (changed, or issued by another installation)", ErrBadToken)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(p)
+	if err != nil {
+		return token{}, fmt.Errorf("%w: %v", ErrBadToken, err)
+	}
+	var t token
+	if err := json.Unmarshal(payload, &t); err != nil || t.V != tokenVersion || len(t.After) == 0 {
+		return token{}, fmt.Errorf("%w: unknown token version or content", ErrBadToken)
+	}
+	return t, nil
+}

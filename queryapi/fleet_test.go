@@ -1,0 +1,122 @@
+package queryapi
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kubesearch/kubesearch/collector"
+	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/query"
+)
+
+// fakeSources stand in for the indexer's watermarks and a collector's /status.
+type fakeSources struct {
+	mu   sync.Mutex
+	wms  []indexer.Watermark
+	rows []collector.ResourceStatus
+}
+
+func (f *fakeSources) set(wmRV int64, collectedRV string, publishedAt time.Time, state string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.wms = []indexer.Watermark{{Cluster: "member1", Resource: "pods", Kind: "Pod", ResourceVersion: wmRV, Epoch: 1,
+		Scopes: []indexer.WatermarkScope{{ResourceVersion: wmRV, Epoch: 1, Synced: true}}}}
+	f.rows = []collector.ResourceStatus{{Registry: "r", Cluster: "member1", Resource: "pods", Kind: "Pod", State: state,
+		Reason: map[bool]string{true: "connection refused"}[state == collector.StateFailed],
+		ResourceVersion: collectedRV, PublishedAt: &publishedAt}}
+}
+
+func newTestFleet(t *testing.T, src *fakeSources, now *time.Time) *fleet {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(map[string]any{"items": src.rows})
+	}))
+	t.Cleanup(srv.Close)
+	return &fleet{
+		readWatermarks: func(context.Context) ([]indexer.Watermark, error) {
+			src.mu.Lock()
+			defer src.mu.Unlock()
+			return src.wms, nil
+		},
+		collectors: []string{srv.URL}, client: srv.Client(), interval: time.Second, staleAfter: 30 * time.Second,
+		log: slog.New(slog.DiscardHandler), now: func() time.Time { return *now },
+	}
+}
+
+func TestFreshnessLagAndWarnings(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	src := &fakeSources{}
+	f := newTestFleet(t, src, &now)
+	q := &query.Query{Resources: []query.Resource{{Resource: "pods", AnyGroup: true}}}
+
+	src.set(100, "100", now, collector.StateRunning)
+	f.poll(t.Context())
+	clusters, warnings := f.freshness(q)
+	if len(clusters) != 1 || clusters[0].State != collector.StateRunning || *clusters[0].LagSeconds != 0 || len(warnings) != 0 {
+		t.Fatalf("caught up: %+v %q", clusters, warnings)
+	}
+
+	// The collector publishes rv 105 at 12:00:10; the index stays at 100.
+	published := now.Add(10 * time.Second)
+	now = published.Add(time.Second)
+	src.set(100, "105", published, collector.StateRunning)
+	f.poll(t.Context())
+	now = published.Add(45 * time.Second)
+	f.poll(t.Context()) // still behind: the lag is counted from the first time it was seen
+	clusters, warnings = f.freshness(q)
+	if lag := *clusters[0].LagSeconds; lag != 45 {
+		t.Errorf("lag %v, want 45 (since the event was published)", lag)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "index 45s behind collection") {
+		t.Errorf("warnings %q, want one saying the index is 45s behind", warnings)
+	}
+
+	// The index catches up: no lag, no warning.
+	src.set(105, "105", published, collector.StateRunning)
+	f.poll(t.Context())
+	if clusters, warnings = f.freshness(q); *clusters[0].LagSeconds != 0 || len(warnings) != 0 {
+		t.Errorf("caught up again: %+v %q", clusters[0], warnings)
+	}
+
+	// A failed collection is a warning with its reason; a query for other resources is not concerned.
+	src.set(105, "105", published, collector.StateFailed)
+	f.poll(t.Context())
+	if clusters, warnings = f.freshness(q); clusters[0].State != collector.StateFailed || len(warnings) != 1 || !strings.Contains(warnings[0], "connection refused") {
+		t.Errorf("failed: %+v %q", clusters, warnings)
+	}
+	if clusters, warnings = f.freshness(&query.Query{Resources: []query.Resource{{Resource: "services", AnyGroup: true}}}); len(clusters)+len(warnings) != 0 {
+		t.Errorf("a query for services reports %+v %q", clusters, warnings)
+	}
+}
+
+// The checked-in OpenAPI document describes every parameter the parser accepts, and no other.
+func TestOpenAPIListsEveryParameter(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct{ Name string } `json:"parameters"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range doc.Paths[PathSearch]["get"].Parameters {
+		names = append(names, p.Name)
+	}
+	if strings.Join(names, ",") != strings.Join(query.Params, ",") {
+		t.Errorf("openapi.json lists %v; the parser accepts %v", names, query.Params)
+	}
+	for _, path := range []string{PathFleet, "/healthz", "/readyz", "/metrics", "/openapi.json"} {
+		if _, ok := doc.Paths[path]["get"]; !ok {
+			t.Errorf("openapi.json lacks GET %s", path)
+		}
+	}
+}
