@@ -33,7 +33,7 @@ type item struct {
 
 // consumer reads the event stream in batches, applies each batch to OpenSearch in partition order,
 // dead-letters what can never be applied, and commits a batch's offsets once all of it is written.
-// One goroutine runs it; another fetches.
+// run's goroutine applies the batches; one fetches and one decodes the next batch meanwhile (see run).
 type consumer struct {
 	reader  messageReader
 	dlq     messageWriter
@@ -58,43 +58,83 @@ type consumer struct {
 
 // run consumes until ctx is done, then writes and commits what was fetched (work bounds that) and
 // returns. It returns an error only when work ends before the batch in flight is written.
+//
+// Three goroutines form a pipeline: fetch reads messages, assemble cuts them into batches and
+// decodes each (envelopes parsed, documents built: CPU only, no request, no shared state), and run
+// applies the batches one at a time, in order. Decoding a batch takes a fifth to a sixth of the time
+// OpenSearch takes to index it (bench-indexer: 0.24 s against 1.2–1.6 s per 1,000 Pods); doing it
+// while the previous batch's _bulk is in flight keeps OpenSearch busy instead of idle between
+// requests. Everything that depends on order — the
+// writes, markers, watermarks, dead letters and offset commits — stays on run's goroutine, one batch
+// after the other, so a partition's events are applied and committed exactly in order, as before.
 func (c *consumer) run(ctx, work context.Context) error {
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	done := make(chan struct{}) // closed when run returns: the pipeline's stages stop too
 	msgs := make(chan kafka.Message, c.batchSize)
+	// Unbuffered: assemble decodes at most one batch ahead of the one being applied, which bounds
+	// memory to one more batch.
+	ready := make(chan *decodedBatch)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer close(done)
+	defer stopFetch()
 	wg.Go(func() {
 		defer close(msgs)
-		c.fetch(ctx, msgs)
+		c.fetch(fetchCtx, msgs)
+	})
+	wg.Go(func() {
+		defer close(ready)
+		c.assemble(msgs, ready, done)
 	})
 
+	tick := time.NewTicker(c.wmInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case b, ok := <-ready:
+			if !ok {
+				// Fetching stopped (ctx done) and every batch of what it fetched is written and
+				// committed: make it searchable.
+				c.refreshWatermarks(work)
+				return nil
+			}
+			if err := c.apply(work, b); err != nil {
+				return err
+			}
+		case <-tick.C:
+			c.refreshWatermarks(work)
+		}
+	}
+}
+
+// assemble cuts the fetched messages into batches by count, bytes and time, decodes each and hands
+// it to out, in order. Once in is closed (fetching stopped) it hands over the last, partial batch
+// and returns; it returns without handing over once done is closed.
+func (c *consumer) assemble(in <-chan kafka.Message, out chan<- *decodedBatch, done <-chan struct{}) {
 	var b batch
 	timer := time.NewTimer(c.batchInterval)
 	timer.Stop()
 	defer timer.Stop()
-	tick := time.NewTicker(c.wmInterval)
-	defer tick.Stop()
-	flush := func() error {
-		timer.Stop()
-		if b.empty() {
-			return nil
+	send := func(msgs []kafka.Message) bool {
+		select {
+		case out <- c.decodeBatch(msgs):
+			return true
+		case <-done:
+			return false
 		}
-		return c.process(work, b.take())
 	}
 	for {
 		select {
-		case m, ok := <-msgs:
+		case m, ok := <-in:
 			if !ok {
-				// Fetching stopped (ctx done) and everything it fetched has been taken: write the last
-				// batch, make it searchable, commit.
-				if err := flush(); err != nil {
-					return err
+				if !b.empty() {
+					send(b.take())
 				}
-				c.refreshWatermarks(work)
-				return nil
+				return
 			}
 			for _, full := range b.push(m, c.batchSize, c.batchBytes) {
-				if err := c.process(work, full); err != nil {
-					return err
+				if !send(full) {
+					return
 				}
 			}
 			switch b.len() {
@@ -104,11 +144,9 @@ func (c *consumer) run(ctx, work context.Context) error {
 				timer.Reset(c.batchInterval)
 			}
 		case <-timer.C:
-			if err := flush(); err != nil {
-				return err
+			if !b.empty() && !send(b.take()) {
+				return
 			}
-		case <-tick.C:
-			c.refreshWatermarks(work)
 		}
 	}
 }
@@ -170,15 +208,30 @@ func (b *batch) take() []kafka.Message {
 	return msgs
 }
 
-// process applies one batch and commits it. Object events are written in _bulk requests; a SYNC or
-// PURGE marker first waits for everything before it to be written (a partition's order is kept: a
-// SYNC follows the ADDEDs of its list), then deletes. It returns an error only when ctx ends first;
-// nothing of the batch is committed then.
-func (c *consumer) process(ctx context.Context, msgs []kafka.Message) error {
+// decodedBatch is a batch of messages with their items, in the same order.
+type decodedBatch struct {
+	msgs  []kafka.Message
+	items []*item
+}
+
+// decodeBatch decodes the messages of a batch. It touches no state that apply uses, so it may run
+// while apply writes the previous batch.
+func (c *consumer) decodeBatch(msgs []kafka.Message) *decodedBatch {
 	items := make([]*item, len(msgs))
 	for i, m := range msgs {
-		c.checkContinuity(m)
 		items[i] = c.decode(m, i)
+	}
+	return &decodedBatch{msgs: msgs, items: items}
+}
+
+// apply applies one decoded batch and commits it. Object events are written in _bulk requests; a
+// SYNC or PURGE marker first waits for everything before it to be written (a partition's order is
+// kept: a SYNC follows the ADDEDs of its list), then deletes. It returns an error only when ctx ends
+// first; nothing of the batch is committed then.
+func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
+	msgs, items := b.msgs, b.items
+	for _, m := range msgs {
+		c.checkContinuity(m)
 	}
 	if err := c.loadWatermarks(ctx, items); err != nil {
 		return err
@@ -250,7 +303,7 @@ func (c *consumer) process(ctx context.Context, msgs []kafka.Message) error {
 }
 
 // decode turns a message into an item: an op for object events, nothing more for markers, a dead
-// letter for what can never apply.
+// letter for what can never apply. It runs on assemble's goroutine (c.unversioned is its own).
 func (c *consumer) decode(m kafka.Message, seq int) *item {
 	it := &item{msg: m}
 	ev, err := envelope.Unmarshal(m.Value)
@@ -268,7 +321,7 @@ func (c *consumer) decode(m kafka.Message, seq int) *item {
 	index := IndexName(c.prefix, ev.Kind)
 	switch ev.Type {
 	case envelope.Added, envelope.Modified:
-		doc, err := BuildDocument(ev)
+		doc, err := buildDocument(ev, true) // envelope.Unmarshal validated the object
 		if err != nil {
 			it.dead = &deadLetter{msg: m, reason: ReasonMalformedObject, err: err.Error(), index: index}
 			return it

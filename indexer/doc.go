@@ -11,7 +11,9 @@
 //     behind the alias IndexName, its write index, so a mapping change can roll to a new index.
 //   - Consumption: kafka-go's Reader in a consumer group, FetchMessage and CommitMessages; events
 //     batched by count, bytes and time into _bulk requests; a batch's offsets committed only once all
-//     of it is written (or dead-lettered). On shutdown the batch in flight is written and committed.
+//     of it is written (or dead-lettered). Batches are applied one at a time, in order; the next one
+//     is decoded (documents built) while the previous one is written. On shutdown the batches in
+//     flight are written and committed.
 //   - Writes: `index` and `delete` operations with _id = uid, version = resourceVersion and
 //     version_type external_gte, so a replayed or late event never overwrites newer state and
 //     replaying the topic leaves the index as it was. resourceVersions that are not integers (some
