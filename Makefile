@@ -2,7 +2,7 @@
 GO ?= go
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt bench-collector bench-indexer
+.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt bench-collector bench-indexer bench-query
 
 build:
 	$(GO) build -o bin/kubesearch ./cmd/kubesearch
@@ -43,3 +43,8 @@ bench-collector:
 # _bulk replay of the same documents (BENCH_DOCS to change).
 bench-indexer:
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 30m -v -run TestBenchIndexer ./tests/e2e/
+
+# Query API benchmark on the test bed: 100,000 Pod documents (three clusters) through Kafka and the
+# indexer, then p50/p99 of 1,000 queries of each kind (BENCH_QUERY_PODS, BENCH_QUERIES to change).
+bench-query:
+	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -v -run TestBenchQuery ./tests/e2e/

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -491,6 +492,37 @@ func (p *queryPipeline) waitCaughtUp(t *testing.T, c queryCorpus, timeout time.D
 	}
 }
 
+// setPITLimit sets OpenSearch's search.max_open_pit_context for the test, and back to the default
+// after it, whatever happens.
+func setPITLimit(t *testing.T, env *testbed.Env, limit string) {
+	t.Helper()
+	put := func(ctx context.Context, value string) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, env.OpenSearchURL+"/_cluster/settings",
+			strings.NewReader(`{"transient":{"search.max_open_pit_context":`+value+`}}`))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("PUT _cluster/settings: %s", resp.Status)
+		}
+		return nil
+	}
+	if err := put(t.Context(), limit); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := put(context.Background(), "null"); err != nil {
+			t.Errorf("reset search.max_open_pit_context: %v", err)
+		}
+	})
+}
+
 func unstructuredRV(obj map[string]any) string {
 	u := unstructured.Unstructured{Object: obj}
 	return u.GetResourceVersion()
@@ -577,7 +609,7 @@ func TestQueryAPI(t *testing.T) {
 			{"configmaps", "", "data.mode", "!=", "fast"},
 			{"configmaps", "", "data.mode", "=", ""},
 			{"configmaps", "", "data.mode", "!=", ""},
-			{"configmaps", "env=prod", "metadata.annotations.example.com/owner", "=", "team-2"},
+			{"configmaps", "tier=frontend", "metadata.annotations.example.com/owner", "=", "team-2"},
 			{"configmaps", "", "metadata.labels.app.kubernetes.io/name", "==", "queue"},
 			{"pods", "", "spec.containers.image", "=", "nginx:1.27"},
 			{"pods", "", "spec.containers.name", "!=", "envoy"},
@@ -610,6 +642,50 @@ func TestQueryAPI(t *testing.T) {
 			if d := diff(got, want); d != "" {
 				t.Errorf("%s fieldSelector %s%s%s: %s", tc.resource, tc.path, tc.op, tc.value, d)
 			}
+		}
+	})
+
+	t.Run("name prefix, owner and sort", func(t *testing.T) {
+		params := inCorpus("configmaps")
+		params.Set("namePrefix", "cm-001")
+		params.Set("sort", "name:desc,cluster")
+		got, _ := searchAll(t, p.base, params, nil)
+		want := map[string]item{}
+		for uid, it := range memberTruth(t, env, c.namespaces, "configmaps", "", "") {
+			if strings.HasPrefix(it.name, "cm-001") {
+				want[uid] = it
+			}
+		}
+		if d := diff(got, want); d != "" {
+			t.Errorf("namePrefix cm-001: %s", d)
+		}
+		sorted := slices.IsSortedFunc(got, func(a, b item) int {
+			return cmp.Or(-cmp.Compare(a.name, b.name), cmp.Compare(a.cluster, b.cluster), cmp.Compare(a.uid, b.uid))
+		})
+		if !sorted {
+			t.Error("items not in name:desc,cluster order")
+		}
+
+		pods := memberTruth(t, env, c.namespaces, "pods", "app=web", "")
+		var owner string
+		want = map[string]item{}
+		for _, it := range pods {
+			u := unstructured.Unstructured{Object: it.obj}
+			if refs := u.GetOwnerReferences(); len(refs) == 1 {
+				owner = refs[0].Kind + "/" + refs[0].Name
+			}
+		}
+		for uid, it := range pods {
+			u := unstructured.Unstructured{Object: it.obj}
+			if refs := u.GetOwnerReferences(); len(refs) == 1 && refs[0].Kind+"/"+refs[0].Name == owner {
+				want[uid] = it
+			}
+		}
+		params = inCorpus("pods")
+		params.Set("owner", owner)
+		got, _ = searchAll(t, p.base, params, nil)
+		if d := diff(got, want); d != "" || len(want) < len(env.Clusters) {
+			t.Errorf("owner %s (%d pods on the members): %s", owner, len(want), d)
 		}
 	})
 
@@ -757,10 +833,7 @@ func TestQueryAPI(t *testing.T) {
 	})
 
 	t.Run("paging goes on without a snapshot when OpenSearch allows no more, and says so", func(t *testing.T) {
-		mustHTTP(t, "PUT", env.OpenSearchURL+"/_cluster/settings", `{"transient":{"search.max_open_pit_context":0}}`)
-		t.Cleanup(func() {
-			mustHTTP(t, "PUT", env.OpenSearchURL+"/_cluster/settings", `{"transient":{"search.max_open_pit_context":null}}`)
-		})
+		setPITLimit(t, env, "0")
 		params := inCorpus("configmaps")
 		params.Set("labelSelector", "tier")
 		params.Set("limit", "400")

@@ -1,0 +1,226 @@
+//go:build e2e && bench
+
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/queryapi"
+	"github.com/kubesearch/kubesearch/tests/testbed"
+)
+
+// TestBenchQuery measures the query API over BENCH_QUERY_PODS (100,000) Pod documents of realistic
+// size, fed into Kafka as three clusters' events and indexed by the indexer (member clusters cannot
+// hold that many Pods here). It reports p50/p99 over BENCH_QUERIES (1,000) varied queries of each
+// kind, and the query API's overhead over OpenSearch's own "took". It asserts only that queries
+// succeed and find what they should. Run it with `make bench-query`.
+func TestBenchQuery(t *testing.T) {
+	buildFlags = nil // measure the binary users run, not a race-detector build
+	env := testbed.Get(t)
+	n := envInt("BENCH_QUERY_PODS", 100000)
+	queries := envInt("BENCH_QUERIES", 1000)
+	clusters := []string{"bench-1", "bench-2", "bench-3"}
+	const namespaces = 20
+
+	// Pods named alike in every cluster (the same workloads everywhere), 200 apps.
+	topic := uniqueName("bench-query")
+	tailTopic(t, env.KafkaBrokers, topic)
+	w := &kafka.Writer{Addr: kafka.TCP(env.KafkaBrokers...), Topic: topic, Balancer: &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, BatchBytes: 8 << 20,
+		Compression: kafka.Lz4, Transport: &kafka.Transport{}}
+	observed := time.Now().UTC()
+	var batch []kafka.Message
+	var eventBytes int
+	flush := func() {
+		if err := w.WriteMessages(t.Context(), batch...); err != nil {
+			t.Fatal(err)
+		}
+		batch = batch[:0]
+	}
+	for i := range n {
+		cluster := clusters[i%len(clusters)]
+		local := i / len(clusters)
+		ns := fmt.Sprintf("team-%02d", local%namespaces)
+		pod := benchPod(ns, local)
+		obj := map[string]any{}
+		raw, _ := json.Marshal(pod)
+		_ = json.Unmarshal(raw, &obj)
+		obj["apiVersion"], obj["kind"] = "v1", "Pod"
+		meta := obj["metadata"].(map[string]any)
+		uid := fmt.Sprintf("00000000-0000-4000-%04d-%012d", i%len(clusters), local)
+		meta["uid"], meta["resourceVersion"], meta["namespace"] = uid, strconv.Itoa(1000+local), ns
+		meta["creationTimestamp"] = observed.Add(-time.Duration(local) * time.Second).Format(time.RFC3339)
+		obj["status"] = benchPodStatus(local)
+		object, _ := json.Marshal(obj)
+		ev := &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cluster, Version: "v1",
+			Resource: "pods", Kind: "Pod", Namespace: ns, Name: pod.Name, UID: uid,
+			ResourceVersion: strconv.Itoa(1000 + local), Epoch: 1, ObservedAt: observed, Object: object}
+		value, _ := ev.Marshal()
+		eventBytes += len(value)
+		batch = append(batch, kafka.Message{Key: ev.Key(), Value: value})
+		if len(batch) == 5000 {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+	_ = w.Close()
+	t.Logf("%d Pod events in %d clusters, %.1f KB average", n, len(clusters), float64(eventBytes)/float64(n)/1000)
+
+	prefix := uniqueName("benchq")
+	t.Cleanup(func() {
+		req, _ := http.NewRequest(http.MethodDelete, env.OpenSearchURL+"/"+prefix+"-*", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+	start := time.Now()
+	ixAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	startProcess(t, "indexer", "indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
+		"--topic", topic, "--group", topic+"-indexer", "--opensearch-addresses", env.OpenSearchURL,
+		"--index-prefix", prefix, "--listen", ixAddr)
+	waitGroupCaughtUp(t, env, topic, topic+"-indexer", 40*time.Minute)
+	t.Logf("indexed in %s", time.Since(start).Round(time.Second))
+	mustHTTP(t, "POST", env.OpenSearchURL+"/"+prefix+"-*/_refresh", "")
+	mustHTTP(t, "POST", env.OpenSearchURL+"/"+prefix+"-*/_forcemerge?max_num_segments=5", "")
+
+	// Every selector query here has more than one page, so each holds a point-in-time for the
+	// keep-alive (5 min); OpenSearch's default allows 300 at once, fewer than this run opens.
+	setPITLimit(t, env, strconv.Itoa(queries+500))
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	base := "http://" + addr
+	startProcess(t, "queryapi", "queryapi", "--listen", addr, "--opensearch-addresses", env.OpenSearchURL, "--index-prefix", prefix)
+	waitHTTP(t, base+"/readyz", time.Minute)
+	if got := get(t, base, queryapi.PathSearch, url.Values{"limit": {"1"}}).result.Total; got != int64(n) {
+		t.Fatalf("%d documents searchable, want %d", got, n)
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	app := func() string { return fmt.Sprintf("svc-%03d", rng.IntN(200)) }
+	kinds := []struct {
+		name string
+		make func() url.Values
+		// check says what a correct answer holds
+		check func(q url.Values, r queryapi.SearchResult) error
+	}{
+		{"selector ~1% (2 of 200 apps, one zone, first page of 100)", func() url.Values {
+			return url.Values{"resources": {"pods"}, "labelSelector": {fmt.Sprintf("app.kubernetes.io/name in (%s,%s),topology.kubernetes.io/zone!=zone-9", app(), app())}, "limit": {"100"}}
+		}, func(_ url.Values, r queryapi.SearchResult) error {
+			if r.Total < int64(n)/200 || len(r.Items) != 100 {
+				return fmt.Errorf("total %d, %d items", r.Total, len(r.Items))
+			}
+			return nil
+		}},
+		{"GET by name (one cluster, one namespace)", func() url.Values {
+			local := rng.IntN(n / len(clusters))
+			return url.Values{"resources": {"pods"}, "clusters": {clusters[rng.IntN(len(clusters))]},
+				"namespaces": {fmt.Sprintf("team-%02d", local%namespaces)}, "names": {fmt.Sprintf("svc-%03d-%05d", local%200, local)}}
+		}, func(_ url.Values, r queryapi.SearchResult) error {
+			if r.Total != 1 {
+				return fmt.Errorf("total %d, want 1", r.Total)
+			}
+			return nil
+		}},
+		{"facets (cluster, namespace, app) for one zone", func() url.Values {
+			return url.Values{"resources": {"pods"}, "labelSelector": {fmt.Sprintf("topology.kubernetes.io/zone=zone-%d", rng.IntN(3))},
+				"facets": {"cluster,namespace,label:app.kubernetes.io/name"}, "facetSize": {"20"}, "limit": {"1"}}
+		}, func(_ url.Values, r queryapi.SearchResult) error {
+			if len(r.Facets) != 3 || len(r.Facets[0].Buckets) != len(clusters) {
+				return fmt.Errorf("facets %+v", r.Facets)
+			}
+			return nil
+		}},
+		{"full text (app name and image word)", func() url.Values {
+			return url.Values{"q": {app() + " istio"}, "limit": {"20"}}
+		}, func(_ url.Values, r queryapi.SearchResult) error {
+			if r.Total == 0 {
+				return fmt.Errorf("no match")
+			}
+			return nil
+		}},
+	}
+	type figure struct {
+		name     string
+		p50, p99 time.Duration
+	}
+	var figures []figure
+	tookBefore, wallBefore, countBefore := searchMetrics(t, base)
+	for _, k := range kinds {
+		lat := make([]time.Duration, 0, queries)
+		for range queries {
+			q := k.make()
+			t0 := time.Now()
+			a := get(t, base, queryapi.PathSearch, q)
+			lat = append(lat, time.Since(t0))
+			if a.code != http.StatusOK || len(a.warnings) > 0 {
+				t.Fatalf("%s ?%s: %d %s %q", k.name, q.Encode(), a.code, a.status.Message, a.warnings)
+			}
+			if err := k.check(q, a.result); err != nil {
+				t.Fatalf("%s ?%s: %v", k.name, q.Encode(), err)
+			}
+		}
+		slices.Sort(lat)
+		figures = append(figures, figure{k.name, lat[len(lat)/2], lat[len(lat)*99/100]})
+	}
+	took, wall, count := searchMetrics(t, base)
+	took, wall, count = took-tookBefore, wall-wallBefore, count-countBefore
+	t.Logf("BENCH query API over %d Pods in %d clusters, %d queries per kind (client-measured, HTTP on loopback):", n, len(clusters), queries)
+	for _, f := range figures {
+		t.Logf("BENCH   %-55s p50 %6.1f ms   p99 %6.1f ms", f.name, ms(f.p50), ms(f.p99))
+	}
+	t.Logf("BENCH overhead over OpenSearch's took, mean of %d searches: handler %.2f ms vs took %.2f ms per search: +%.0f%%",
+		int(count), wall/count*1000, took/count*1000, (wall-took)/took*100)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// searchMetrics reads from /metrics the sums of OpenSearch's took and of the search route's handling
+// time (seconds), and the number of searches.
+func searchMetrics(t *testing.T, base string) (took, wall, count float64) {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch {
+		case f[0] == "kubesearch_queryapi_opensearch_took_seconds_sum":
+			took = v
+		case strings.HasPrefix(f[0], `kubesearch_queryapi_request_duration_seconds_sum{code="200",route="/v1alpha1/search"}`):
+			wall = v
+		case strings.HasPrefix(f[0], `kubesearch_queryapi_request_duration_seconds_count{code="200",route="/v1alpha1/search"}`):
+			count = v
+		}
+	}
+	return took, wall, count
+}
