@@ -881,6 +881,9 @@ func TestQueryAPI(t *testing.T) {
 		if !churned {
 			t.Fatal("the walk had a single page; nothing changed during it")
 		}
+		if len(first.warnings) > 0 {
+			t.Errorf("first page warnings: %q", first.warnings)
+		}
 		if d := diff(got, before); d != "" {
 			t.Errorf("pages differ from the snapshot at the first page: %s", d)
 		}
