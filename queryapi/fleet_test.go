@@ -120,3 +120,26 @@ func TestOpenAPIListsEveryParameter(t *testing.T) {
 		}
 	}
 }
+
+func TestEncodeSearchResultKeepsItemsAndFields(t *testing.T) {
+	out := SearchResult{APIVersion: APIVersion, Kind: KindSearchResult, Total: 2,
+		Items:    []json.RawMessage{[]byte(`{"metadata":{"name":"a \"items\":null"}}`), []byte(`{"kind":"Pod"}`)},
+		Clusters: []ClusterFreshness{{Name: "member1", State: "Running"}}}
+	out.Metadata.Continue = `tok"items":null`
+	b, err := encodeSearchResult(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back SearchResult
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if len(back.Items) != 2 || string(back.Items[0]) != string(out.Items[0]) || back.Metadata.Continue != out.Metadata.Continue ||
+		back.Total != 2 || len(back.Clusters) != 1 {
+		t.Fatalf("round trip lost something: %s", b)
+	}
+	empty, _ := encodeSearchResult(SearchResult{})
+	if !strings.Contains(string(empty), `"items":[]`) {
+		t.Errorf("no items encode as %s, want an empty list", empty)
+	}
+}

@@ -106,45 +106,60 @@ type Bucket struct {
 
 // Search answers one page of q.
 //
-// A first page is one plain search. Only when it does not hold every match does the store open a
-// point-in-time and run the page again inside it, so the pages that follow read the same snapshot:
-// single-page answers (most, and every GET by name) never pay for a PIT.
+// A first page starts with a count (no documents fetched). When every match fits in one page, one
+// plain search answers it: single-page answers (most, and every GET by name) never pay for a
+// point-in-time. Otherwise the page is read inside a new PIT, so the pages that follow read the same
+// snapshot; the count costs far less than fetching the page twice would.
 func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
 	if q.Continue != "" {
 		return s.next(ctx, q)
 	}
 	body := Compile(q)
-	resp, err := s.search(ctx, "/"+s.pattern+"/_search", url.Values{
-		"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}, body)
+	live := url.Values{"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}
+	resp, err := s.search(ctx, "/"+s.pattern+"/_count", live, map[string]any{"query": body["query"]})
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.result(q, resp)
-	if err != nil || res.Total <= int64(len(res.Items)) {
-		return res, err
+	if gjson.GetBytes(resp, "count").Int() <= int64(q.Limit) {
+		if resp, err = s.search(ctx, "/"+s.pattern+"/_search", live, body); err != nil {
+			return nil, err
+		}
+		res, err := s.result(q, resp)
+		if err != nil || res.Total <= int64(len(res.Items)) {
+			return res, err
+		}
+		// Matches arrived between the count and the search: page it like any other.
 	}
+	tok := token{Now: q.Now.UnixNano()}
 	pit, err := s.openPIT(ctx)
-	if errors.Is(err, errTooManyPITs) {
+	switch {
+	case errors.Is(err, errTooManyPITs):
 		// Every paged query holds a PIT until its keep-alive runs out; when OpenSearch allows no more,
 		// paging goes on without a snapshot rather than failing, and says so on every page.
+		if resp, err = s.search(ctx, "/"+s.pattern+"/_search", live, body); err != nil {
+			return nil, err
+		}
+		res, err := s.result(q, resp)
+		if err != nil {
+			return nil, err
+		}
 		res.Warnings = append(res.Warnings, noSnapshotWarning)
-		return s.page(ctx, q, res, resp, token{Now: q.Now.UnixNano(), Total: res.Total, Lower: res.TotalIsLowerBound}, true)
-	}
-	if err != nil {
+		tok.Total, tok.Lower = res.Total, res.TotalIsLowerBound
+		return s.page(ctx, q, res, resp, tok, true)
+	case err != nil:
 		return nil, err
 	}
 	body["pit"] = map[string]any{"id": pit, "keep_alive": keepAlive(s.keepAlive)}
 	body["size"] = q.Limit + 1
-	took := res.Took
-	resp, err = s.search(ctx, "/_search", nil, body)
+	if resp, err = s.search(ctx, "/_search", nil, body); err != nil {
+		return nil, err
+	}
+	res, err := s.result(q, resp)
 	if err != nil {
 		return nil, err
 	}
-	if res, err = s.result(q, resp); err != nil {
-		return nil, err
-	}
-	res.Took += took
-	return s.page(ctx, q, res, resp, token{Now: q.Now.UnixNano(), Total: res.Total, Lower: res.TotalIsLowerBound}, false)
+	tok.Total, tok.Lower = res.Total, res.TotalIsLowerBound
+	return s.page(ctx, q, res, resp, tok, false)
 }
 
 // noSnapshotWarning is carried by pages read without a point-in-time.
