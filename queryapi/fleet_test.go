@@ -29,7 +29,7 @@ func (f *fakeSources) set(wmRV int64, collectedRV string, publishedAt time.Time,
 	f.wms = []indexer.Watermark{{Cluster: "member1", Resource: "pods", Kind: "Pod", ResourceVersion: wmRV, Epoch: 1,
 		Scopes: []indexer.WatermarkScope{{ResourceVersion: wmRV, Epoch: 1, Synced: true}}}}
 	f.rows = []collector.ResourceStatus{{Registry: "r", Cluster: "member1", Resource: "pods", Kind: "Pod", State: state,
-		Reason: map[bool]string{true: "connection refused"}[state == collector.StateFailed],
+		Reason:          map[bool]string{true: "connection refused"}[state == collector.StateFailed],
 		ResourceVersion: collectedRV, PublishedAt: &publishedAt}}
 }
 
