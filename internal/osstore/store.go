@@ -106,8 +106,8 @@ type Bucket struct {
 
 // Search answers one page of q.
 //
-// A first page starts with a count (no documents fetched). When every match fits in one page, one
-// plain search answers it: single-page answers (most, and every GET by name) never pay for a
+// A first page starts with a count (no documents fetched), unless it looks up exact names. When every
+// match fits in one page, one plain search answers it: single-page answers never pay for a
 // point-in-time. Otherwise the page is read inside a new PIT, so the pages that follow read the same
 // snapshot; the count costs far less than fetching the page twice would.
 func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
@@ -116,11 +116,20 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
 	}
 	body := Compile(q)
 	live := url.Values{"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}
-	resp, err := s.search(ctx, "/"+s.pattern+"/_count", live, map[string]any{"query": body["query"]})
-	if err != nil {
-		return nil, err
+	// A lookup by exact names is expected to fit in one page: it skips the count.
+	onePage := len(q.Names) > 0
+	if !onePage {
+		resp, err := s.search(ctx, "/"+s.pattern+"/_count", live, map[string]any{"query": body["query"]})
+		if err != nil {
+			return nil, err
+		}
+		onePage = gjson.GetBytes(resp, "count").Int() <= int64(q.Limit)
 	}
-	if gjson.GetBytes(resp, "count").Int() <= int64(q.Limit) {
+	var (
+		resp []byte
+		err  error
+	)
+	if onePage {
 		if resp, err = s.search(ctx, "/"+s.pattern+"/_search", live, body); err != nil {
 			return nil, err
 		}
@@ -128,7 +137,8 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
 		if err != nil || res.Total <= int64(len(res.Items)) {
 			return res, err
 		}
-		// Matches arrived between the count and the search: page it like any other.
+		// More than a page after all (names used widely, or matches that arrived after the count):
+		// page it like any other.
 	}
 	tok := token{Now: q.Now.UnixNano()}
 	pit, err := s.openPIT(ctx)
