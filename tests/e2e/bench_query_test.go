@@ -205,7 +205,7 @@ func TestBenchQuery(t *testing.T) {
 			if i%2 == 1 { // alternate which goes first, so neither always finds OpenSearch's caches warm
 				dlat = append(dlat, direct(q))
 			}
-			d, a := timedGet(t, base, q)
+			d, a := timedGet(t, base+queryapi.PathSearch+"?"+q.Encode())
 			lat = append(lat, d)
 			if a.code != http.StatusOK || len(a.warnings) > 0 {
 				t.Fatalf("%s ?%s: %d %s %q", k.name, q.Encode(), a.code, a.status.Message, a.warnings)
@@ -232,32 +232,6 @@ func TestBenchQuery(t *testing.T) {
 	}
 	t.Logf("BENCH API handler time vs OpenSearch's own took, mean of %d searches: %.2f ms vs %.2f ms per search: %+.0f%%",
 		int(count), wall/count*1000, took/count*1000, (wall-took)/took*100)
-}
-
-// timedGet times a search as direct times OpenSearch: request sent, whole answer read. Decoding the
-// answer for the checks comes after the clock stops.
-func timedGet(t *testing.T, base string, q url.Values) (time.Duration, answer) {
-	t.Helper()
-	t0 := time.Now()
-	resp, err := http.Get(base + queryapi.PathSearch + "?" + q.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	d := time.Since(t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := answer{code: resp.StatusCode, warnings: resp.Header.Values("Warning"), raw: body}
-	target := any(&a.result)
-	if resp.StatusCode != http.StatusOK {
-		target = &a.status
-	}
-	if err := json.Unmarshal(body, target); err != nil {
-		t.Fatalf("undecodable answer: %v", err)
-	}
-	return d, a
 }
 
 func mean(ds []time.Duration) time.Duration {
