@@ -76,6 +76,7 @@ type fleet struct {
 	watermarks   map[pairKey]indexer.Watermark
 	wmErr        error
 	rows         map[scopeKey][]collector.ResourceStatus
+	scopesOf     map[pairKey][]scopeKey // the keys of rows, by pair
 	collErrs     map[string]error
 	behindSince  map[scopeKey]time.Time
 	collectorRVs map[scopeKey]int64
@@ -133,6 +134,10 @@ func (f *fleet) poll(ctx context.Context) {
 	f.collErrs = collErrs
 	if len(collErrs) < len(f.collectors) || len(f.collectors) == 0 {
 		f.rows = rows
+		f.scopesOf = map[pairKey][]scopeKey{}
+		for k := range rows {
+			f.scopesOf[k.pairKey] = append(f.scopesOf[k.pairKey], k)
+		}
 	}
 	// behindSince remembers when a scope was first seen behind: the index then misses an event
 	// published at or before the collector's publish time of that poll.
@@ -258,10 +263,8 @@ func (f *fleet) pair(k pairKey, now time.Time) PairStatus {
 		p.Listing = true // collected, nothing indexed yet
 	}
 	reported := false
-	for sk, rs := range f.rows {
-		if sk.pairKey != k {
-			continue
-		}
+	for _, sk := range f.scopesOf[k] {
+		rs := f.rows[sk]
 		if !reported || f.collectorRVs[sk] < p.CollectedResourceVersion {
 			p.CollectedResourceVersion = f.collectorRVs[sk]
 		}
