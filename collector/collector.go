@@ -205,6 +205,12 @@ func (c *Collector) Run(ctx context.Context) error {
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- c.pub.run(pubCtx) }()
 
+	// The plan is applied before the server answers: until then there is nothing to wait for, and
+	// /readyz would say ready before a single selection was known.
+	c.mu.Lock()
+	c.apply(ctx, registry.Plan{}, c.plan)
+	c.mu.Unlock()
+
 	var srv *http.Server
 	srvDone := make(chan error, 1)
 	if c.listener != nil {
@@ -213,10 +219,6 @@ func (c *Collector) Run(ctx context.Context) error {
 	} else {
 		srvDone <- http.ErrServerClosed
 	}
-
-	c.mu.Lock()
-	c.apply(ctx, registry.Plan{}, c.plan)
-	c.mu.Unlock()
 	c.log.Info("collector started", "clusters", len(c.plan.Clusters), "topic", c.opts.Topic, "listen", c.Addr())
 
 	ticker := time.NewTicker(c.opts.ReloadInterval)
