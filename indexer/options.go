@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
@@ -95,6 +96,61 @@ type OpenSearchSecurity struct {
 	InsecureSkipVerify bool
 }
 
+// problems reports combinations of options that cannot work, each naming its flag.
+func (s OpenSearchSecurity) problems() []error {
+	var errs []error
+	if (s.UsernameFile == "") != (s.PasswordFile == "") {
+		errs = append(errs, errors.New("--opensearch-username-file, --opensearch-password-file: give both or neither"))
+	}
+	if s.SecretDir != "" && (s.UsernameFile != "" || s.PasswordFile != "") {
+		errs = append(errs, errors.New("--opensearch-secret-dir: not together with --opensearch-username-file/--opensearch-password-file"))
+	}
+	return errs
+}
+
+// read reads the credential and certificate files s names, reporting every problem.
+func (s OpenSearchSecurity) read() (username, password string, caCert []byte, errs []error) {
+	var err error
+	switch {
+	case s.SecretDir != "":
+		username, password, err = readSecretDir(s.SecretDir)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--opensearch-secret-dir: %w", err))
+		}
+	case s.UsernameFile != "":
+		var uerr, perr error
+		username, uerr = readCredential(s.UsernameFile)
+		password, perr = readCredential(s.PasswordFile)
+		if uerr != nil {
+			errs = append(errs, fmt.Errorf("--opensearch-username-file: %w", uerr))
+		}
+		if perr != nil {
+			errs = append(errs, fmt.Errorf("--opensearch-password-file: %w", perr))
+		}
+	}
+	if s.CAFile != "" {
+		if caCert, err = readPEM(s.CAFile); err != nil {
+			errs = append(errs, fmt.Errorf("--opensearch-ca-file: %w", err))
+		}
+	}
+	return username, password, caCert, errs
+}
+
+// ClientConfig is an opensearch-go configuration for addresses with the credentials and TLS settings
+// s names, read from their files; every bad option or file is reported, each naming its flag. The
+// query API reaches OpenSearch with the same options as the indexer.
+func (s OpenSearchSecurity) ClientConfig(addresses []string) (opensearch.Config, error) {
+	if errs := s.problems(); len(errs) > 0 {
+		return opensearch.Config{}, errors.Join(errs...)
+	}
+	user, pass, ca, errs := s.read()
+	if len(errs) > 0 {
+		return opensearch.Config{}, errors.Join(errs...)
+	}
+	return opensearch.Config{Addresses: addresses, Username: user, Password: pass, CACert: ca,
+		InsecureSkipVerify: s.InsecureSkipVerify}, nil
+}
+
 // SetDefaults fills the zero fields.
 func (o *Options) SetDefaults() {
 	def := func(p *int, v int) {
@@ -173,13 +229,7 @@ func (o *Options) Validate() error {
 			add("--opensearch-addresses: %w", err)
 		}
 	}
-	s := o.OpenSearch
-	if (s.UsernameFile == "") != (s.PasswordFile == "") {
-		add("--opensearch-username-file, --opensearch-password-file: give both or neither")
-	}
-	if s.SecretDir != "" && (s.UsernameFile != "" || s.PasswordFile != "") {
-		add("--opensearch-secret-dir: not together with --opensearch-username-file/--opensearch-password-file")
-	}
+	errs = append(errs, o.OpenSearch.problems()...)
 
 	if err := (mappings.Options{Prefix: o.Index.Prefix}).Validate(); err != nil {
 		add("--index-prefix: %w", err)
@@ -252,31 +302,10 @@ func resolveConnection(o *Options) (connection, error) {
 	}
 	c.addresses = addrs
 
-	s := o.OpenSearch
-	switch {
-	case s.SecretDir != "":
-		c.username, c.password, err = readSecretDir(s.SecretDir)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--opensearch-secret-dir: %w", err))
-		}
-	case s.UsernameFile != "":
-		var uerr, perr error
-		c.username, uerr = readCredential(s.UsernameFile)
-		c.password, perr = readCredential(s.PasswordFile)
-		if uerr != nil {
-			errs = append(errs, fmt.Errorf("--opensearch-username-file: %w", uerr))
-		}
-		if perr != nil {
-			errs = append(errs, fmt.Errorf("--opensearch-password-file: %w", perr))
-		}
-	}
-	if s.CAFile != "" {
-		c.caCert, err = readPEM(s.CAFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--opensearch-ca-file: %w", err))
-		}
-	}
-	c.insecure = s.InsecureSkipVerify
+	var osErrs []error
+	c.username, c.password, c.caCert, osErrs = o.OpenSearch.read()
+	errs = append(errs, osErrs...)
+	c.insecure = o.OpenSearch.InsecureSkipVerify
 
 	k := o.Kafka
 	if k.TLS || k.CAFile != "" || k.InsecureSkipVerify {

@@ -7,7 +7,6 @@ package queryapi
 import (
 	"context"
 	"crypto/rand"
-	"crypto/x509"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -32,12 +30,8 @@ type Options struct {
 	ListenAddr string
 	// OpenSearchAddresses are node URLs.
 	OpenSearchAddresses []string
-	// OpenSearchUsernameFile and OpenSearchPasswordFile hold basic-auth credentials (optional).
-	OpenSearchUsernameFile, OpenSearchPasswordFile string
-	// OpenSearchCAFile verifies OpenSearch's certificate; OpenSearchInsecureSkipVerify accepts any
-	// (demos only).
-	OpenSearchCAFile             string
-	OpenSearchInsecureSkipVerify bool
+	// OpenSearch holds credentials and TLS settings, as the indexer takes them.
+	OpenSearch indexer.OpenSearchSecurity
 	// IndexPrefix is the indexer's --index-prefix.
 	IndexPrefix string
 	// CollectorStatusURLs are the collectors' /status endpoints; without them, collection state is
@@ -87,9 +81,6 @@ func (o *Options) Validate() error {
 	if len(o.OpenSearchAddresses) == 0 {
 		errs = append(errs, errors.New("--opensearch-addresses: required"))
 	}
-	if (o.OpenSearchUsernameFile == "") != (o.OpenSearchPasswordFile == "") {
-		errs = append(errs, errors.New("--opensearch-username-file and --opensearch-password-file: give both or neither"))
-	}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
@@ -127,37 +118,24 @@ func New(o Options) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	cfg := opensearch.Config{Addresses: o.OpenSearchAddresses, InsecureSkipVerify: o.OpenSearchInsecureSkipVerify,
-		RequestTimeout: o.RequestTimeout}
-	var errs []error
-	if o.OpenSearchUsernameFile != "" {
-		u, uerr := readSecret(o.OpenSearchUsernameFile)
-		p, perr := readSecret(o.OpenSearchPasswordFile)
-		errs = append(errs, wrapFlag("--opensearch-username-file", uerr), wrapFlag("--opensearch-password-file", perr))
-		cfg.Username, cfg.Password = u, p
-	}
-	if o.OpenSearchCAFile != "" {
-		ca, err := os.ReadFile(o.OpenSearchCAFile)
-		if err == nil && !x509.NewCertPool().AppendCertsFromPEM(ca) {
-			err = errors.New("no PEM certificate in it")
-		}
-		errs = append(errs, wrapFlag("--opensearch-ca-file", err))
-		cfg.CACert = ca
-	}
+	cfg, err := o.OpenSearch.ClientConfig(o.OpenSearchAddresses)
 	key := make([]byte, 32)
 	if o.ContinueKeyFile != "" {
-		k, err := os.ReadFile(o.ContinueKeyFile)
-		if err == nil && len(k) < 16 {
-			err = fmt.Errorf("%d bytes; at least 16", len(k))
+		var kerr error
+		key, kerr = os.ReadFile(o.ContinueKeyFile)
+		if kerr == nil && len(key) < 16 {
+			kerr = fmt.Errorf("%d bytes; at least 16", len(key))
 		}
-		errs = append(errs, wrapFlag("--continue-key-file", err))
-		key = k
+		if kerr != nil {
+			err = errors.Join(err, fmt.Errorf("--continue-key-file: %w", kerr))
+		}
 	} else {
 		_, _ = rand.Read(key) // crypto/rand.Read never fails (Go 1.24+)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return nil, err
 	}
+	cfg.RequestTimeout = o.RequestTimeout
 	client, err := opensearch.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("opensearch client: %w", err)
@@ -180,21 +158,6 @@ func New(o Options) (*Server, error) {
 	}
 	s.engine = s.routes()
 	return s, nil
-}
-
-func wrapFlag(flag string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", flag, err)
-}
-
-func readSecret(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
 // Addr is the address the server listens on.

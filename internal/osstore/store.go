@@ -115,26 +115,22 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
 		return s.next(ctx, q)
 	}
 	body := Compile(q)
-	live := url.Values{"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}
 	// A lookup by exact names is expected to fit in one page: it skips the count.
 	onePage := len(q.Names) > 0
 	if !onePage {
-		resp, err := s.search(ctx, "/"+s.pattern+"/_count", live, map[string]any{"query": body["query"]})
+		resp, err := s.searchLive(ctx, "_count", map[string]any{"query": body["query"]})
 		if err != nil {
 			return nil, err
 		}
 		onePage = gjson.GetBytes(resp, "count").Int() <= int64(q.Limit)
 	}
 	var (
+		res  *Result
 		resp []byte
 		err  error
 	)
 	if onePage {
-		if resp, err = s.search(ctx, "/"+s.pattern+"/_search", live, body); err != nil {
-			return nil, err
-		}
-		res, err := s.result(q, resp)
-		if err != nil || res.Total <= int64(len(res.Items)) {
+		if res, resp, err = s.firstPageLive(ctx, q, body); err != nil || res.Total <= int64(len(res.Items)) {
 			return res, err
 		}
 		// More than a page after all (names used widely, or matches that arrived after the count):
@@ -146,12 +142,10 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
 	case errors.Is(err, errTooManyPITs):
 		// Every paged query holds a PIT until its keep-alive runs out; when OpenSearch allows no more,
 		// paging goes on without a snapshot rather than failing, and says so on every page.
-		if resp, err = s.search(ctx, "/"+s.pattern+"/_search", live, body); err != nil {
-			return nil, err
-		}
-		res, err := s.result(q, resp)
-		if err != nil {
-			return nil, err
+		if res == nil {
+			if res, resp, err = s.firstPageLive(ctx, q, body); err != nil {
+				return nil, err
+			}
 		}
 		res.Warnings = append(res.Warnings, noSnapshotWarning)
 		tok.Total, tok.Lower = res.Total, res.TotalIsLowerBound
@@ -164,12 +158,27 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
 	if resp, err = s.search(ctx, "/_search", nil, body); err != nil {
 		return nil, err
 	}
-	res, err := s.result(q, resp)
-	if err != nil {
+	if res, err = s.result(q, resp); err != nil {
 		return nil, err
 	}
 	tok.Total, tok.Lower = res.Total, res.TotalIsLowerBound
 	return s.page(ctx, q, res, resp, tok, false)
+}
+
+// firstPageLive runs a first page on the live indices, without a snapshot.
+func (s *Store) firstPageLive(ctx context.Context, q *query.Query, body map[string]any) (*Result, []byte, error) {
+	resp, err := s.searchLive(ctx, "_search", body)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := s.result(q, resp)
+	return res, resp, err
+}
+
+// searchLive sends a _search or _count to every index of the installation; a missing index (no
+// object of that kind yet, or none at all) matches nothing rather than failing.
+func (s *Store) searchLive(ctx context.Context, endpoint string, body map[string]any) ([]byte, error) {
+	return s.search(ctx, "/"+s.pattern+"/"+endpoint, url.Values{"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}, body)
 }
 
 // noSnapshotWarning is carried by pages read without a point-in-time.
@@ -194,13 +203,13 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*Result, error) {
 	body["track_total_hits"] = false
 	body["size"] = q.Limit + 1
 	body["search_after"] = tok.After
-	path, params := "/_search", url.Values(nil)
+	var resp []byte
 	if tok.PIT == "" {
-		path, params = "/"+s.pattern+"/_search", url.Values{"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}
+		resp, err = s.searchLive(ctx, "_search", body)
 	} else {
 		body["pit"] = map[string]any{"id": tok.PIT, "keep_alive": keepAlive(s.keepAlive)}
+		resp, err = s.search(ctx, "/_search", nil, body)
 	}
-	resp, err := s.search(ctx, path, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -400,9 +409,7 @@ func (s *Store) Counts(ctx context.Context) ([]Count, error) {
 		if after != nil {
 			comp["after"] = after
 		}
-		resp, err := s.search(ctx, "/"+s.pattern+"/_search", url.Values{
-			"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}},
-			map[string]any{"size": 0, "aggs": map[string]any{"pairs": map[string]any{"composite": comp}}})
+		resp, err := s.searchLive(ctx, "_search", map[string]any{"size": 0, "aggs": map[string]any{"pairs": map[string]any{"composite": comp}}})
 		if err != nil {
 			return nil, fmt.Errorf("count documents: %w", err)
 		}
