@@ -154,6 +154,10 @@ func classify(a action, r itemResult) outcome {
 		return outcomeConflict
 	case r.status == 429, r.status >= 500:
 		return outcomeRetry
+	case r.errType == "cluster_block_exception":
+		// The index refuses writes for now: a roll copies it (roll.go), or the disk passed the flood
+		// stage. The write goes through once the block is lifted or the alias moved on.
+		return outcomeRetry
 	default:
 		return outcomePermanent
 	}

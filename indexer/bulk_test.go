@@ -82,7 +82,10 @@ func TestClassify(t *testing.T) {
 		{actionIndex, itemResult{status: 400, errType: "mapper_parsing_exception"}, outcomePermanent},
 		{actionIndex, itemResult{status: 400, errType: "illegal_argument_exception"}, outcomePermanent},
 		{actionIndex, itemResult{status: 400, errType: "document_parsing_exception"}, outcomePermanent},
-		{actionIndex, itemResult{status: 403, errType: "cluster_block_exception"}, outcomePermanent},
+		// A write block (an index roll copying it, or set by hand) lifts again: no event is dead-lettered for it.
+		{actionIndex, itemResult{status: 403, errType: "cluster_block_exception"}, outcomeRetry},
+		{actionDelete, itemResult{status: 403, errType: "cluster_block_exception"}, outcomeRetry},
+		{actionIndex, itemResult{status: 403, errType: "security_exception"}, outcomePermanent},
 	}
 	for _, tt := range tests {
 		if got := classify(tt.action, tt.result); got != tt.want {

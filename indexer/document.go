@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 
@@ -1064,4 +1065,29 @@ func appendEscaped(dst []byte, s string) []byte {
 		s = s[1:]
 	}
 	return append(dst, s...)
+}
+
+// rebuildDocument builds this version's document for a document stored by any version, for a roll to
+// a new index (roll.go). It reads only what every version stores: the envelope's fields at the top
+// (cluster, group, version, resource, kind, epoch, lastChangedAt) and the stored object, which holds
+// the rest. The result equals what BuildDocument made of the event that stored the original.
+func rebuildDocument(source []byte) ([]byte, error) {
+	obj, err := mappings.StoredObject(source)
+	if err != nil {
+		return nil, err
+	}
+	top := gjson.GetManyBytes(source, "cluster", "group", "version", "resource", "kind", "epoch", "lastChangedAt")
+	meta := gjson.GetManyBytes(obj, "metadata.namespace", "metadata.name", "metadata.uid", "metadata.resourceVersion")
+	ev := &envelope.Event{
+		V: envelope.Version, Type: envelope.Modified,
+		Cluster: top[0].Str, Group: top[1].Str, Version: top[2].Str, Resource: top[3].Str, Kind: top[4].Str,
+		Namespace: meta[0].Str, Name: meta[1].Str, UID: meta[2].Str, ResourceVersion: meta[3].Str,
+		Epoch: top[5].Int(), Object: obj,
+	}
+	if t := top[6]; t.Exists() {
+		if ev.ObservedAt, err = time.Parse(time.RFC3339Nano, t.Str); err != nil {
+			return nil, fmt.Errorf("lastChangedAt: %w", err)
+		}
+	}
+	return buildDocument(ev, true)
 }

@@ -25,8 +25,9 @@ type Indexer struct {
 
 	listener net.Listener
 
-	templateInstalled atomic.Bool
-	openSearchUp      atomic.Bool
+	// setupStep says what setup is doing; nil once the indexer consumes.
+	setupStep    atomic.Pointer[string]
+	openSearchUp atomic.Bool
 }
 
 // New validates the options, reads every file they name (credentials, CA certificates, registries;
@@ -42,6 +43,7 @@ func New(opts Options) (*Indexer, error) {
 		return nil, err
 	}
 	ix := &Indexer{opts: opts, log: opts.Logger, conn: conn, metrics: newMetrics()}
+	ix.setupStep.Store(ptr("installing the index template"))
 	rc := ix.readerConfig()
 	if err := rc.Validate(); err != nil {
 		return nil, fmt.Errorf("kafka reader: %w", err)
@@ -192,8 +194,9 @@ func (ix *Indexer) deadLetterWriter() *kafka.Writer {
 	}
 }
 
-// setup installs the index template and creates the state index, retrying until OpenSearch answers.
-// Concrete indices are created later, on the first event of each kind.
+// setup installs the index template, creates the state index and rolls indices of an older mapping
+// version (roll.go), retrying until OpenSearch answers. Concrete indices are created later, on the
+// first event of each kind.
 func (ix *Indexer) setup(ctx context.Context) error {
 	stateBody, err := stateIndexBody(ix.opts.Index)
 	if err != nil {
@@ -213,7 +216,10 @@ func (ix *Indexer) setup(ctx context.Context) error {
 				err = ix.os.createIndex(ctx, StateIndex(ix.opts.Index.Prefix), stateBody)
 			}
 			if err == nil {
-				ix.templateInstalled.Store(true)
+				err = ix.rollIndices(ctx)
+			}
+			if err == nil {
+				ix.setupStep.Store(nil)
 				return nil
 			}
 		} else {
@@ -297,9 +303,9 @@ func (ix *Indexer) handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		switch {
-		case !ix.templateInstalled.Load():
+		case ix.setupStep.Load() != nil:
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready: index template not installed yet")
+			fmt.Fprintln(w, "not ready: "+*ix.setupStep.Load())
 		case !ix.openSearchUp.Load():
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, "not ready: OpenSearch does not answer")

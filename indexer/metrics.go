@@ -27,6 +27,7 @@ type metrics struct {
 	commitErrors prometheus.Counter
 	batches      prometheus.Counter
 	inFlight     prometheus.Gauge
+	rollCopied   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -107,10 +108,14 @@ func newMetrics() *metrics {
 			Name: "kubesearch_indexer_events_in_flight",
 			Help: "Events fetched and not yet committed: buffered, or in the batch being written.",
 		}),
+		rollCopied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubesearch_indexer_roll_documents_copied_total",
+			Help: "Documents copied into a new index when an alias rolled to this build's mapping version, by alias.",
+		}, []string{"alias"}),
 	}
 	m.registry.MustRegister(m.messages, m.written, m.deleted, m.gcDeleted, m.failed, m.conflicts, m.unversioned,
 		m.deadLetters, m.superseded, m.retriedItems, m.bulkErrors, m.bulkLatency, m.bulkBytes, m.bulkItems, m.lag,
-		m.commitErrors, m.batches, m.inFlight,
+		m.commitErrors, m.batches, m.inFlight, m.rollCopied,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

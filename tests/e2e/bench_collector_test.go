@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
@@ -152,52 +149,3 @@ func createPods(t *testing.T, cs kubernetes.Interface, ns string, from, count in
 	default:
 	}
 }
-
-func benchPod(ns string, i int) *corev1.Pod {
-	app := fmt.Sprintf("svc-%03d", i%200)
-	var env []corev1.EnvVar
-	for k := range 25 {
-		env = append(env, corev1.EnvVar{Name: fmt.Sprintf("CONFIG_%s_%02d", strings.ToUpper(strings.ReplaceAll(app, "-", "_")), k),
-			Value: fmt.Sprintf("https://%s.%s.svc.cluster.local:8443/api/v1/settings/%02d?region=eu-west-1&tier=gold", app, ns, k)})
-	}
-	res := corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
-	}
-	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstrFromInt(8080)}}, PeriodSeconds: 10}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("%s-%05d", app, i),
-			Labels: map[string]string{
-				"app": app, "app.kubernetes.io/name": app, "app.kubernetes.io/instance": app + "-prod",
-				"app.kubernetes.io/version": "1.27.3", "app.kubernetes.io/component": "api", "app.kubernetes.io/part-of": "shop",
-				"app.kubernetes.io/managed-by": "helm", "helm.sh/chart": app + "-4.2.1", "pod-template-hash": "7d9f8c6b5",
-				"team.example.com/owner": "payments", "security.istio.io/tlsMode": "istio", "topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3),
-			},
-			Annotations: map[string]string{
-				"checksum/config":                   "5f0c6e3b2d8a4e1f9b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a",
-				"prometheus.io/scrape":              "true",
-				"prometheus.io/port":                "9090",
-				"kubectl.kubernetes.io/restartedAt": "2026-11-01T10:00:00Z",
-				"sidecar.istio.io/status":           `{"initContainers":["istio-init"],"containers":["istio-proxy"],"volumes":["workload-socket","credential-socket","workload-certs","istio-envoy","istio-data","istio-podinfo","istio-token","istiod-ca-cert"],"imagePullSecrets":null,"revision":"default"}`,
-			},
-		},
-		Spec: corev1.PodSpec{
-			NodeName: fmt.Sprintf("kwok-node-%d", i%3+1),
-			Containers: []corev1.Container{
-				{Name: "api", Image: fmt.Sprintf("registry.example.com/shop/%s:1.27.3", app), Env: env, Resources: res, LivenessProbe: probe, ReadinessProbe: probe,
-					Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}},
-					VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/" + app}, {Name: "istio-token", MountPath: "/var/run/secrets/tokens"}}},
-				{Name: "istio-proxy", Image: "docker.io/istio/proxyv2:1.24.1", Args: []string{"proxy", "sidecar", "--domain", ns + ".svc.cluster.local", "--proxyLogLevel=warning", "--log_output_level=default:info"},
-					Resources: res, Ports: []corev1.ContainerPort{{Name: "http-envoy-prom", ContainerPort: 15090}}},
-			},
-			Volumes: []corev1.Volume{
-				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: app + "-config"}}}},
-				{Name: "istio-token", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-			},
-			Tolerations: []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-		},
-	}
-}
-
-func intstrFromInt(v int) intstr.IntOrString { return intstr.FromInt32(int32(v)) }

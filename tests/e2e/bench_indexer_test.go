@@ -190,22 +190,3 @@ func countDocs(t *testing.T, env *testbed.Env, index string) int {
 	mustHTTP(t, "POST", env.OpenSearchURL+"/"+index+"/_refresh", "")
 	return int(gjson.GetBytes(mustHTTP(t, "GET", env.OpenSearchURL+"/"+index+"/_count", ""), "count").Int())
 }
-
-// benchPodStatus is the status kwok gives a running Pod of benchPod.
-func benchPodStatus(i int) map[string]any {
-	cond := func(typ string) map[string]any {
-		return map[string]any{"type": typ, "status": "True", "lastTransitionTime": "2026-11-01T10:00:05Z"}
-	}
-	cs := func(name, image string) map[string]any {
-		return map[string]any{"name": name, "image": image, "imageID": "docker-pullable://" + image + "@sha256:4c1e997385b8fb4ad4d1d3c7e5af7ff3f882e94d07cf5b78de9e889bc60830e6",
-			"containerID": fmt.Sprintf("containerd://%064d", i), "ready": true, "started": true, "restartCount": i % 3,
-			"state": map[string]any{"running": map[string]any{"startedAt": "2026-11-01T10:00:04Z"}}}
-	}
-	return map[string]any{
-		"phase": "Running", "qosClass": "Burstable", "startTime": "2026-11-01T10:00:01Z",
-		"hostIP": "10.0.0.1", "hostIPs": []any{map[string]any{"ip": "10.0.0.1"}},
-		"podIP": fmt.Sprintf("10.244.%d.%d", i/250%250, i%250+1), "podIPs": []any{map[string]any{"ip": fmt.Sprintf("10.244.%d.%d", i/250%250, i%250+1)}},
-		"conditions":        []any{cond("PodReadyToStartContainers"), cond("Initialized"), cond("Ready"), cond("ContainersReady"), cond("PodScheduled")},
-		"containerStatuses": []any{cs("api", fmt.Sprintf("registry.example.com/shop/svc-%03d:1.27.3", i%200)), cs("istio-proxy", "docker.io/istio/proxyv2:1.24.1")},
-	}
-}

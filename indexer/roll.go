@@ -1,0 +1,384 @@
+package indexer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/kubesearch/kubesearch/mappings"
+)
+
+// A roll moves an alias to a new index when this build's mapping version is newer than the one its
+// index was created with (DESIGN section 4). Readers search the pattern "<base>*", which reaches a
+// concrete index both by its own name and through its alias, so a roll must never leave the old and
+// the new index visible side by side, nor show a half-filled new index. It goes:
+//
+//  1. create the new index "<alias>-v<Version>" hidden: patterns skip hidden indices, aliases do not;
+//  2. block writes to the old indices, so nothing changes under the copy (an older indexer still
+//     running retries its blocked writes; see classify), and refresh them;
+//  3. copy every document, rebuilt by this build from the object it stores, with its _version;
+//  4. in one atomic _aliases request, point the alias at the new index and delete the old ones;
+//  5. unhide the new index.
+//
+// Rolls run before the indexer consumes, so its own writes wait in Kafka. A roll interrupted by a
+// crash leaves the old index complete and blocked and the new one hidden; the next start copies
+// again (a write of an equal version is idempotent) and finishes. A document the new mapping refuses
+// aborts the roll: the new index is deleted, the old one unblocked and kept, and the error logged, as
+// losing a document is worse than an unsearchable new field.
+
+// rollPlan is one alias to move to this build's index.
+type rollPlan struct {
+	alias   string   // the name written to and searched
+	target  string   // VersionedIndexName(alias)
+	sources []string // the indices behind the alias, or the concrete index of the alias's name
+	// legacy: sources is a concrete index named alias, which the swap replaces by the alias.
+	legacy bool
+}
+
+// resolved is what GET _resolve/index says of the names under an installation's base.
+type resolved struct {
+	indices map[string]resolvedIndex
+	aliases map[string][]string // alias → indices
+}
+
+type resolvedIndex struct {
+	aliases []string
+	hidden  bool
+}
+
+// planRolls decides from the indices and aliases under base what to roll, and which current
+// indices are still hidden (a roll that stopped between its swap and its unhide).
+func planRolls(r resolved) (rolls []rollPlan, unhide []string) {
+	for alias, behind := range r.aliases {
+		target := VersionedIndexName(alias)
+		if slices.Contains(behind, target) {
+			if r.indices[target].hidden {
+				unhide = append(unhide, target)
+			}
+			continue
+		}
+		if slices.ContainsFunc(behind, func(ix string) bool { return versionOf(ix, alias) > mappings.Version }) {
+			continue // a newer indexer's index: never rolled back
+		}
+		rolls = append(rolls, rollPlan{alias: alias, target: target, sources: slices.Sorted(slices.Values(behind))})
+	}
+	for name, ix := range r.indices {
+		if len(ix.aliases) > 0 || versioned(name) {
+			// Behind an alias (handled above); or a versioned index without one: an interrupted
+			// roll's target (rolled with its alias) or an index someone detached, left alone.
+			continue
+		}
+		// A concrete index with an alias's name, auto-created by a write before the indexer managed
+		// the name or made by hand.
+		rolls = append(rolls, rollPlan{alias: name, target: VersionedIndexName(name), sources: []string{name}, legacy: true})
+	}
+	slices.SortFunc(rolls, func(a, b rollPlan) int { return strings.Compare(a.alias, b.alias) })
+	slices.Sort(unhide)
+	return rolls, unhide
+}
+
+// versioned reports whether name ends in "-v<digits>", as indices behind aliases do. Kinds are
+// Go-style identifiers, so no alias "<base><kind>" ends that way.
+func versioned(name string) bool {
+	i := strings.LastIndex(name, "-v")
+	if i < 0 || i+2 == len(name) {
+		return false
+	}
+	for _, c := range name[i+2:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// versionOf is the mapping version of index behind alias ("<alias>-v<N>"), or 0 when its name says
+// none.
+func versionOf(index, alias string) int {
+	s, ok := strings.CutPrefix(index, alias+"-v")
+	if !ok || !versioned(index) {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// errRollAborted marks a roll given up for good: a document could not be rebuilt or was refused by
+// the new mapping. Other errors (OpenSearch away) are retried.
+var errRollAborted = errors.New("roll aborted")
+
+// rollIndices rolls every alias of the installation that needs it, one after the other.
+func (ix *Indexer) rollIndices(ctx context.Context) error {
+	r, err := ix.os.resolve(ctx, mappings.IndexBase(ix.opts.Index.Prefix)+"*")
+	if err != nil {
+		return err
+	}
+	rolls, unhide := planRolls(r)
+	for _, index := range unhide {
+		if err := ix.os.putSettings(ctx, []string{index}, `{"index.hidden":false}`); err != nil {
+			return err
+		}
+	}
+	for _, p := range rolls {
+		ix.setupStep.Store(ptr(fmt.Sprintf("rolling %s from %s to %s", p.alias, strings.Join(p.sources, ","), p.target)))
+		start := time.Now()
+		n, err := ix.roll(ctx, p)
+		switch {
+		case errors.Is(err, errRollAborted):
+			// Keep indexing into the old index: its documents stay searchable, only what the new
+			// mapping adds is not.
+			ix.log.Error("index roll aborted; still writing to the old index", "alias", p.alias, "from", p.sources, "to", p.target, "err", err)
+		case err != nil:
+			return fmt.Errorf("roll %s to %s: %w", p.alias, p.target, err)
+		default:
+			ix.log.Info("index rolled to this mapping version", "alias", p.alias, "from", p.sources, "to", p.target,
+				"documents", n, "took", time.Since(start).Round(time.Millisecond))
+		}
+	}
+	return nil
+}
+
+// roll carries out one plan and returns how many documents it copied.
+func (ix *Indexer) roll(ctx context.Context, p rollPlan) (int, error) {
+	c := ix.os
+	if err := c.createIndex(ctx, p.target, []byte(`{"settings":{"index.hidden":true}}`)); err != nil {
+		return 0, err
+	}
+	if err := c.putSettings(ctx, p.sources, `{"index.blocks.write":true}`); err != nil {
+		return 0, err
+	}
+	// Writes acknowledged before the block become visible to the copy.
+	if err := c.refresh(ctx, p.sources...); err != nil {
+		return 0, err
+	}
+	n, err := ix.copyDocuments(ctx, p)
+	if errors.Is(err, errRollAborted) {
+		// Undo, so the old index is written to again. If this fails too, the next start rolls again.
+		if uerr := errors.Join(c.deleteIndex(ctx, p.target), c.putSettings(ctx, p.sources, `{"index.blocks.write":null}`)); uerr != nil {
+			return n, fmt.Errorf("%w; undoing it failed, retried at the next start: %v", err, uerr)
+		}
+		return n, err
+	}
+	if err != nil {
+		return n, err
+	}
+	if err := c.refresh(ctx, p.target); err != nil {
+		return n, err
+	}
+	if err := c.swap(ctx, p); err != nil {
+		return n, err
+	}
+	return n, c.putSettings(ctx, []string{p.target}, `{"index.hidden":false}`)
+}
+
+// copyDocuments scrolls through the sources and writes every document, rebuilt, to the target with
+// its _version (external_gte: a document copied twice is written twice, the same).
+func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan) (int, error) {
+	c := ix.os
+	body := fmt.Sprintf(`{"size":%d,"sort":["_doc"],"version":true}`, ix.opts.BatchSize)
+	page, err := c.scroll(ctx, p.sources, body, "")
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if page.id != "" {
+			// Best effort: an abandoned scroll expires by itself.
+			c.clearScroll(context.WithoutCancel(ctx), page.id)
+		}
+	}()
+	copied := 0
+	for len(page.hits) > 0 {
+		ops := make([]*op, 0, len(page.hits))
+		size := 0
+		for _, h := range page.hits {
+			doc, err := rebuildDocument([]byte(h.Get("_source").Raw))
+			if err != nil {
+				return copied, fmt.Errorf("%w: %s/%s: %v", errRollAborted, h.Get("_index").Str, h.Get("_id").Str, err)
+			}
+			ops = append(ops, &op{seq: len(ops), action: actionIndex, index: p.target, id: h.Get("_id").Str, doc: doc,
+				versioned: true, version: h.Get("_version").Int()})
+			size += len(doc)
+			if size >= ix.opts.BatchBytes {
+				if err := ix.copyBulk(ctx, ops); err != nil {
+					return copied, err
+				}
+				copied += len(ops)
+				ops, size = ops[:0], 0
+			}
+		}
+		if err := ix.copyBulk(ctx, ops); err != nil {
+			return copied, err
+		}
+		copied += len(ops)
+		ix.metrics.rollCopied.WithLabelValues(p.alias).Add(float64(len(page.hits)))
+		if page, err = c.scroll(ctx, nil, "", page.id); err != nil {
+			return copied, err
+		}
+	}
+	return copied, nil
+}
+
+// copyBulk writes ops to the roll's target, retrying what OpenSearch cannot take now.
+func (ix *Indexer) copyBulk(ctx context.Context, ops []*op) error {
+	bo := defaultBackoff()
+	for len(ops) > 0 {
+		results, err := ix.os.bulk(ctx, ops)
+		var retry []*op
+		if err != nil {
+			if ctx.Err() != nil || splittable(err) {
+				return err
+			}
+			retry = ops
+		} else {
+			for i, r := range results {
+				switch classify(actionIndex, r) {
+				case outcomeDone, outcomeConflict:
+					// A conflict: the document is newer already (another indexer finished the roll
+					// and wrote since).
+				case outcomeRetry:
+					retry = append(retry, ops[i])
+				default:
+					return fmt.Errorf("%w: document %s refused by %s: %s: %s", errRollAborted, ops[i].id, ops[i].index, r.errType, r.reason)
+				}
+			}
+		}
+		if len(retry) == 0 {
+			return nil
+		}
+		ops = retry
+		delay := bo.Step()
+		ix.log.Warn("OpenSearch could not take every copied document, retrying", "operations", len(ops), "retryIn", delay.Round(time.Millisecond), "err", err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// resolve lists the indices and aliases matching pattern, hidden ones included.
+func (c *osClient) resolve(ctx context.Context, pattern string) (resolved, error) {
+	path := "/_resolve/index/" + url.PathEscape(pattern)
+	status, body, err := c.do(ctx, http.MethodGet, rawRequest{path: path, query: url.Values{"expand_wildcards": {"all"}}})
+	if err != nil {
+		return resolved{}, err
+	}
+	if status != http.StatusOK {
+		return resolved{}, apiError("GET", path, status, body)
+	}
+	r := resolved{indices: map[string]resolvedIndex{}, aliases: map[string][]string{}}
+	res := gjson.ParseBytes(body)
+	for _, ix := range res.Get("indices").Array() {
+		var ri resolvedIndex
+		for _, a := range ix.Get("aliases").Array() {
+			ri.aliases = append(ri.aliases, a.Str)
+		}
+		for _, a := range ix.Get("attributes").Array() {
+			ri.hidden = ri.hidden || a.Str == "hidden"
+		}
+		r.indices[ix.Get("name").Str] = ri
+	}
+	for _, a := range res.Get("aliases").Array() {
+		var behind []string
+		for _, ix := range a.Get("indices").Array() {
+			behind = append(behind, ix.Str)
+		}
+		r.aliases[a.Get("name").Str] = behind
+	}
+	return r, nil
+}
+
+// putSettings updates dynamic settings of indices (hidden ones included).
+func (c *osClient) putSettings(ctx context.Context, indices []string, settings string) error {
+	path := "/" + url.PathEscape(strings.Join(indices, ",")) + "/_settings"
+	status, body, err := c.do(ctx, http.MethodPut, rawRequest{path: path, query: url.Values{"expand_wildcards": {"all"}}, body: []byte(settings)})
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK {
+		return apiError("PUT", path, status, body)
+	}
+	return nil
+}
+
+// deleteIndex deletes one index; one that is gone already is fine.
+func (c *osClient) deleteIndex(ctx context.Context, index string) error {
+	path := "/" + url.PathEscape(index)
+	status, body, err := c.do(ctx, http.MethodDelete, rawRequest{path: path})
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK && errorType(body) != "index_not_found_exception" {
+		return apiError("DELETE", path, status, body)
+	}
+	return nil
+}
+
+// swap points the alias at the target as its write index and deletes the sources, atomically.
+func (c *osClient) swap(ctx context.Context, p rollPlan) error {
+	actions := []map[string]any{{"add": map[string]any{"index": p.target, "alias": p.alias, "is_write_index": true}}}
+	for _, s := range p.sources {
+		actions = append(actions, map[string]any{"remove_index": map[string]any{"index": s}})
+	}
+	body, err := json.Marshal(map[string]any{"actions": actions})
+	if err != nil {
+		return err
+	}
+	status, resp, err := c.do(ctx, http.MethodPost, rawRequest{path: "/_aliases", body: body})
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK {
+		return apiError("POST", "/_aliases", status, resp)
+	}
+	return nil
+}
+
+// scrollPage is one page of a scroll.
+type scrollPage struct {
+	id   string
+	hits []gjson.Result
+}
+
+// scroll opens a scroll over indices with body when id is empty, or reads its next page.
+func (c *osClient) scroll(ctx context.Context, indices []string, body, id string) (scrollPage, error) {
+	const keepAlive = "5m"
+	req := rawRequest{path: "/_search/scroll", body: []byte(`{"scroll":"` + keepAlive + `","scroll_id":` + strconv.Quote(id) + `}`)}
+	if id == "" {
+		req = rawRequest{path: "/" + url.PathEscape(strings.Join(indices, ",")) + "/_search",
+			query: url.Values{"scroll": {keepAlive}, "expand_wildcards": {"all"}}, body: []byte(body)}
+	}
+	status, resp, err := c.do(ctx, http.MethodPost, req)
+	if err != nil {
+		return scrollPage{}, err
+	}
+	if status != http.StatusOK {
+		return scrollPage{}, apiError("POST", req.path, status, resp)
+	}
+	r := gjson.ParseBytes(resp)
+	if f := r.Get("_shards.failed").Int(); f > 0 {
+		return scrollPage{}, &requestError{status: 503, err: fmt.Errorf("POST %s: %d shards failed: %s", req.path, f, truncate([]byte(r.Get("_shards.failures").Raw), 512))}
+	}
+	return scrollPage{id: r.Get("_scroll_id").Str, hits: r.Get("hits.hits").Array()}, nil
+}
+
+func (c *osClient) clearScroll(ctx context.Context, id string) {
+	_, _, _ = c.do(ctx, http.MethodDelete, rawRequest{path: "/_search/scroll", body: []byte(`{"scroll_id":` + strconv.Quote(id) + `}`)})
+}
+
+func ptr[T any](v T) *T { return &v }

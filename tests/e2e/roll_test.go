@@ -1,0 +1,332 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/tidwall/gjson"
+
+	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/mappings"
+	"github.com/kubesearch/kubesearch/tests/testbed"
+)
+
+// An installation written by an indexer of an older mapping version (indices "-v0", documents
+// without the free-text and image fields, one kind as a bare concrete index the way an early write
+// auto-creates it) is rolled by this build at its start: every alias ends on "-v<Version>" with
+// documents rebuilt (the missing fields searchable again), versions and objects kept, the events
+// published meanwhile applied after the roll, and the old indices gone. The indexer is killed with -9
+// in the middle of the roll and restarted. Throughout, a search over the pattern the query API uses
+// counts every document exactly once.
+func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
+	if mappings.Version < 1 {
+		t.Fatal("the test builds an installation of version Version-1")
+	}
+	env := testbed.Get(t)
+	f := seedFleet(t, env)
+	p := startPipeline(t, env, f)
+	const archived = 6000
+	publishArchivePods(t, env, p.topic, archived)
+	p.waitIndexMatchesMembers(t, "after the first lists", 2*time.Minute)
+	pods := indexer.IndexName(p.prefix, "Pod")
+	pollUntil(t, "the archive's Pods to be indexed", 2*time.Minute, func(context.Context) (bool, error) {
+		return archiveCount(t, env, p.prefix) == archived, nil
+	})
+	before := archiveSnapshot(t, env, pods)
+	if err := p.indexer.stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	// What an older indexer would have left.
+	old := fmt.Sprintf("-v%d", mappings.Version-1)
+	strip := []string{"text", "images"}
+	aliases := resolveAliases(t, env, p.prefix)
+	for _, alias := range aliases {
+		current := indexer.VersionedIndexName(alias)
+		if strings.HasSuffix(alias, "-configmap") {
+			// A bare concrete index named like the alias.
+			copyIndex(t, env, current, alias+"-stage", strip)
+			mustHTTP(t, "DELETE", env.OpenSearchURL+"/"+current, "")
+			copyIndex(t, env, alias+"-stage", alias, nil)
+			mustHTTP(t, "DELETE", env.OpenSearchURL+"/"+alias+"-stage", "")
+			continue
+		}
+		copyIndex(t, env, current, alias+old, strip)
+		mustHTTP(t, "POST", env.OpenSearchURL+"/_aliases", fmt.Sprintf(
+			`{"actions":[{"add":{"index":%q,"alias":%q,"is_write_index":true}},{"remove_index":{"index":%q}}]}`, alias+old, alias, current))
+	}
+	deployments := indexer.IndexName(p.prefix, "Deployment")
+	imageQuery := `{"query":{"term":{"images":"nginx:1.27"}}}`
+	if n := count(t, env, deployments, imageQuery); n != 0 {
+		t.Fatalf("the older installation still finds %d Deployments by image; the test would prove nothing", n)
+	}
+	churn(t, env, f, 6) // published while no indexer runs: applied after the roll
+
+	// Count the archive over the query API's pattern throughout.
+	var polls, wrong atomic.Int64
+	var firstWrong atomic.Pointer[string]
+	stopPoll := make(chan struct{})
+	var pollers sync.WaitGroup
+	pollers.Go(func() {
+		url := env.OpenSearchURL + "/" + mappings.IndexBase(p.prefix) + "*/_count"
+		for {
+			select {
+			case <-stopPoll:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			n, err := countQuery(url, archiveQuery)
+			polls.Add(1)
+			if err != nil || n != archived {
+				wrong.Add(1)
+				firstWrong.CompareAndSwap(nil, ptr(fmt.Sprintf("%d documents (err %v) at %s", n, err, time.Now().Format(time.RFC3339Nano))))
+			}
+		}
+	})
+	stopPolling := sync.OnceFunc(func() {
+		close(stopPoll)
+		pollers.Wait()
+	})
+	defer stopPolling()
+
+	// First start, killed mid-roll: smaller pages keep the Pod roll going for seconds.
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	first := startProcess(t, "indexer (killed mid-roll)", "indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
+		"--topic", p.topic, "--group", p.topic+"-indexer", "--opensearch-addresses", env.OpenSearchURL,
+		"--index-prefix", p.prefix, "--listen", addr, "--batch-size", "100")
+	target := indexer.VersionedIndexName(pods)
+	pollUntil(t, "the Pod roll to start copying", 2*time.Minute, func(context.Context) (bool, error) {
+		return countIndex(t, env, target) > 0, nil
+	})
+	readyz := httpText(t, "http://"+addr+"/readyz")
+	first.kill()
+	copied := countIndex(t, env, target)
+	t.Logf("killed with -9 after %d of %d Pods copied; /readyz said %q", copied, archived, strings.TrimSpace(readyz))
+	if !strings.Contains(readyz, "rolling "+pods) {
+		t.Errorf("/readyz during the roll = %q, want it to name the roll of %s", readyz, pods)
+	}
+	if copied >= archived {
+		t.Fatalf("the roll had finished before the kill (%d copied); the test would not cover a crash", copied)
+	}
+	res := resolveIndex(t, env, p.prefix)
+	if got := res.Get(`aliases.#(name==` + pods + `).indices`).String(); got != `["`+pods+old+`"]` {
+		t.Errorf("after the crash %s points to %s, want the old index only", pods, got)
+	}
+	if !res.Get(`indices.#(name==`+target+`).attributes`).IsArray() || !strings.Contains(res.Get(`indices.#(name==`+target+`).attributes`).Raw, "hidden") {
+		t.Errorf("the half-copied %s is not hidden: %s", target, res.Get(`indices.#(name==`+target+`)`).Raw)
+	}
+
+	// Second start: the roll resumes and finishes, then the events wait no more.
+	p.startIndexer(t)
+	p.waitIndexMatchesMembers(t, "after the roll", 3*time.Minute)
+	stopPolling()
+
+	res = resolveIndex(t, env, p.prefix)
+	for _, alias := range aliases {
+		want := indexer.VersionedIndexName(alias)
+		if got := res.Get(`aliases.#(name==` + alias + `).indices`).String(); got != `["`+want+`"]` {
+			t.Errorf("%s points to %s, want [%q]", alias, got, want)
+		}
+		ix := res.Get(`indices.#(name==` + want + `)`)
+		if strings.Contains(ix.Get("attributes").Raw, "hidden") {
+			t.Errorf("%s is still hidden", want)
+		}
+		settings := mustHTTP(t, "GET", env.OpenSearchURL+"/"+want+"/_settings?flat_settings=true", "")
+		if b := gjson.GetBytes(settings, "*.settings.index\\.blocks\\.write"); b.Exists() && b.String() == "true" {
+			t.Errorf("%s is write-blocked", want)
+		}
+	}
+	for _, ix := range res.Get("indices").Array() {
+		if name := ix.Get("name").Str; strings.HasSuffix(name, old) || strings.HasSuffix(name, "-stage") {
+			t.Errorf("old index %s is left", name)
+		}
+	}
+	if n := count(t, env, deployments, imageQuery); n != len(env.Clusters) {
+		t.Errorf("%d Deployments found by their image after the roll, want %d (rebuilt documents)", n, len(env.Clusters))
+	}
+	after := archiveSnapshot(t, env, pods)
+	if len(after) != len(before) {
+		t.Errorf("%d archive Pods after the roll, %d before", len(after), len(before))
+	}
+	for id, v := range before {
+		if after[id] != v {
+			t.Errorf("archive Pod %s changed by the roll:\nbefore %.200s\nafter  %.200s", id, v, after[id])
+			break
+		}
+	}
+	t.Logf("%d counts over %s*, %d of them wrong", polls.Load(), mappings.IndexBase(p.prefix), wrong.Load())
+	if wrong.Load() > 0 {
+		t.Errorf("%d of %d searches during the roll did not count %d archive Pods; first: %s", wrong.Load(), polls.Load(), archived, *firstWrong.Load())
+	}
+}
+
+// publishArchivePods publishes n realistic Pods of a cluster "archive" (one the test bed does not
+// run), to give the roll an index large enough to be caught in the middle of.
+func publishArchivePods(t *testing.T, env *testbed.Env, topic string, n int) {
+	t.Helper()
+	observed := time.Now().UTC()
+	msgs := make([]kafka.Message, n)
+	for i := range msgs {
+		pod := benchPod("archive", i)
+		obj := map[string]any{}
+		raw, _ := json.Marshal(pod)
+		_ = json.Unmarshal(raw, &obj)
+		obj["apiVersion"], obj["kind"] = "v1", "Pod"
+		meta := obj["metadata"].(map[string]any)
+		uid := fmt.Sprintf("00000000-0000-4000-8001-%012d", i)
+		meta["uid"], meta["resourceVersion"], meta["creationTimestamp"] = uid, strconv.Itoa(5000+i), "2026-11-01T10:00:00Z"
+		obj["status"] = benchPodStatus(i)
+		object, _ := json.Marshal(obj)
+		ev := &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "archive", Version: "v1",
+			Resource: "pods", Kind: "Pod", Namespace: "archive", Name: pod.Name, UID: uid,
+			ResourceVersion: strconv.Itoa(5000 + i), Epoch: 1, ObservedAt: observed, Object: object}
+		v, err := ev.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs[i] = kafka.Message{Key: ev.Key(), Value: v}
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(env.KafkaBrokers...), Topic: topic, Balancer: &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond, BatchBytes: 8 << 20, Transport: &kafka.Transport{}}
+	defer w.Close()
+	for i := 0; i < n; i += 1000 {
+		if err := w.WriteMessages(t.Context(), msgs[i:min(i+1000, n)]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const archiveQuery = `{"query":{"term":{"cluster":"archive"}}}`
+
+// archiveCount counts the archive's documents over the pattern the query API searches.
+func archiveCount(t *testing.T, env *testbed.Env, prefix string) int {
+	return count(t, env, mappings.IndexBase(prefix)+"*", archiveQuery)
+}
+
+// countQuery is a _count that reports its failures rather than failing the test, for goroutines.
+func countQuery(url, query string) (int, error) {
+	resp, err := http.Post(url, "application/json", strings.NewReader(query))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var body struct{ Count int }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: %v", resp.Status, err)
+	}
+	return body.Count, nil
+}
+
+func count(t *testing.T, env *testbed.Env, target, query string) int {
+	t.Helper()
+	return int(gjson.GetBytes(mustHTTP(t, "POST", env.OpenSearchURL+"/"+target+"/_count", query), "count").Int())
+}
+
+// countIndex counts an index by its name, hidden or not; 0 when it does not exist.
+func countIndex(t *testing.T, env *testbed.Env, index string) int {
+	t.Helper()
+	resp, err := http.Get(env.OpenSearchURL + "/" + index + "/_count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Count int }
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return body.Count
+}
+
+// archiveSnapshot is the archive's Pods: _id → _version and stored object.
+func archiveSnapshot(t *testing.T, env *testbed.Env, alias string) map[string]string {
+	t.Helper()
+	mustHTTP(t, "POST", env.OpenSearchURL+"/"+alias+"/_refresh", "")
+	body := mustHTTP(t, "POST", env.OpenSearchURL+"/"+alias+"/_search",
+		`{"size":10000,"version":true,"query":{"term":{"cluster":"archive"}}}`)
+	out := map[string]string{}
+	for _, h := range gjson.GetBytes(body, "hits.hits").Array() {
+		obj, err := mappings.StoredObject([]byte(h.Get("_source").Raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[h.Get("_id").Str] = h.Get("_version").String() + " " + string(obj)
+	}
+	return out
+}
+
+func resolveIndex(t *testing.T, env *testbed.Env, prefix string) gjson.Result {
+	t.Helper()
+	return gjson.ParseBytes(mustHTTP(t, "GET", env.OpenSearchURL+"/_resolve/index/"+mappings.IndexBase(prefix)+"*?expand_wildcards=all", ""))
+}
+
+func resolveAliases(t *testing.T, env *testbed.Env, prefix string) []string {
+	t.Helper()
+	var out []string
+	for _, a := range resolveIndex(t, env, prefix).Get("aliases.#.name").Array() {
+		out = append(out, a.Str)
+	}
+	if len(out) < 4 {
+		t.Fatalf("only %d aliases under %s: %v", len(out), prefix, out)
+	}
+	return out
+}
+
+// copyIndex copies every document of from into to (created from the template) with its _version,
+// leaving out the top-level fields strip names.
+func copyIndex(t *testing.T, env *testbed.Env, from, to string, strip []string) {
+	t.Helper()
+	mustHTTP(t, "POST", env.OpenSearchURL+"/"+from+"/_refresh", "")
+	page := mustHTTP(t, "POST", env.OpenSearchURL+"/"+from+"/_search?scroll=2m", `{"size":500,"sort":["_doc"],"version":true}`)
+	total := 0
+	for {
+		hits := gjson.GetBytes(page, "hits.hits").Array()
+		if len(hits) == 0 {
+			break
+		}
+		var body bytes.Buffer
+		for _, h := range hits {
+			var src map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(h.Get("_source").Raw), &src); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range strip {
+				delete(src, k)
+			}
+			doc, _ := json.Marshal(src)
+			fmt.Fprintf(&body, `{"index":{"_index":%q,"_id":%q,"version":%d,"version_type":"external_gte"}}`+"\n%s\n", to, h.Get("_id").Str, h.Get("_version").Int(), doc)
+		}
+		resp := mustHTTP(t, "POST", env.OpenSearchURL+"/_bulk", body.String())
+		if gjson.GetBytes(resp, "errors").Bool() {
+			t.Fatalf("copy %s to %s: %.500s", from, to, resp)
+		}
+		total += len(hits)
+		page = mustHTTP(t, "POST", env.OpenSearchURL+"/_search/scroll", fmt.Sprintf(`{"scroll":"2m","scroll_id":%q}`, gjson.GetBytes(page, "_scroll_id").Str))
+	}
+	mustHTTP(t, "POST", env.OpenSearchURL+"/"+to+"/_refresh", "")
+	if got := countIndex(t, env, to); got != total {
+		t.Fatalf("copied %d documents from %s, %s holds %d", total, from, to, got)
+	}
+}
+
+func httpText(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return b.String()
+}
