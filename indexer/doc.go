@@ -37,12 +37,15 @@
 //   - Watermarks (DESIGN section 5): per (cluster, resource), the resourceVersion up to which every
 //     event is written and searchable, made so by a refresh every WatermarkInterval and stored in
 //     StateIndex; ReadWatermarks reads them for the query API.
-//   - /healthz, /readyz (template installed, OpenSearch answering) and /metrics.
+//   - Rolls (roll.go): at start, before consuming, every alias whose index is of an older
+//     mappings.Version moves to a new index, hidden while documents are copied and rebuilt from their
+//     stored objects, swapped in atomically; writes to the old index are blocked meanwhile, and a
+//     cluster_block_exception is retried, never dead-lettered.
+//   - /healthz, /readyz (setup done — template, state index, rolls —, OpenSearch answering) and
+//     /metrics.
 //
-// It leaves out the change history (an append-only changes index, later work), rolling an alias to a
-// new index when mappings.Version moves on (the indexer logs when an alias points to an index of an
-// older version, and keeps writing to it: `dynamic: false` keeps new fields in _source), and reading
-// Kubernetes Secrets (a secretRef of the registries must be mounted and passed as a folder).
+// It leaves out the change history (an append-only changes index, later work) and reading Kubernetes
+// Secrets (a secretRef of the registries must be mounted and passed as a folder).
 //
 // # Caveats
 //

@@ -20,20 +20,32 @@ import (
 // A roll moves an alias to a new index when this build's mapping version is newer than the one its
 // index was created with (DESIGN section 4). Readers search the pattern "<base>*", which reaches a
 // concrete index both by its own name and through its alias, so a roll must never leave the old and
-// the new index visible side by side, nor show a half-filled new index. It goes:
+// the new index visible side by side, nor show a half-filled new index. Patterns skip hidden
+// indices; aliases do not. A roll goes:
 //
-//  1. create the new index "<alias>-v<Version>" hidden: patterns skip hidden indices, aliases do not;
+//  1. create the new index "<alias>-v<Version>" hidden;
 //  2. block writes to the old indices, so nothing changes under the copy (an older indexer still
 //     running retries its blocked writes; see classify), and refresh them;
 //  3. copy every document, rebuilt by this build from the object it stores, with its _version;
-//  4. in one atomic _aliases request, point the alias at the new index and delete the old ones;
-//  5. unhide the new index.
+//  4. hide the old indices too (still reached through the alias);
+//  5. in one atomic _aliases request, move the alias from the old indices to the new one;
+//  6. unhide the new index;
+//  7. after every roll, wait retireGrace, then delete the old indices. Searches resolved to them
+//     before the swap, and point-in-time pages, still find them meanwhile.
+//
+// A concrete index with the alias's own name (auto-created by an early write) cannot sit beside the
+// alias: step 5 deletes it in the same atomic request, and a search in flight at that moment may see
+// a shard failure.
 //
 // Rolls run before the indexer consumes, so its own writes wait in Kafka. A roll interrupted by a
 // crash leaves the old index complete and blocked and the new one hidden; the next start copies
-// again (a write of an equal version is idempotent) and finishes. A document the new mapping refuses
-// aborts the roll: the new index is deleted, the old one unblocked and kept, and the error logged, as
-// losing a document is worse than an unsearchable new field.
+// again (a write of an equal version is idempotent) and finishes, and deletes old indices a crash
+// left hidden and detached. A document the new mapping refuses aborts the roll: the new index is
+// deleted, the old one unblocked and kept, and the error logged, as losing a document is worse than
+// an unsearchable new field.
+
+// retireGrace is how long old indices outlive their roll: longer than a search takes.
+const retireGrace = 15 * time.Second
 
 // rollPlan is one alias to move to this build's index.
 type rollPlan struct {
@@ -55,35 +67,52 @@ type resolvedIndex struct {
 	hidden  bool
 }
 
-// planRolls decides from the indices and aliases under base what to roll, and which current
-// indices are still hidden (a roll that stopped between its swap and its unhide).
-func planRolls(r resolved) (rolls []rollPlan, unhide []string) {
+// rollWork is what planRolls finds to do.
+type rollWork struct {
+	rolls []rollPlan
+	// unhide: current indices still hidden (a roll stopped between its swap and its unhide).
+	unhide []string
+	// retire: old indices a roll detached and a crash kept from deleting.
+	retire []string
+}
+
+// planRolls decides from the indices and aliases under base what to roll, unhide and delete.
+func planRolls(r resolved) rollWork {
+	var w rollWork
 	for alias, behind := range r.aliases {
 		target := VersionedIndexName(alias)
 		if slices.Contains(behind, target) {
 			if r.indices[target].hidden {
-				unhide = append(unhide, target)
+				w.unhide = append(w.unhide, target)
 			}
 			continue
 		}
 		if slices.ContainsFunc(behind, func(ix string) bool { return versionOf(ix, alias) > mappings.Version }) {
 			continue // a newer indexer's index: never rolled back
 		}
-		rolls = append(rolls, rollPlan{alias: alias, target: target, sources: slices.Sorted(slices.Values(behind))})
+		w.rolls = append(w.rolls, rollPlan{alias: alias, target: target, sources: slices.Sorted(slices.Values(behind))})
 	}
 	for name, ix := range r.indices {
-		if len(ix.aliases) > 0 || versioned(name) {
-			// Behind an alias (handled above); or a versioned index without one: an interrupted
-			// roll's target (rolled with its alias) or an index someone detached, left alone.
-			continue
+		switch {
+		case len(ix.aliases) > 0:
+			// Handled above.
+		case versioned(name):
+			// An interrupted roll's target (rolled with its alias); an old index of a finished roll,
+			// hidden and detached, to delete; or an index someone detached, left alone.
+			alias := name[:strings.LastIndex(name, "-v")]
+			if ix.hidden && versionOf(name, alias) < mappings.Version && slices.Contains(r.aliases[alias], VersionedIndexName(alias)) {
+				w.retire = append(w.retire, name)
+			}
+		default:
+			// A concrete index with an alias's name, auto-created by a write before the indexer
+			// managed the name or made by hand.
+			w.rolls = append(w.rolls, rollPlan{alias: name, target: VersionedIndexName(name), sources: []string{name}, legacy: true})
 		}
-		// A concrete index with an alias's name, auto-created by a write before the indexer managed
-		// the name or made by hand.
-		rolls = append(rolls, rollPlan{alias: name, target: VersionedIndexName(name), sources: []string{name}, legacy: true})
 	}
-	slices.SortFunc(rolls, func(a, b rollPlan) int { return strings.Compare(a.alias, b.alias) })
-	slices.Sort(unhide)
-	return rolls, unhide
+	slices.SortFunc(w.rolls, func(a, b rollPlan) int { return strings.Compare(a.alias, b.alias) })
+	slices.Sort(w.unhide)
+	slices.Sort(w.retire)
+	return w
 }
 
 // versioned reports whether name ends in "-v<digits>", as indices behind aliases do. Kinds are
@@ -119,19 +148,21 @@ func versionOf(index, alias string) int {
 // the new mapping. Other errors (OpenSearch away) are retried.
 var errRollAborted = errors.New("roll aborted")
 
-// rollIndices rolls every alias of the installation that needs it, one after the other.
+// rollIndices rolls every alias of the installation that needs it, one after the other, then
+// deletes the old indices.
 func (ix *Indexer) rollIndices(ctx context.Context) error {
 	r, err := ix.os.resolve(ctx, mappings.IndexBase(ix.opts.Index.Prefix)+"*")
 	if err != nil {
 		return err
 	}
-	rolls, unhide := planRolls(r)
-	for _, index := range unhide {
+	w := planRolls(r)
+	for _, index := range w.unhide {
 		if err := ix.os.putSettings(ctx, []string{index}, `{"index.hidden":false}`); err != nil {
 			return err
 		}
 	}
-	for _, p := range rolls {
+	retire := w.retire
+	for _, p := range w.rolls {
 		ix.setupStep.Store(ptr(fmt.Sprintf("rolling %s from %s to %s", p.alias, strings.Join(p.sources, ","), p.target)))
 		start := time.Now()
 		n, err := ix.roll(ctx, p)
@@ -145,8 +176,30 @@ func (ix *Indexer) rollIndices(ctx context.Context) error {
 		default:
 			ix.log.Info("index rolled to this mapping version", "alias", p.alias, "from", p.sources, "to", p.target,
 				"documents", n, "took", time.Since(start).Round(time.Millisecond))
+			if !p.legacy {
+				retire = append(retire, p.sources...)
+			}
 		}
 	}
+	if len(retire) == 0 {
+		return nil
+	}
+	if len(w.rolls) > 0 {
+		ix.setupStep.Store(ptr(fmt.Sprintf("deleting the old indices %s in %s", strings.Join(retire, ","), retireGrace)))
+		t := time.NewTimer(retireGrace)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err() // deleted at the next start
+		case <-t.C:
+		}
+	}
+	for _, index := range retire {
+		if err := ix.os.deleteIndex(ctx, index); err != nil {
+			return err
+		}
+	}
+	ix.log.Info("old indices deleted", "indices", retire)
 	return nil
 }
 
@@ -176,6 +229,12 @@ func (ix *Indexer) roll(ctx context.Context, p rollPlan) (int, error) {
 	}
 	if err := c.refresh(ctx, p.target); err != nil {
 		return n, err
+	}
+	if !p.legacy {
+		// Hidden, the old indices drop out of every pattern the moment the alias leaves them.
+		if err := c.putSettings(ctx, p.sources, `{"index.hidden":true}`); err != nil {
+			return n, err
+		}
 	}
 	if err := c.swap(ctx, p); err != nil {
 		return n, err
@@ -329,11 +388,16 @@ func (c *osClient) deleteIndex(ctx context.Context, index string) error {
 	return nil
 }
 
-// swap points the alias at the target as its write index and deletes the sources, atomically.
+// swap moves the alias from the sources to the target, its write index, atomically. A legacy source
+// (a concrete index of the alias's name) is deleted in the same request, to make room for the alias.
 func (c *osClient) swap(ctx context.Context, p rollPlan) error {
 	actions := []map[string]any{{"add": map[string]any{"index": p.target, "alias": p.alias, "is_write_index": true}}}
 	for _, s := range p.sources {
-		actions = append(actions, map[string]any{"remove_index": map[string]any{"index": s}})
+		if p.legacy {
+			actions = append(actions, map[string]any{"remove_index": map[string]any{"index": s}})
+		} else {
+			actions = append(actions, map[string]any{"remove": map[string]any{"index": s, "alias": p.alias}})
+		}
 	}
 	body, err := json.Marshal(map[string]any{"actions": actions})
 	if err != nil {

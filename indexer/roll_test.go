@@ -20,6 +20,7 @@ func TestPlanRolls(t *testing.T) {
 		r          resolved
 		wantRolls  []rollPlan
 		wantUnhide []string
+		wantRetire []string
 	}{{
 		name: "current indices stay",
 		r: resolved{
@@ -73,15 +74,38 @@ func TestPlanRolls(t *testing.T) {
 			indices: map[string]resolvedIndex{"k-pod" + older: {}},
 			aliases: map[string][]string{},
 		},
+	}, {
+		name: "an old index a finished roll detached and hid is deleted",
+		r: resolved{
+			indices: map[string]resolvedIndex{"k-pod" + older: {hidden: true}, "k-pod" + cur: {aliases: []string{"k-pod"}}},
+			aliases: map[string][]string{"k-pod": {"k-pod" + cur}},
+		},
+		wantRetire: []string{"k-pod" + older},
+	}, {
+		name: "a detached old index that is not hidden is someone else's",
+		r: resolved{
+			indices: map[string]resolvedIndex{"k-pod" + older: {}, "k-pod" + cur: {aliases: []string{"k-pod"}}},
+			aliases: map[string][]string{"k-pod": {"k-pod" + cur}},
+		},
+	}, {
+		name: "an old index hidden mid-roll is still behind its alias: the roll resumes",
+		r: resolved{
+			indices: map[string]resolvedIndex{"k-pod" + older: {aliases: []string{"k-pod"}, hidden: true}, "k-pod" + cur: {hidden: true}},
+			aliases: map[string][]string{"k-pod": {"k-pod" + older}},
+		},
+		wantRolls: []rollPlan{{alias: "k-pod", target: "k-pod" + cur, sources: []string{"k-pod" + older}}},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rolls, unhide := planRolls(tt.r)
-			if !reflect.DeepEqual(rolls, tt.wantRolls) {
-				t.Errorf("rolls = %+v, want %+v", rolls, tt.wantRolls)
+			w := planRolls(tt.r)
+			if !reflect.DeepEqual(w.rolls, tt.wantRolls) {
+				t.Errorf("rolls = %+v, want %+v", w.rolls, tt.wantRolls)
 			}
-			if !reflect.DeepEqual(unhide, tt.wantUnhide) {
-				t.Errorf("unhide = %v, want %v", unhide, tt.wantUnhide)
+			if !reflect.DeepEqual(w.unhide, tt.wantUnhide) {
+				t.Errorf("unhide = %v, want %v", w.unhide, tt.wantUnhide)
+			}
+			if !reflect.DeepEqual(w.retire, tt.wantRetire) {
+				t.Errorf("retire = %v, want %v", w.retire, tt.wantRetire)
 			}
 		})
 	}

@@ -322,10 +322,10 @@ func (w *writer) ensureIndices(ctx context.Context, ops []*op, bo *wait.Backoff)
 				w.aliases[o.index] = isAlias
 				switch {
 				case !isAlias:
-					w.log.Warn("a concrete index has the name of the alias; writing to it, but a mapping change cannot roll it to a new index until it is reindexed behind an alias",
+					w.log.Warn("a concrete index has the name of the alias (made since this indexer started, or its roll was aborted); writing to it. The next start rolls it behind an alias",
 						"index", o.index)
 				case !slices.Contains(st.behind, VersionedIndexName(o.index)):
-					w.log.Warn("the alias points to indices of another mapping version; writing to its write index. Fields this version added are kept in _source but not searchable until the alias is rolled to a new index",
+					w.log.Warn("the alias points to indices of another mapping version (a newer indexer's, or a roll that was aborted at start); writing to its write index. Fields this version added are kept in _source but not searchable there",
 						"index", o.index, "behind", st.behind, "want", VersionedIndexName(o.index))
 				}
 				break

@@ -331,6 +331,13 @@ func (s *Store) search(ctx context.Context, path string, params url.Values, body
 	if status != http.StatusOK {
 		return nil, responseError("POST", path, status, resp)
 	}
+	// An answer from some shards only would be an incomplete list presented as whole (a shard
+	// relocating, an index deleted between resolving the pattern and searching it): better refused,
+	// and retried by the client.
+	if sh := gjson.GetBytes(resp, "_shards"); sh.Get("failed").Int() > 0 {
+		return nil, fmt.Errorf("%w: POST %s: %d of %d shards failed: %s", ErrUnavailable, path,
+			sh.Get("failed").Int(), sh.Get("total").Int(), sh.Get("failures.0.reason.reason").Str)
+	}
 	return resp, nil
 }
 
@@ -345,7 +352,10 @@ func responseError(method, path string, status int, body []byte) error {
 	switch {
 	case typ == "rejected_execution_exception" && strings.Contains(reason, "Point In Time"):
 		return fmt.Errorf("%w: %s", errTooManyPITs, msg)
-	case typ == "search_context_missing_exception":
+	case typ == "search_context_missing_exception",
+		// Only a point-in-time search names no index in its path: its snapshot's index was deleted
+		// since (an index roll to a new mapping version deletes the old one).
+		typ == "index_not_found_exception" && path == "/_search":
 		return fmt.Errorf("%w: the snapshot of this query is gone (%s); start again without continue", ErrExpired, reason)
 	case status == http.StatusTooManyRequests || status >= 500:
 		return fmt.Errorf("%w: %s", ErrUnavailable, msg)

@@ -76,7 +76,7 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 	churn(t, env, f, 6) // published while no indexer runs: applied after the roll
 
 	// Count the archive over the query API's pattern throughout.
-	var polls, wrong atomic.Int64
+	var polls, wrong, legacyFailures atomic.Int64
 	var firstWrong atomic.Pointer[string]
 	stopPoll := make(chan struct{})
 	var pollers sync.WaitGroup
@@ -88,8 +88,14 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			n, err := countQuery(url, archiveQuery)
+			n, failedIndex, err := countQuery(url, archiveQuery)
 			polls.Add(1)
+			if failedIndex == indexer.IndexName(p.prefix, "ConfigMap") {
+				// The one documented exception: the bare concrete index is deleted in the same atomic
+				// request that gives its name to the alias, and a search in flight then fails there.
+				legacyFailures.Add(1)
+				continue
+			}
 			if err != nil || n != archived {
 				wrong.Add(1)
 				firstWrong.CompareAndSwap(nil, ptr(fmt.Sprintf("%d documents (err %v) at %s", n, err, time.Now().Format(time.RFC3339Nano))))
@@ -167,7 +173,7 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("%d counts over %s*, %d of them wrong", polls.Load(), mappings.IndexBase(p.prefix), wrong.Load())
+	t.Logf("%d counts over %s*, %d of them wrong, %d failed on the bare ConfigMap index at its roll", polls.Load(), mappings.IndexBase(p.prefix), wrong.Load(), legacyFailures.Load())
 	if wrong.Load() > 0 {
 		t.Errorf("%d of %d searches during the roll did not count %d archive Pods; first: %s", wrong.Load(), polls.Load(), archived, *firstWrong.Load())
 	}
@@ -188,6 +194,7 @@ func publishArchivePods(t *testing.T, env *testbed.Env, topic string, n int) {
 		meta := obj["metadata"].(map[string]any)
 		uid := fmt.Sprintf("00000000-0000-4000-8001-%012d", i)
 		meta["uid"], meta["resourceVersion"], meta["creationTimestamp"] = uid, strconv.Itoa(5000+i), "2026-11-01T10:00:00Z"
+		meta["namespace"] = "archive"
 		obj["status"] = benchPodStatus(i)
 		object, _ := json.Marshal(obj)
 		ev := &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "archive", Version: "v1",
@@ -216,18 +223,31 @@ func archiveCount(t *testing.T, env *testbed.Env, prefix string) int {
 	return count(t, env, mappings.IndexBase(prefix)+"*", archiveQuery)
 }
 
-// countQuery is a _count that reports its failures rather than failing the test, for goroutines.
-func countQuery(url, query string) (int, error) {
+// countQuery is a _count that reports its failures rather than failing the test, for goroutines;
+// failedIndex is the index of the first shard failure, if any.
+func countQuery(url, query string) (n int, failedIndex string, err error) {
 	resp, err := http.Post(url, "application/json", strings.NewReader(query))
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer resp.Body.Close()
-	var body struct{ Count int }
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s: %v", resp.Status, err)
+	var body struct {
+		Count  int
+		Shards struct {
+			Total, Failed int
+			Failures      []struct{ Index string }
+		} `json:"_shards"`
 	}
-	return body.Count, nil
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
+		return 0, "", fmt.Errorf("%s: %v", resp.Status, err)
+	}
+	if body.Shards.Failed > 0 {
+		if len(body.Shards.Failures) > 0 {
+			failedIndex = body.Shards.Failures[0].Index
+		}
+		return body.Count, failedIndex, fmt.Errorf("%d of %d shards failed (%s)", body.Shards.Failed, body.Shards.Total, failedIndex)
+	}
+	return body.Count, "", nil
 }
 
 func count(t *testing.T, env *testbed.Env, target, query string) int {
