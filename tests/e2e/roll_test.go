@@ -138,6 +138,13 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 	// Second start: the roll resumes and finishes, then the events wait no more.
 	p.startIndexer(t)
 	p.waitIndexMatchesMembers(t, "after the roll", 3*time.Minute)
+	for _, proc := range []*process{first, p.indexer} {
+		for _, line := range strings.Split(proc.output(), "\n") {
+			if strings.Contains(line, "index rolled") || strings.Contains(line, "old indices deleted") {
+				t.Log(line)
+			}
+		}
+	}
 	stopPolling()
 
 	res = resolveIndex(t, env, p.prefix)
