@@ -148,6 +148,10 @@ func versionOf(index, alias string) int {
 // the new mapping. Other errors (OpenSearch away) are retried.
 var errRollAborted = errors.New("roll aborted")
 
+// errRolledElsewhere: another indexer of this version, started at the same time (replicas of one
+// Deployment are), finished the same roll first.
+var errRolledElsewhere = errors.New("rolled by another indexer")
+
 // rollIndices rolls every alias of the installation that needs it, one after the other, then
 // deletes the old indices.
 func (ix *Indexer) rollIndices(ctx context.Context) error {
@@ -167,6 +171,8 @@ func (ix *Indexer) rollIndices(ctx context.Context) error {
 		start := time.Now()
 		n, err := ix.roll(ctx, p)
 		switch {
+		case errors.Is(err, errRolledElsewhere):
+			ix.log.Info("index rolled by another indexer", "alias", p.alias, "to", p.target, "copiedHere", n)
 		case errors.Is(err, errRollAborted):
 			// Keep indexing into the old index: its documents stay searchable, only what the new
 			// mapping adds is not.
@@ -217,6 +223,9 @@ func (ix *Indexer) roll(ctx context.Context, p rollPlan) (int, error) {
 		return 0, err
 	}
 	n, err := ix.copyDocuments(ctx, p)
+	if errors.Is(err, errRolledElsewhere) {
+		return n, err
+	}
 	if errors.Is(err, errRollAborted) {
 		// Undo, so the old index is written to again. If this fails too, the next start rolls again.
 		if uerr := errors.Join(c.deleteIndex(ctx, p.target), c.putSettings(ctx, p.sources, `{"index.blocks.write":null}`)); uerr != nil {
@@ -270,14 +279,14 @@ func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan) (int, error) {
 				versioned: true, version: h.Get("_version").Int()})
 			size += len(doc)
 			if size >= ix.opts.BatchBytes {
-				if err := ix.copyBulk(ctx, ops); err != nil {
+				if err := ix.copyBulk(ctx, p, ops); err != nil {
 					return copied, err
 				}
 				copied += len(ops)
 				ops, size = ops[:0], 0
 			}
 		}
-		if err := ix.copyBulk(ctx, ops); err != nil {
+		if err := ix.copyBulk(ctx, p, ops); err != nil {
 			return copied, err
 		}
 		copied += len(ops)
@@ -290,9 +299,21 @@ func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan) (int, error) {
 }
 
 // copyBulk writes ops to the roll's target, retrying what OpenSearch cannot take now.
-func (ix *Indexer) copyBulk(ctx context.Context, ops []*op) error {
+//
+// Before each request it checks that no other indexer has swapped the alias already: after that
+// swap the target is live, and a copied document deleted there since must not come back. Within
+// index.gc_deletes (60 s) of a delete its tombstone refuses the copy anyway; the check keeps every
+// copy well inside that.
+func (ix *Indexer) copyBulk(ctx context.Context, p rollPlan, ops []*op) error {
 	bo := defaultBackoff()
 	for len(ops) > 0 {
+		live, err := ix.os.aliasIncludes(ctx, p.alias, p.target)
+		if err != nil {
+			return err
+		}
+		if live {
+			return errRolledElsewhere
+		}
 		results, err := ix.os.bulk(ctx, ops)
 		var retry []*op
 		if err != nil {
@@ -360,6 +381,22 @@ func (c *osClient) resolve(ctx context.Context, pattern string) (resolved, error
 		r.aliases[a.Get("name").Str] = behind
 	}
 	return r, nil
+}
+
+// aliasIncludes reports whether alias points to index.
+func (c *osClient) aliasIncludes(ctx context.Context, alias, index string) (bool, error) {
+	path := "/_alias/" + url.PathEscape(alias)
+	status, body, err := c.do(ctx, http.MethodGet, rawRequest{path: path, query: url.Values{"expand_wildcards": {"all"}}})
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case status == http.StatusOK:
+		return gjson.GetBytes(body, gjson.Escape(index)).Exists(), nil
+	case status == http.StatusNotFound:
+		return false, nil
+	}
+	return false, apiError("GET", path, status, body)
 }
 
 // putSettings updates dynamic settings of indices (hidden ones included).

@@ -29,7 +29,7 @@ import (
 // auto-creates it) is rolled by this build at its start: every alias ends on "-v<Version>" with
 // documents rebuilt (the missing fields searchable again), versions and objects kept, the events
 // published meanwhile applied after the roll, and the old indices gone. The indexer is killed with -9
-// in the middle of the roll and restarted. Throughout, a search over the pattern the query API uses
+// in the middle of the roll and restarted as two replicas at once. Throughout, a search over the pattern the query API uses
 // counts every document exactly once.
 func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 	if mappings.Version < 1 {
@@ -135,12 +135,16 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 		t.Errorf("the half-copied %s is not hidden: %s", target, res.Get(`indices.#(name==`+target+`)`).Raw)
 	}
 
-	// Second start: the roll resumes and finishes, then the events wait no more.
+	// Second start, two replicas at once as a Deployment starts them: the roll resumes, one of them
+	// finishes it, and then the events wait no more.
+	replica := startProcess(t, "indexer (second replica)", "indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
+		"--topic", p.topic, "--group", p.topic+"-indexer", "--opensearch-addresses", env.OpenSearchURL,
+		"--index-prefix", p.prefix, "--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	p.startIndexer(t)
 	p.waitIndexMatchesMembers(t, "after the roll", 3*time.Minute)
-	for _, proc := range []*process{first, p.indexer} {
+	for _, proc := range []*process{first, replica, p.indexer} {
 		for _, line := range strings.Split(proc.output(), "\n") {
-			if strings.Contains(line, "index rolled") || strings.Contains(line, "old indices deleted") {
+			if strings.Contains(line, "index rolled") || strings.Contains(line, "old indices deleted") || strings.Contains(line, "roll") && strings.Contains(line, "level=ERROR") {
 				t.Log(line)
 			}
 		}
