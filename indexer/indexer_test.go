@@ -79,6 +79,17 @@ func (f *fakeOpenSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			reply(404, fmt.Sprintf(`{"error":"alias [%s] missing","status":404}`, parts[1]))
 		}
+	case parts[0] == "_resolve":
+		// Every alias points to its index of this version: nothing to roll.
+		base := strings.TrimSuffix(parts[len(parts)-1], "*")
+		res := map[string][]any{"indices": {}, "aliases": {}}
+		for a := range f.aliases {
+			if strings.HasPrefix(a, base) {
+				res["indices"] = append(res["indices"], map[string]any{"name": VersionedIndexName(a), "aliases": []string{a}, "attributes": []string{"open"}})
+				res["aliases"] = append(res["aliases"], map[string]any{"name": a, "indices": []string{VersionedIndexName(a)}})
+			}
+		}
+		reply(200, res)
 	case parts[0] == "_aliases":
 		for _, a := range gjson.GetBytes(body, "actions.#.add.alias").Array() {
 			f.aliases[a.Str] = true
