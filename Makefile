@@ -2,7 +2,7 @@
 GO ?= go
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt bench-collector bench-indexer bench-query
+.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt bench-collector bench-indexer bench-query bench-roll
 
 build:
 	$(GO) build -o bin/kubesearch ./cmd/kubesearch
@@ -48,3 +48,9 @@ bench-indexer:
 # indexer, then p50/p99 of 1,000 queries of each kind (BENCH_QUERY_PODS, BENCH_QUERIES to change).
 bench-query:
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -v -run TestBenchQuery ./tests/e2e/
+
+# Index roll benchmark on the test bed: 50,000 Pod documents in an index of the previous mapping
+# version, rolled by the indexer at its start, beside a raw _bulk load of them (BENCH_ROLL_DOCS to
+# change).
+bench-roll:
+	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -v -run TestBenchRoll ./tests/e2e/

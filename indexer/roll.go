@@ -212,7 +212,8 @@ func (ix *Indexer) rollIndices(ctx context.Context) error {
 // roll carries out one plan and returns how many documents it copied.
 func (ix *Indexer) roll(ctx context.Context, p rollPlan) (int, error) {
 	c := ix.os
-	if err := c.createIndex(ctx, p.target, []byte(`{"settings":{"index.hidden":true}}`)); err != nil {
+	// No periodic refresh while the copy runs (nobody searches the hidden index); one at the end.
+	if err := c.createIndex(ctx, p.target, []byte(`{"settings":{"index.hidden":true,"index.refresh_interval":"-1"}}`)); err != nil {
 		return 0, err
 	}
 	if err := c.putSettings(ctx, p.sources, `{"index.blocks.write":true}`); err != nil {
@@ -234,6 +235,13 @@ func (ix *Indexer) roll(ctx context.Context, p rollPlan) (int, error) {
 		return n, err
 	}
 	if err != nil {
+		return n, err
+	}
+	refresh, err := json.Marshal(map[string]string{"index.refresh_interval": ix.opts.Index.RefreshIntervalSetting()})
+	if err != nil {
+		return n, err
+	}
+	if err := c.putSettings(ctx, []string{p.target}, string(refresh)); err != nil {
 		return n, err
 	}
 	if err := c.refresh(ctx, p.target); err != nil {

@@ -146,6 +146,10 @@ func IndexTemplate(opts Options) ([]byte, error) {
 	return out, nil
 }
 
+// RefreshIntervalSetting is the index.refresh_interval the template gives indices, in OpenSearch's
+// syntax ("1s", "-1").
+func (o Options) RefreshIntervalSetting() string { return refreshInterval(o.RefreshInterval) }
+
 // refreshInterval renders d in OpenSearch's time unit syntax.
 func refreshInterval(d time.Duration) string {
 	switch {

@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,7 +19,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/indexer"
-	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -40,25 +38,10 @@ func TestBenchIndexer(t *testing.T) {
 	const batch = 1000 // the indexer's default --batch-size
 
 	// The events a collector would publish for n Pods of one cluster, status included.
-	events := make([]*envelope.Event, n)
+	events := benchPodEvents("bench", "bench-indexer", n, 8000, 1000)
 	values := make([][]byte, n)
 	var eventBytes int
-	observed := time.Now().UTC()
 	for i := range events {
-		pod := benchPod("bench-indexer", i)
-		obj := map[string]any{}
-		raw, _ := json.Marshal(pod)
-		_ = json.Unmarshal(raw, &obj)
-		obj["apiVersion"], obj["kind"] = "v1", "Pod"
-		meta := obj["metadata"].(map[string]any)
-		uid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
-		meta["uid"], meta["resourceVersion"], meta["creationTimestamp"] = uid, strconv.Itoa(1000+i), "2026-11-01T10:00:00Z"
-		meta["namespace"] = "bench-indexer"
-		obj["status"] = benchPodStatus(i)
-		object, _ := json.Marshal(obj)
-		events[i] = &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "bench", Version: "v1",
-			Resource: "pods", Kind: "Pod", Namespace: "bench-indexer", Name: pod.Name, UID: uid,
-			ResourceVersion: strconv.Itoa(1000 + i), Epoch: 1, ObservedAt: observed, Object: object}
 		values[i], _ = events[i].Marshal()
 		eventBytes += len(values[i])
 	}

@@ -3,14 +3,44 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
+
+// benchPodEvents are the ADDED events a collector would publish for n Pods of benchPod in one
+// namespace of one cluster, status included; uids are distinct per (uidSeries, i), resourceVersions
+// count from firstRV.
+func benchPodEvents(cluster, ns string, n, uidSeries, firstRV int) []*envelope.Event {
+	events := make([]*envelope.Event, n)
+	observed := time.Now().UTC()
+	for i := range events {
+		pod := benchPod(ns, i)
+		obj := map[string]any{}
+		raw, _ := json.Marshal(pod)
+		_ = json.Unmarshal(raw, &obj)
+		obj["apiVersion"], obj["kind"] = "v1", "Pod"
+		meta := obj["metadata"].(map[string]any)
+		uid := fmt.Sprintf("00000000-0000-4000-%04d-%012d", uidSeries, i)
+		rv := strconv.Itoa(firstRV + i)
+		meta["uid"], meta["resourceVersion"], meta["creationTimestamp"], meta["namespace"] = uid, rv, "2026-11-01T10:00:00Z", ns
+		obj["status"] = benchPodStatus(i)
+		object, _ := json.Marshal(obj)
+		events[i] = &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cluster, Version: "v1",
+			Resource: "pods", Kind: "Pod", Namespace: ns, Name: pod.Name, UID: uid,
+			ResourceVersion: rv, Epoch: 1, ObservedAt: observed, Object: object}
+	}
+	return events
+}
 
 // benchPod is a realistic Pod (about 7 KB as a kwok Pod with its status): many labels with dotted
 // and slashed keys, a sidecar, env, probes, volumes. The benchmarks create and publish it by the

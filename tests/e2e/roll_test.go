@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/indexer"
-	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -165,6 +163,9 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 		if b := gjson.GetBytes(settings, "*.settings.index\\.blocks\\.write"); b.Exists() && b.String() == "true" {
 			t.Errorf("%s is write-blocked", want)
 		}
+		if r := gjson.GetBytes(settings, "*.settings.index\\.refresh_interval"); r.String() == "-1" {
+			t.Errorf("%s is left without periodic refresh", want)
+		}
 	}
 	for _, ix := range res.Get("indices").Array() {
 		if name := ix.Get("name").Str; strings.HasSuffix(name, old) || strings.HasSuffix(name, "-stage") {
@@ -194,23 +195,8 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 // run), to give the roll an index large enough to be caught in the middle of.
 func publishArchivePods(t *testing.T, env *testbed.Env, topic string, n int) {
 	t.Helper()
-	observed := time.Now().UTC()
 	msgs := make([]kafka.Message, n)
-	for i := range msgs {
-		pod := benchPod("archive", i)
-		obj := map[string]any{}
-		raw, _ := json.Marshal(pod)
-		_ = json.Unmarshal(raw, &obj)
-		obj["apiVersion"], obj["kind"] = "v1", "Pod"
-		meta := obj["metadata"].(map[string]any)
-		uid := fmt.Sprintf("00000000-0000-4000-8001-%012d", i)
-		meta["uid"], meta["resourceVersion"], meta["creationTimestamp"] = uid, strconv.Itoa(5000+i), "2026-11-01T10:00:00Z"
-		meta["namespace"] = "archive"
-		obj["status"] = benchPodStatus(i)
-		object, _ := json.Marshal(obj)
-		ev := &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "archive", Version: "v1",
-			Resource: "pods", Kind: "Pod", Namespace: "archive", Name: pod.Name, UID: uid,
-			ResourceVersion: strconv.Itoa(5000 + i), Epoch: 1, ObservedAt: observed, Object: object}
+	for i, ev := range benchPodEvents("archive", "archive", n, 8001, 5000) {
 		v, err := ev.Marshal()
 		if err != nil {
 			t.Fatal(err)
