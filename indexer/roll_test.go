@@ -2,13 +2,20 @@ package indexer
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/kubesearch/kubesearch/mappings"
+	"github.com/tidwall/gjson"
 )
 
 func TestPlanRolls(t *testing.T) {
@@ -175,6 +182,159 @@ func TestRebuildDocumentErrors(t *testing.T) {
 	} {
 		if doc, err := rebuildDocument([]byte(src)); err == nil {
 			t.Errorf("%s: no error, got %s", name, doc)
+		}
+	}
+}
+
+// rollFake is just enough OpenSearch for one roll: it serves a scroll of docs from the sources, takes
+// _bulk (refusing the ids in refuse), says whether the alias is swapped already, and records every
+// other request as "METHOD path body".
+type rollFake struct {
+	docs    map[string][]byte // _id → _source
+	refuse  map[string]bool
+	swapped bool // GET _alias answers with the target
+
+	mu       sync.Mutex
+	requests []string
+	bulks    []string
+}
+
+func (f *rollFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/_search") && r.URL.Query().Get("scroll") != "":
+		var hits []string
+		for id, src := range f.docs {
+			hits = append(hits, fmt.Sprintf(`{"_index":"k-pod-v0","_id":%q,"_version":%d,"_source":%s}`, id, 40+len(id), src))
+		}
+		fmt.Fprintf(w, `{"_scroll_id":"s1","_shards":{"total":1,"failed":0},"hits":{"hits":[%s]}}`, strings.Join(hits, ","))
+	case r.URL.Path == "/_search/scroll" && r.Method == http.MethodPost:
+		io.WriteString(w, `{"_scroll_id":"s1","_shards":{"total":1,"failed":0},"hits":{"hits":[]}}`)
+	case strings.HasPrefix(r.URL.Path, "/_alias/"):
+		if !f.swapped {
+			w.WriteHeader(404)
+			io.WriteString(w, `{"error":"alias missing","status":404}`)
+			return
+		}
+		io.WriteString(w, `{"k-pod-v1":{"aliases":{"k-pod":{}}}}`)
+	case r.URL.Path == "/_bulk":
+		f.bulks = append(f.bulks, string(body))
+		var items []string
+		lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+		for i := 0; i < len(lines); i += 2 {
+			id := gjson.Get(lines[i], "index._id").Str
+			if f.refuse[id] {
+				items = append(items, fmt.Sprintf(`{"index":{"_id":%q,"status":400,"error":{"type":"mapper_parsing_exception","reason":"failed to parse"}}}`, id))
+			} else {
+				items = append(items, fmt.Sprintf(`{"index":{"_id":%q,"status":201}}`, id))
+			}
+		}
+		fmt.Fprintf(w, `{"errors":false,"items":[%s]}`, strings.Join(items, ","))
+	default:
+		f.requests = append(f.requests, strings.TrimSpace(r.Method+" "+r.URL.Path+" "+string(body)))
+		io.WriteString(w, `{"acknowledged":true}`)
+	}
+}
+
+func newRollFake(t *testing.T) (*rollFake, *Indexer) {
+	t.Helper()
+	f := &rollFake{docs: map[string][]byte{}, refuse: map[string]bool{}}
+	for _, name := range []string{"pod.json", "deployment.json"} {
+		doc, err := BuildDocument(loadEvent(t, filepath.Join("testdata", name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.docs[gjson.GetBytes(doc, "uid").Str] = doc
+	}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	ix, err := New(Options{Brokers: []string{"127.0.0.1:1"}, Topic: "t", GroupID: "g", OpenSearchAddresses: []string{srv.URL},
+		RequestTimeout: 5 * time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, ix
+}
+
+var rollOfPods = rollPlan{alias: "k-pod", target: "k-pod-v1", sources: []string{"k-pod-v0"}}
+
+func TestRoll(t *testing.T) {
+	f, ix := newRollFake(t)
+	n, err := ix.roll(t.Context(), rollOfPods)
+	if err != nil || n != len(f.docs) {
+		t.Fatalf("roll = %d, %v; want %d documents", n, err, len(f.docs))
+	}
+	want := []string{
+		`PUT /k-pod-v1 {"settings":{"index.hidden":true,"index.refresh_interval":"-1"}}`,
+		`PUT /k-pod-v0/_settings {"index.blocks.write":true}`,
+		`POST /k-pod-v0/_refresh`,
+		`DELETE /_search/scroll {"scroll_id":"s1"}`,
+		`PUT /k-pod-v1/_settings {"index.refresh_interval":"1s"}`,
+		`POST /k-pod-v1/_refresh`,
+		`PUT /k-pod-v0/_settings {"index.hidden":true}`,
+		`POST /_aliases {"actions":[{"add":{"alias":"k-pod","index":"k-pod-v1","is_write_index":true}},{"remove":{"alias":"k-pod","index":"k-pod-v0"}}]}`,
+		`PUT /k-pod-v1/_settings {"index.hidden":false}`,
+	}
+	if !reflect.DeepEqual(f.requests, want) {
+		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(f.requests, "\n"), strings.Join(want, "\n"))
+	}
+	// Every document is written to the target with the _version it had, rebuilt to the same bytes.
+	if len(f.bulks) != 1 {
+		t.Fatalf("%d _bulk requests, want 1", len(f.bulks))
+	}
+	lines := strings.Split(strings.TrimSpace(f.bulks[0]), "\n")
+	for i := 0; i < len(lines); i += 2 {
+		meta := gjson.Get(lines[i], "index")
+		id := meta.Get("_id").Str
+		if meta.Get("_index").Str != "k-pod-v1" || meta.Get("version").Int() != int64(40+len(id)) || meta.Get("version_type").Str != "external_gte" {
+			t.Errorf("bulk action %s: want index k-pod-v1, version %d, external_gte", lines[i], 40+len(id))
+		}
+		if lines[i+1] != string(f.docs[id]) {
+			t.Errorf("document %s rebuilt differently:\n%.300s\nwant\n%.300s", id, lines[i+1], f.docs[id])
+		}
+	}
+}
+
+func TestRollAbortsOnRefusedDocument(t *testing.T) {
+	f, ix := newRollFake(t)
+	for id := range f.docs {
+		f.refuse[id] = true
+		break
+	}
+	_, err := ix.roll(t.Context(), rollOfPods)
+	if !errors.Is(err, errRollAborted) || !strings.Contains(err.Error(), "mapper_parsing_exception") {
+		t.Fatalf("roll = %v, want an abort naming the refusal", err)
+	}
+	// The new index is deleted, the old one writable again, and no alias moved.
+	want := []string{
+		`PUT /k-pod-v1 {"settings":{"index.hidden":true,"index.refresh_interval":"-1"}}`,
+		`PUT /k-pod-v0/_settings {"index.blocks.write":true}`,
+		`POST /k-pod-v0/_refresh`,
+		`DELETE /_search/scroll {"scroll_id":"s1"}`,
+		`DELETE /k-pod-v1`,
+		`PUT /k-pod-v0/_settings {"index.blocks.write":null}`,
+	}
+	if !reflect.DeepEqual(f.requests, want) {
+		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(f.requests, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestRollStopsWhenRolledElsewhere(t *testing.T) {
+	f, ix := newRollFake(t)
+	f.swapped = true
+	_, err := ix.roll(t.Context(), rollOfPods)
+	if !errors.Is(err, errRolledElsewhere) {
+		t.Fatalf("roll = %v, want errRolledElsewhere", err)
+	}
+	if len(f.bulks) != 0 {
+		t.Errorf("%d documents copied into an index already live", len(f.bulks))
+	}
+	for _, r := range f.requests {
+		if strings.Contains(r, "_aliases") || strings.Contains(r, "DELETE /k-pod") {
+			t.Errorf("the other indexer's roll was touched: %s", r)
 		}
 	}
 }
