@@ -275,9 +275,12 @@ func VersionedIndexName(alias string) string {
 }
 
 func (c *osClient) addAlias(ctx context.Context, index, alias string) error {
-	body, err := json.Marshal(map[string]any{"actions": []any{
-		map[string]any{"add": map[string]any{"index": index, "alias": alias, "is_write_index": true}},
-	}})
+	return c.aliasActions(ctx, map[string]any{"add": map[string]any{"index": index, "alias": alias, "is_write_index": true}})
+}
+
+// aliasActions applies alias actions in one atomic POST _aliases.
+func (c *osClient) aliasActions(ctx context.Context, actions ...map[string]any) error {
+	body, err := json.Marshal(map[string]any{"actions": actions})
 	if err != nil {
 		return err
 	}

@@ -444,18 +444,7 @@ func (c *osClient) swap(ctx context.Context, p rollPlan) error {
 			actions = append(actions, map[string]any{"remove": map[string]any{"index": s, "alias": p.alias}})
 		}
 	}
-	body, err := json.Marshal(map[string]any{"actions": actions})
-	if err != nil {
-		return err
-	}
-	status, resp, err := c.do(ctx, http.MethodPost, rawRequest{path: "/_aliases", body: body})
-	if err != nil {
-		return err
-	}
-	if status != http.StatusOK {
-		return apiError("POST", "/_aliases", status, resp)
-	}
-	return nil
+	return c.aliasActions(ctx, actions...)
 }
 
 // scrollPage is one page of a scroll.

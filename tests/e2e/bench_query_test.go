@@ -59,20 +59,8 @@ func TestBenchQuery(t *testing.T) {
 		cluster := clusters[i%len(clusters)]
 		local := i / len(clusters)
 		ns := fmt.Sprintf("team-%02d", local%namespaces)
-		pod := benchPod(ns, local)
-		obj := map[string]any{}
-		raw, _ := json.Marshal(pod)
-		_ = json.Unmarshal(raw, &obj)
-		obj["apiVersion"], obj["kind"] = "v1", "Pod"
-		meta := obj["metadata"].(map[string]any)
-		uid := fmt.Sprintf("00000000-0000-4000-%04d-%012d", i%len(clusters), local)
-		meta["uid"], meta["resourceVersion"], meta["namespace"] = uid, strconv.Itoa(1000+local), ns
-		meta["creationTimestamp"] = observed.Add(-time.Duration(local) * time.Second).Format(time.RFC3339)
-		obj["status"] = benchPodStatus(local)
-		object, _ := json.Marshal(obj)
-		ev := &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cluster, Version: "v1",
-			Resource: "pods", Kind: "Pod", Namespace: ns, Name: pod.Name, UID: uid,
-			ResourceVersion: strconv.Itoa(1000 + local), Epoch: 1, ObservedAt: observed, Object: object}
+		ev := benchPodEvent(cluster, ns, local, fmt.Sprintf("00000000-0000-4000-%04d-%012d", i%len(clusters), local), 1000+local,
+			observed.Add(-time.Duration(local)*time.Second), observed)
 		value, _ := ev.Marshal()
 		eventBytes += len(value)
 		batch = append(batch, kafka.Message{Key: ev.Key(), Value: value})

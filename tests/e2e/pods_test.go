@@ -23,23 +23,28 @@ import (
 func benchPodEvents(cluster, ns string, n, uidSeries, firstRV int) []*envelope.Event {
 	events := make([]*envelope.Event, n)
 	observed := time.Now().UTC()
+	created := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
 	for i := range events {
-		pod := benchPod(ns, i)
-		obj := map[string]any{}
-		raw, _ := json.Marshal(pod)
-		_ = json.Unmarshal(raw, &obj)
-		obj["apiVersion"], obj["kind"] = "v1", "Pod"
-		meta := obj["metadata"].(map[string]any)
-		uid := fmt.Sprintf("00000000-0000-4000-%04d-%012d", uidSeries, i)
-		rv := strconv.Itoa(firstRV + i)
-		meta["uid"], meta["resourceVersion"], meta["creationTimestamp"], meta["namespace"] = uid, rv, "2026-11-01T10:00:00Z", ns
-		obj["status"] = benchPodStatus(i)
-		object, _ := json.Marshal(obj)
-		events[i] = &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cluster, Version: "v1",
-			Resource: "pods", Kind: "Pod", Namespace: ns, Name: pod.Name, UID: uid,
-			ResourceVersion: rv, Epoch: 1, ObservedAt: observed, Object: object}
+		events[i] = benchPodEvent(cluster, ns, i, fmt.Sprintf("00000000-0000-4000-%04d-%012d", uidSeries, i), firstRV+i, created, observed)
 	}
 	return events
+}
+
+// benchPodEvent is the ADDED event of the i-th benchPod of a namespace, status included.
+func benchPodEvent(cluster, ns string, i int, uid string, rv int, created, observed time.Time) *envelope.Event {
+	pod := benchPod(ns, i)
+	obj := map[string]any{}
+	raw, _ := json.Marshal(pod)
+	_ = json.Unmarshal(raw, &obj)
+	obj["apiVersion"], obj["kind"] = "v1", "Pod"
+	meta := obj["metadata"].(map[string]any)
+	meta["uid"], meta["resourceVersion"], meta["namespace"] = uid, strconv.Itoa(rv), ns
+	meta["creationTimestamp"] = created.UTC().Format(time.RFC3339)
+	obj["status"] = benchPodStatus(i)
+	object, _ := json.Marshal(obj)
+	return &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cluster, Version: "v1",
+		Resource: "pods", Kind: "Pod", Namespace: ns, Name: pod.Name, UID: uid,
+		ResourceVersion: strconv.Itoa(rv), Epoch: 1, ObservedAt: observed, Object: object}
 }
 
 // benchPod is a realistic Pod (about 7 KB as a kwok Pod with its status): many labels with dotted
