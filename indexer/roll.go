@@ -263,7 +263,11 @@ func (ix *Indexer) roll(ctx context.Context, p rollPlan) (int, error) {
 // its _version (external_gte: a document copied twice is written twice, the same).
 func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan) (int, error) {
 	c := ix.os
-	body := fmt.Sprintf(`{"size":%d,"sort":["_doc"],"version":true}`, ix.opts.BatchSize)
+	avg, err := c.averageDocBytes(ctx, p.sources)
+	if err != nil {
+		return 0, err
+	}
+	body := fmt.Sprintf(`{"size":%d,"sort":["_doc"],"version":true}`, rollPageSize(ix.opts.BatchSize, ix.opts.BatchBytes, avg))
 	page, err := c.scroll(ctx, p.sources, body, "")
 	if err != nil {
 		return 0, err
@@ -304,6 +308,16 @@ func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan) (int, error) {
 		}
 	}
 	return copied, nil
+}
+
+// rollPageSize is how many documents a scroll page of a roll holds: what fits BatchBytes at the
+// index's average document size, so an index of 1 MiB ConfigMaps is not read a thousand at a time;
+// between 10 and BatchSize.
+func rollPageSize(batchSize, batchBytes int, avgDocBytes int64) int {
+	if avgDocBytes <= 0 {
+		return batchSize
+	}
+	return int(max(10, min(int64(batchSize), int64(batchBytes)/avgDocBytes)))
 }
 
 // copyBulk writes ops to the roll's target, retrying what OpenSearch cannot take now.
@@ -405,6 +419,25 @@ func (c *osClient) aliasIncludes(ctx context.Context, alias, index string) (bool
 		return false, nil
 	}
 	return false, apiError("GET", path, status, body)
+}
+
+// averageDocBytes is the primaries' store size per document of indices (0 when they are empty): a
+// rough measure of a document's _source, which dominates the store of these indices.
+func (c *osClient) averageDocBytes(ctx context.Context, indices []string) (int64, error) {
+	path := "/" + url.PathEscape(strings.Join(indices, ",")) + "/_stats/docs,store"
+	status, body, err := c.do(ctx, http.MethodGet, rawRequest{path: path, query: url.Values{"expand_wildcards": {"all"}}})
+	if err != nil {
+		return 0, err
+	}
+	if status != http.StatusOK {
+		return 0, apiError("GET", path, status, body)
+	}
+	p := gjson.GetBytes(body, "_all.primaries")
+	docs := p.Get("docs.count").Int()
+	if docs == 0 {
+		return 0, nil
+	}
+	return p.Get("store.size_in_bytes").Int() / docs, nil
 }
 
 // putSettings updates dynamic settings of indices (hidden ones included).

@@ -118,6 +118,23 @@ func TestPlanRolls(t *testing.T) {
 	}
 }
 
+func TestRollPageSize(t *testing.T) {
+	for _, tt := range []struct {
+		avg  int64
+		want int
+	}{
+		{0, 1000},       // empty index, or no stats
+		{9 * 1024, 910}, // Pods: about a batch's bytes per page
+		{1 << 20, 10},   // 1 MiB ConfigMaps: never more than a few batches in memory
+		{100, 1000},     // tiny documents: the batch size caps it
+		{200 * 1024, 40},
+	} {
+		if got := rollPageSize(1000, 8<<20, tt.avg); got != tt.want {
+			t.Errorf("rollPageSize(1000, 8 MiB, %d) = %d, want %d", tt.avg, got, tt.want)
+		}
+	}
+}
+
 func TestVersioned(t *testing.T) {
 	for name, want := range map[string]bool{
 		"kubernetes-pod-v1": true, "kubernetes-pod-v12": true, "kubernetes-pod": false,
@@ -220,6 +237,8 @@ func (f *rollFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		io.WriteString(w, `{"k-pod-v1":{"aliases":{"k-pod":{}}}}`)
+	case strings.HasSuffix(r.URL.Path, "/_stats/docs,store"):
+		io.WriteString(w, `{"_all":{"primaries":{"docs":{"count":2},"store":{"size_in_bytes":20000}}}}`)
 	case r.URL.Path == "/_bulk":
 		f.bulks = append(f.bulks, string(body))
 		var items []string
