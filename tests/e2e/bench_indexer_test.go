@@ -154,20 +154,6 @@ func TestBenchIndexer(t *testing.T) {
 }
 
 // metricText is the value of an unlabelled metric in a Prometheus text exposition, or "?".
-func metricText(exposition, name string) string {
-	for line := range strings.Lines(exposition) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
-			return v
-		}
-	}
-	return "?"
-}
-
-func metricValue(exposition, name string) float64 {
-	v, _ := strconv.ParseFloat(metricText(exposition, name), 64)
-	return v
-}
-
 func countDocs(t *testing.T, env *testbed.Env, index string) int {
 	t.Helper()
 	mustHTTP(t, "POST", env.OpenSearchURL+"/"+index+"/_refresh", "")

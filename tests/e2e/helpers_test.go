@@ -308,3 +308,31 @@ var (
 	portsMu    sync.Mutex
 	portsTaken = map[int]bool{}
 )
+
+// metricText is the value of an unlabelled series in a Prometheus exposition, "?" when absent.
+func metricText(exposition, name string) string {
+	for line := range strings.Lines(exposition) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+func metricValue(exposition, name string) float64 {
+	v, _ := strconv.ParseFloat(metricText(exposition, name), 64)
+	return v
+}
+
+// metricSum adds up every series of a metric, labelled or not.
+func metricSum(exposition, name string) float64 {
+	var sum float64
+	for line := range strings.Lines(exposition) {
+		line = strings.TrimSpace(line)
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
+			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			sum += v
+		}
+	}
+	return sum
+}

@@ -37,6 +37,8 @@ type pipeline struct {
 	os         *opensearchapi.Client
 	collector  *process
 	indexer    *process
+	// indexerAddr is where the indexer serves /metrics.
+	indexerAddr string
 }
 
 func startPipeline(t *testing.T, env *testbed.Env, f fleet) *pipeline {
@@ -69,6 +71,7 @@ func (p *pipeline) startIndexer(t *testing.T) {
 	p.indexer = startProcess(t, "indexer", "indexer", "--kafka-brokers", strings.Join(p.env.KafkaBrokers, ","),
 		"--topic", p.topic, "--group", p.topic+"-indexer", "--opensearch-addresses", p.env.OpenSearchURL,
 		"--index-prefix", p.prefix, "--listen", addr, "--batch-interval", "100ms", "--watermark-interval", "500ms")
+	p.indexerAddr = addr
 	waitHTTP(t, "http://"+addr+"/readyz", 2*time.Minute)
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,10 +26,11 @@ import (
 // An installation written by an indexer of an older mapping version (indices "-v0", documents
 // without the free-text and image fields, one kind as a bare concrete index the way an early write
 // auto-creates it) is rolled by this build at its start: every alias ends on "-v<Version>" with
-// documents rebuilt (the missing fields searchable again), versions and objects kept, the events
-// published meanwhile applied after the roll, and the old indices gone. The indexer is killed with -9
-// in the middle of the roll and restarted as two replicas at once. Throughout, a search over the pattern the query API uses
-// counts every document exactly once.
+// documents rebuilt (the missing fields searchable again), versions and objects kept, and the old
+// indices gone. The older indexer keeps running through the roll, as in a rolling update: its writes
+// to the blocked old index are retried, never dead-lettered, and land. The new indexer is killed with
+// -9 in the middle of the roll and restarted as two replicas at once. Throughout, a search over the
+// pattern the query API uses counts every document exactly once.
 func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 	if mappings.Version < 1 {
 		t.Fatal("the test builds an installation of version Version-1")
@@ -44,11 +46,12 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 		return archiveCount(t, env, p.prefix) == archived, nil
 	})
 	before := archiveSnapshot(t, env, pods)
-	if err := p.indexer.stop(30 * time.Second); err != nil {
-		t.Fatal(err)
-	}
 
-	// What an older indexer would have left.
+	// The indexer that wrote all this plays the older version: paused (idle: everything is indexed)
+	// while the indices are turned into what that version would have left, then running on through
+	// the roll as a rolling update would leave it.
+	older, olderAddr := p.indexer, p.indexerAddr
+	older.signal(syscall.SIGSTOP)
 	old := fmt.Sprintf("-v%d", mappings.Version-1)
 	strip := []string{"text", "images"}
 	aliases := resolveAliases(t, env, p.prefix)
@@ -66,12 +69,13 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 		mustHTTP(t, "POST", env.OpenSearchURL+"/_aliases", fmt.Sprintf(
 			`{"actions":[{"add":{"index":%q,"alias":%q,"is_write_index":true}},{"remove_index":{"index":%q}}]}`, alias+old, alias, current))
 	}
-	deployments := indexer.IndexName(p.prefix, "Deployment")
-	imageQuery := `{"query":{"term":{"images":"nginx:1.27"}}}`
-	if n := count(t, env, deployments, imageQuery); n != 0 {
-		t.Fatalf("the older installation still finds %d Deployments by image; the test would prove nothing", n)
+	older.signal(syscall.SIGCONT)
+	// The archive is never written again: only the roll can give its documents their images back.
+	imageQuery := `{"query":{"bool":{"filter":[{"term":{"cluster":"archive"}},{"term":{"images":"docker.io/istio/proxyv2:1.24.1"}}]}}}`
+	if n := count(t, env, pods, imageQuery); n != 0 {
+		t.Fatalf("the older installation still finds %d archive Pods by image; the test would prove nothing", n)
 	}
-	churn(t, env, f, 6) // published while no indexer runs: applied after the roll
+	churn(t, env, f, 6) // indexed by the older indexer into the old indices
 
 	// Count the archive over the query API's pattern throughout.
 	var polls, wrong, legacyFailures atomic.Int64
@@ -112,18 +116,27 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 		"--topic", p.topic, "--group", p.topic+"-indexer", "--opensearch-addresses", env.OpenSearchURL,
 		"--index-prefix", p.prefix, "--listen", addr, "--batch-size", "100")
 	target := indexer.VersionedIndexName(pods)
-	pollUntil(t, "the Pod roll to start copying", 2*time.Minute, func(context.Context) (bool, error) {
-		return countIndex(t, env, target) > 0, nil
+	// The copy is not refreshed until it ends, so progress is read from the indexer's metrics.
+	copiedMetric := `kubesearch_indexer_roll_documents_copied_total{alias="` + pods + `"}`
+	var copied float64
+	pollUntil(t, "the Pod roll to start copying", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		copied = metricValue(httpText(t, "http://"+addr+"/metrics"), copiedMetric)
+		return copied > 0, nil
 	})
+	// New Pods while the old Pod index is blocked: the older indexer's writes are refused, and must
+	// be retried until the alias has moved, never dead-lettered.
+	for _, cluster := range env.Clusters {
+		env.KubectlRun(t, cluster, nil, "-n", f.shop, "scale", "deployment/web", "--replicas=4")
+	}
 	readyz := httpText(t, "http://"+addr+"/readyz")
+	copied = metricValue(httpText(t, "http://"+addr+"/metrics"), copiedMetric)
 	first.kill()
-	copied := countIndex(t, env, target)
-	t.Logf("killed with -9 after %d of %d Pods copied; /readyz said %q", copied, archived, strings.TrimSpace(readyz))
+	t.Logf("killed with -9 after %.0f of %d Pods copied; /readyz said %q", copied, archived, strings.TrimSpace(readyz))
 	if !strings.Contains(readyz, "rolling "+pods) {
 		t.Errorf("/readyz during the roll = %q, want it to name the roll of %s", readyz, pods)
 	}
 	if copied >= archived {
-		t.Fatalf("the roll had finished before the kill (%d copied); the test would not cover a crash", copied)
+		t.Fatalf("the roll had finished before the kill (%.0f copied); the test would not cover a crash", copied)
 	}
 	res := resolveIndex(t, env, p.prefix)
 	if got := res.Get(`aliases.#(name==` + pods + `).indices`).String(); got != `["`+pods+old+`"]` {
@@ -172,8 +185,14 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 			t.Errorf("old index %s is left", name)
 		}
 	}
-	if n := count(t, env, deployments, imageQuery); n != len(env.Clusters) {
-		t.Errorf("%d Deployments found by their image after the roll, want %d (rebuilt documents)", n, len(env.Clusters))
+	if n := count(t, env, pods, imageQuery); n != archived {
+		t.Errorf("%d archive Pods found by image after the roll, want %d (rebuilt documents)", n, archived)
+	}
+	metrics := string(mustHTTP(t, "GET", "http://"+olderAddr+"/metrics", ""))
+	retried, dead := metricSum(metrics, "kubesearch_indexer_bulk_retried_items_total"), metricSum(metrics, "kubesearch_indexer_dead_letters_total")
+	t.Logf("the older indexer retried %.0f blocked writes and dead-lettered %.0f events", retried, dead)
+	if retried == 0 || dead != 0 {
+		t.Errorf("the older indexer retried %.0f writes and dead-lettered %.0f events; want its writes to the blocked index retried, none dead-lettered", retried, dead)
 	}
 	after := archiveSnapshot(t, env, pods)
 	if len(after) != len(before) {
