@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,8 @@ type Indexer struct {
 
 	listener net.Listener
 
+	// owner names this process in roll leases: host, pid and a random part.
+	owner string
 	// setupStep says what setup is doing; nil once the indexer consumes.
 	setupStep    atomic.Pointer[string]
 	openSearchUp atomic.Bool
@@ -44,6 +48,8 @@ func New(opts Options) (*Indexer, error) {
 	}
 	ix := &Indexer{opts: opts, log: opts.Logger, conn: conn, metrics: newMetrics()}
 	ix.setupStep.Store(ptr("installing the index template"))
+	host, _ := os.Hostname() // only a label: an empty one still leaves pid and random part
+	ix.owner = fmt.Sprintf("%s/%d/%08x", host, os.Getpid(), rand.Uint32())
 	rc := ix.readerConfig()
 	if err := rc.Validate(); err != nil {
 		return nil, fmt.Errorf("kafka reader: %w", err)

@@ -209,8 +209,17 @@ func (ix *Indexer) rollIndices(ctx context.Context) error {
 	return nil
 }
 
-// roll carries out one plan and returns how many documents it copied.
+// roll carries out one plan, holding its lease, and returns how many documents it copied.
 func (ix *Indexer) roll(ctx context.Context, p rollPlan) (int, error) {
+	l, err := ix.takeLease(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err := l.release(context.WithoutCancel(ctx)); err != nil {
+			ix.log.Warn("cannot release the roll lease; it expires by itself", "alias", p.alias, "after", leaseTTL, "err", err)
+		}
+	}()
 	c := ix.os
 	// No periodic refresh while the copy runs (nobody searches the hidden index); one at the end.
 	if err := c.createIndex(ctx, p.target, []byte(`{"settings":{"index.hidden":true,"index.refresh_interval":"-1"}}`)); err != nil {
@@ -223,7 +232,7 @@ func (ix *Indexer) roll(ctx context.Context, p rollPlan) (int, error) {
 	if err := c.refresh(ctx, p.sources...); err != nil {
 		return 0, err
 	}
-	n, err := ix.copyDocuments(ctx, p)
+	n, err := ix.copyDocuments(ctx, p, l)
 	if errors.Is(err, errRolledElsewhere) {
 		return n, err
 	}
@@ -261,7 +270,7 @@ func (ix *Indexer) roll(ctx context.Context, p rollPlan) (int, error) {
 
 // copyDocuments scrolls through the sources and writes every document, rebuilt, to the target with
 // its _version (external_gte: a document copied twice is written twice, the same).
-func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan) (int, error) {
+func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan, l *lease) (int, error) {
 	c := ix.os
 	avg, err := c.averageDocBytes(ctx, p.sources)
 	if err != nil {
@@ -291,14 +300,14 @@ func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan) (int, error) {
 				versioned: true, version: h.Get("_version").Int()})
 			size += len(doc)
 			if size >= ix.opts.BatchBytes {
-				if err := ix.copyBulk(ctx, p, ops); err != nil {
+				if err := ix.copyBulk(ctx, p, l, ops); err != nil {
 					return copied, err
 				}
 				copied += len(ops)
 				ops, size = ops[:0], 0
 			}
 		}
-		if err := ix.copyBulk(ctx, p, ops); err != nil {
+		if err := ix.copyBulk(ctx, p, l, ops); err != nil {
 			return copied, err
 		}
 		copied += len(ops)
@@ -308,6 +317,38 @@ func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan) (int, error) {
 		}
 	}
 	return copied, nil
+}
+
+// takeLease waits until this indexer holds the roll lease of p, or until the alias has moved to the
+// target (another indexer rolled it: errRolledElsewhere).
+func (ix *Indexer) takeLease(ctx context.Context, p rollPlan) (*lease, error) {
+	for {
+		l, holder, err := ix.os.acquireLease(ctx, StateIndex(ix.opts.Index.Prefix), p.alias, p.target, ix.owner, time.Now)
+		if err != nil {
+			return nil, fmt.Errorf("roll lease: %w", err)
+		}
+		live, err := ix.os.aliasIncludes(ctx, p.alias, p.target)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case live && l != nil:
+			// Rolled while this indexer planned; the lease was free again.
+			return nil, errors.Join(errRolledElsewhere, l.release(ctx))
+		case live:
+			return nil, errRolledElsewhere
+		case l != nil:
+			return l, nil
+		}
+		ix.setupStep.Store(ptr(fmt.Sprintf("waiting for %s, which rolls %s to %s", holder, p.alias, p.target)))
+		t := time.NewTimer(leaseWait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // rollPageSize is how many documents a scroll page of a roll holds: what fits BatchBytes at the
@@ -326,9 +367,12 @@ func rollPageSize(batchSize, batchBytes int, avgDocBytes int64) int {
 // swap the target is live, and a copied document deleted there since must not come back. Within
 // index.gc_deletes (60 s) of a delete its tombstone refuses the copy anyway; the check keeps every
 // copy well inside that.
-func (ix *Indexer) copyBulk(ctx context.Context, p rollPlan, ops []*op) error {
+func (ix *Indexer) copyBulk(ctx context.Context, p rollPlan, l *lease, ops []*op) error {
 	bo := defaultBackoff()
 	for len(ops) > 0 {
+		if err := l.renew(ctx, p.target); err != nil {
+			return err
+		}
 		live, err := ix.os.aliasIncludes(ctx, p.alias, p.target)
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -210,6 +211,9 @@ type rollFake struct {
 	docs    map[string][]byte // _id → _source
 	refuse  map[string]bool
 	swapped bool // GET _alias answers with the target
+	// lease is the stored roll lease document, nil when none; leaseSeq its _seq_no.
+	lease    []byte
+	leaseSeq int
 
 	mu       sync.Mutex
 	requests []string
@@ -237,6 +241,28 @@ func (f *rollFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		io.WriteString(w, `{"k-pod-v1":{"aliases":{"k-pod":{}}}}`)
+	case strings.Contains(r.URL.Path, "/_doc/"):
+		q := r.URL.Query()
+		switch r.Method {
+		case http.MethodGet:
+			if f.lease == nil {
+				w.WriteHeader(404)
+				io.WriteString(w, `{"found":false}`)
+				return
+			}
+			fmt.Fprintf(w, `{"found":true,"_seq_no":%d,"_primary_term":1,"_source":%s}`, f.leaseSeq, f.lease)
+		case http.MethodPut:
+			if q.Get("op_type") == "create" && f.lease != nil || q.Has("if_seq_no") && (f.lease == nil || q.Get("if_seq_no") != fmt.Sprint(f.leaseSeq)) {
+				w.WriteHeader(409)
+				io.WriteString(w, `{"error":{"type":"version_conflict_engine_exception"},"status":409}`)
+				return
+			}
+			f.lease, f.leaseSeq = body, f.leaseSeq+1
+			fmt.Fprintf(w, `{"result":"created","_seq_no":%d,"_primary_term":1}`, f.leaseSeq)
+		case http.MethodDelete:
+			f.lease = nil
+			io.WriteString(w, `{"result":"deleted"}`)
+		}
 	case strings.HasSuffix(r.URL.Path, "/_stats/docs,store"):
 		io.WriteString(w, `{"_all":{"primaries":{"docs":{"count":2},"store":{"size_in_bytes":20000}}}}`)
 	case r.URL.Path == "/_bulk":
@@ -300,6 +326,9 @@ func TestRoll(t *testing.T) {
 	if !reflect.DeepEqual(f.requests, want) {
 		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(f.requests, "\n"), strings.Join(want, "\n"))
 	}
+	if f.leaseSeq == 0 || f.lease != nil {
+		t.Errorf("roll lease: taken %d times, released: %v; want taken and released", f.leaseSeq, f.lease == nil)
+	}
 	// Every document is written to the target with the _version it had, rebuilt to the same bytes.
 	if len(f.bulks) != 1 {
 		t.Fatalf("%d _bulk requests, want 1", len(f.bulks))
@@ -355,5 +384,41 @@ func TestRollStopsWhenRolledElsewhere(t *testing.T) {
 		if strings.Contains(r, "_aliases") || strings.Contains(r, "DELETE /k-pod") {
 			t.Errorf("the other indexer's roll was touched: %s", r)
 		}
+	}
+}
+
+func otherLease(renewed time.Time) []byte {
+	return []byte(fmt.Sprintf(`{"lease":{"owner":"other-host/1/ab","target":"k-pod-v1","renewedAt":%q}}`, renewed.UTC().Format(time.RFC3339Nano)))
+}
+
+// A replica that finds the lease held waits, copying nothing, until the alias has moved.
+func TestRollWaitsForTheLeaseHolder(t *testing.T) {
+	f, ix := newRollFake(t)
+	f.lease, f.leaseSeq = otherLease(time.Now()), 1
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := ix.roll(ctx, rollOfPods); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("roll = %v, want it still waiting when its context ends", err)
+	}
+	if len(f.requests) != 0 || len(f.bulks) != 0 {
+		t.Errorf("a waiting replica touched the indices: %v, %d bulks", f.requests, len(f.bulks))
+	}
+	if got := *ix.setupStep.Load(); !strings.Contains(got, "waiting for other-host/1/ab") {
+		t.Errorf("/readyz would say %q, want it to name the holder", got)
+	}
+
+	f.swapped = true
+	if _, err := ix.roll(t.Context(), rollOfPods); !errors.Is(err, errRolledElsewhere) {
+		t.Fatalf("roll after the holder swapped = %v, want errRolledElsewhere", err)
+	}
+}
+
+// A lease its holder stopped renewing (it crashed) is taken over.
+func TestRollTakesOverAnExpiredLease(t *testing.T) {
+	f, ix := newRollFake(t)
+	f.lease, f.leaseSeq = otherLease(time.Now().Add(-2*leaseTTL)), 1
+	n, err := ix.roll(t.Context(), rollOfPods)
+	if err != nil || n != len(f.docs) {
+		t.Fatalf("roll = %d, %v; want the expired lease taken over and %d documents copied", n, err, len(f.docs))
 	}
 }

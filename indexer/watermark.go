@@ -71,7 +71,8 @@ func ReadWatermarks(ctx context.Context, client *opensearch.Client, prefix strin
 	for {
 		query := map[string]any{
 			"size": 1000, "sort": []any{map[string]any{"key": "asc"}},
-			"query": map[string]any{"match_all": map[string]any{}},
+			// Watermarks only: the state index also holds roll leases (lease.go), which have no key.
+			"query": map[string]any{"exists": map[string]any{"field": "key"}},
 		}
 		if after != nil {
 			query["search_after"] = after
