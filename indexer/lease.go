@@ -29,13 +29,13 @@ const (
 
 // lease is a roll lease held by this indexer.
 type lease struct {
-	c          *osClient
-	index, id  string
-	owner      string
-	seqNo      int64
-	term       int64
-	renewedAt  time.Time
-	now        func() time.Time
+	c         *osClient
+	index, id string
+	owner     string
+	seqNo     int64
+	term      int64
+	renewedAt time.Time
+	now       func() time.Time
 }
 
 type leaseDoc struct {
