@@ -237,9 +237,11 @@ func (ix *Indexer) roll(ctx context.Context, p rollPlan) (int, error) {
 		return n, err
 	}
 	if errors.Is(err, errRollAborted) {
-		// Undo, so the old index is written to again. If this fails too, the next start rolls again.
+		// Undo, so the old index is written to again. If that fails (OpenSearch away), the error is
+		// not an abort: setup retries, rolls again and undoes again, rather than consuming into a
+		// blocked index.
 		if uerr := errors.Join(c.deleteIndex(ctx, p.target), c.putSettings(ctx, p.sources, `{"index.blocks.write":null}`)); uerr != nil {
-			return n, fmt.Errorf("%w; undoing it failed, retried at the next start: %v", err, uerr)
+			return n, fmt.Errorf("%v; undoing it failed: %w", err, uerr)
 		}
 		return n, err
 	}
