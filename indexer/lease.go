@@ -18,6 +18,7 @@ import (
 // document "roll:<alias>" in the state index, taken with op_type=create or a compare-and-set on
 // _seq_no, renewed while the copy runs, and free for anyone once it was not renewed for leaseTTL
 // (the holder crashed). Clocks of the replicas must agree to well within leaseTTL.
+
 // errLeaseLost: another indexer took the roll lease while this one held it (it stalled past leaseTTL).
 var errLeaseLost = errors.New("roll lease lost to another indexer")
 
@@ -49,7 +50,7 @@ type leaseDoc struct {
 // acquireLease takes the roll lease of alias, or reports its holder when another indexer holds it.
 func (c *osClient) acquireLease(ctx context.Context, index, alias, target, owner string, now func() time.Time) (*lease, string, error) {
 	l := &lease{c: c, index: index, id: "roll:" + alias, owner: owner, now: now}
-	path := "/" + url.PathEscape(index) + "/_doc/" + url.PathEscape(l.id)
+	path := l.path()
 	status, body, err := c.do(ctx, http.MethodGet, rawRequest{path: path})
 	if err != nil {
 		return nil, "", err
@@ -97,7 +98,7 @@ func (l *lease) renew(ctx context.Context, target string) error {
 
 // release deletes the lease, so nobody waits for it to expire.
 func (l *lease) release(ctx context.Context) error {
-	path := "/" + url.PathEscape(l.index) + "/_doc/" + url.PathEscape(l.id)
+	path := l.path()
 	q := url.Values{"if_seq_no": {strconv.FormatInt(l.seqNo, 10)}, "if_primary_term": {strconv.FormatInt(l.term, 10)}}
 	status, body, err := l.c.do(ctx, http.MethodDelete, rawRequest{path: path, query: q})
 	if err != nil {
@@ -117,7 +118,7 @@ func (l *lease) write(ctx context.Context, target string, q url.Values) (bool, e
 	if err != nil {
 		return false, err
 	}
-	path := "/" + url.PathEscape(l.index) + "/_doc/" + url.PathEscape(l.id)
+	path := l.path()
 	status, resp, err := l.c.do(ctx, http.MethodPut, rawRequest{path: path, query: q, body: body})
 	if err != nil {
 		return false, err
@@ -132,3 +133,5 @@ func (l *lease) write(ctx context.Context, target string, q url.Values) (bool, e
 	}
 	return false, apiError("PUT", path, status, resp)
 }
+
+func (l *lease) path() string { return "/" + url.PathEscape(l.index) + "/_doc/" + url.PathEscape(l.id) }
