@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -247,6 +248,35 @@ spec: {blob: "%[4]s"}
 	if obj := stored("Widget", "big-widget"); gjson.GetBytes(obj, "spec.blob").String() != blob || len(obj) < 1400*1024 {
 		t.Fatalf("the %d-byte Widget is not stored whole", len(obj))
 	}
+	// A 1.4 MiB ConfigMap no apiserver accepts, published as a collector would publish one from a
+	// member whose limit is raised (the indexer does not know the limit and must not need to).
+	bigCM := strings.Repeat("0123456789abcdef", 1400*1024/16)
+	ev := &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "archive", Version: "v1", Resource: "configmaps",
+		Kind: "ConfigMap", Namespace: f.shop, Name: "huge-dashboard", UID: "00000000-0000-4000-8003-000000000001", ResourceVersion: "7",
+		Epoch: 1, ObservedAt: time.Now().UTC(), Object: json.RawMessage(fmt.Sprintf(
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"huge-dashboard","namespace":%q,"uid":"00000000-0000-4000-8003-000000000001","resourceVersion":"7"},"data":{"dashboard.json":%q}}`,
+			f.shop, bigCM))}
+	value, err := ev.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(env.KafkaBrokers...), Topic: p.topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll,
+		BatchBytes: 2 << 20, Transport: &kafka.Transport{}}
+	if err := w.WriteMessages(t.Context(), kafka.Message{Key: ev.Key(), Value: value}); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	pollUntil(t, "the 1.4 MiB ConfigMap to be indexed", time.Minute, func(context.Context) (bool, error) {
+		docs, err := p.docs(t, "ConfigMap", "archive", f.shop)
+		if err != nil {
+			return false, err
+		}
+		d, ok := docs[ev.UID]
+		if ok && (gjson.GetBytes(d.object, `data.dashboard\.json`).String() != bigCM || len(d.object) < 1400*1024) {
+			return false, fmt.Errorf("the %d-byte ConfigMap is not stored whole", len(d.object))
+		}
+		return ok, nil
+	})
 
 	index := indexer.IndexName(p.prefix, "ConfigMap")
 	count := func(query string) int {
