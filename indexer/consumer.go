@@ -551,12 +551,8 @@ func (c *consumer) wait(ctx context.Context, bo *wait.Backoff, msg string, n int
 		attrs = append(attrs, "count", n)
 	}
 	c.log.Warn(msg+", retrying", attrs...)
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("%s: %w", msg, ctx.Err())
-	case <-t.C:
-		return nil
+	if err := sleep(ctx, delay); err != nil {
+		return fmt.Errorf("%s: %w", msg, err)
 	}
+	return nil
 }

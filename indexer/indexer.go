@@ -233,12 +233,8 @@ func (ix *Indexer) setup(ctx context.Context) error {
 		}
 		delay := bo.Step()
 		ix.log.Warn("OpenSearch not ready for the indexer, retrying", "retryIn", delay.Round(time.Millisecond), "err", err)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("setup: %w", ctx.Err())
-		case <-t.C:
+		if err := sleep(ctx, delay); err != nil {
+			return fmt.Errorf("setup: %w", err)
 		}
 	}
 }
@@ -266,12 +262,8 @@ func (ix *Indexer) ensureTopic(ctx context.Context, topic string, partitions int
 		}
 		delay := bo.Step()
 		ix.log.Warn("cannot reach Kafka, retrying", "topic", topic, "retryIn", delay.Round(time.Millisecond), "err", err)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("ensure topic %s: %w", topic, ctx.Err())
-		case <-t.C:
+		if err := sleep(ctx, delay); err != nil {
+			return fmt.Errorf("ensure topic %s: %w", topic, err)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -172,7 +173,7 @@ func (ix *Indexer) rollIndices(ctx context.Context) error {
 		n, err := ix.roll(ctx, p)
 		switch {
 		case errors.Is(err, errRolledElsewhere):
-			ix.log.Info("index rolled by another indexer", "alias", p.alias, "to", p.target, "copiedHere", n)
+			ix.log.Info("index rolled by another indexer", "alias", p.alias, "to", p.target)
 		case errors.Is(err, errRollAborted):
 			// Keep indexing into the old index: its documents stay searchable, only what the new
 			// mapping adds is not.
@@ -192,12 +193,8 @@ func (ix *Indexer) rollIndices(ctx context.Context) error {
 	}
 	if len(w.rolls) > 0 {
 		ix.setupStep.Store(ptr(fmt.Sprintf("deleting the old indices %s in %s", strings.Join(retire, ","), retireGrace)))
-		t := time.NewTimer(retireGrace)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err() // deleted at the next start
-		case <-t.C:
+		if err := sleep(ctx, retireGrace); err != nil {
+			return err // deleted at the next start
 		}
 	}
 	for _, index := range retire {
@@ -233,9 +230,6 @@ func (ix *Indexer) roll(ctx context.Context, p rollPlan) (int, error) {
 		return 0, err
 	}
 	n, err := ix.copyDocuments(ctx, p, l)
-	if errors.Is(err, errRolledElsewhere) {
-		return n, err
-	}
 	if errors.Is(err, errRollAborted) {
 		// Undo, so the old index is written to again. If that fails (OpenSearch away), the error is
 		// not an abort: setup retries, rolls again and undoes again, rather than consuming into a
@@ -283,10 +277,11 @@ func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan, l *lease) (int
 	if err != nil {
 		return 0, err
 	}
+	scrollID := page.id
 	defer func() {
-		if page.id != "" {
+		if scrollID != "" {
 			// Best effort: an abandoned scroll expires by itself.
-			c.clearScroll(context.WithoutCancel(ctx), page.id)
+			c.clearScroll(context.WithoutCancel(ctx), scrollID)
 		}
 	}()
 	copied := 0
@@ -314,9 +309,10 @@ func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan, l *lease) (int
 		}
 		copied += len(ops)
 		ix.metrics.rollCopied.WithLabelValues(p.alias).Add(float64(len(page.hits)))
-		if page, err = c.scroll(ctx, nil, "", page.id); err != nil {
+		if page, err = c.scroll(ctx, nil, "", scrollID); err != nil {
 			return copied, err
 		}
+		scrollID = cmp.Or(page.id, scrollID)
 	}
 	return copied, nil
 }
@@ -343,12 +339,8 @@ func (ix *Indexer) takeLease(ctx context.Context, p rollPlan) (*lease, error) {
 			return l, nil
 		}
 		ix.setupStep.Store(ptr(fmt.Sprintf("waiting for %s, which rolls %s to %s", holder, p.alias, p.target)))
-		t := time.NewTimer(leaseWait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, leaseWait); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -365,22 +357,14 @@ func rollPageSize(batchSize, batchBytes int, avgDocBytes int64) int {
 
 // copyBulk writes ops to the roll's target, retrying what OpenSearch cannot take now.
 //
-// Before each request it checks that no other indexer has swapped the alias already: after that
-// swap the target is live, and a copied document deleted there since must not come back. Within
-// index.gc_deletes (60 s) of a delete its tombstone refuses the copy anyway; the check keeps every
-// copy well inside that.
+// Before each request it renews the lease: a copier that stalled past leaseTTL finds it taken and
+// stops (errLeaseLost), so only the holder ever writes to the target, and never after its swap made
+// the target live (a copied document deleted there since would come back).
 func (ix *Indexer) copyBulk(ctx context.Context, p rollPlan, l *lease, ops []*op) error {
 	bo := defaultBackoff()
 	for len(ops) > 0 {
 		if err := l.renew(ctx, p.target); err != nil {
 			return err
-		}
-		live, err := ix.os.aliasIncludes(ctx, p.alias, p.target)
-		if err != nil {
-			return err
-		}
-		if live {
-			return errRolledElsewhere
 		}
 		results, err := ix.os.bulk(ctx, ops)
 		var retry []*op
@@ -393,8 +377,7 @@ func (ix *Indexer) copyBulk(ctx context.Context, p rollPlan, l *lease, ops []*op
 			for i, r := range results {
 				switch classify(actionIndex, r) {
 				case outcomeDone, outcomeConflict:
-					// A conflict: the document is newer already (another indexer finished the roll
-					// and wrote since).
+					// A conflict: the target holds this document at a newer version already.
 				case outcomeRetry:
 					retry = append(retry, ops[i])
 				default:
@@ -408,12 +391,8 @@ func (ix *Indexer) copyBulk(ctx context.Context, p rollPlan, l *lease, ops []*op
 		ops = retry
 		delay := bo.Step()
 		ix.log.Warn("OpenSearch could not take every copied document, retrying", "operations", len(ops), "retryIn", delay.Round(time.Millisecond), "err", err)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, delay); err != nil {
+			return err
 		}
 	}
 	return nil

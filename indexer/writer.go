@@ -342,11 +342,19 @@ func (w *writer) ensureIndices(ctx context.Context, ops []*op, bo *wait.Backoff)
 func (w *writer) wait(ctx context.Context, bo *wait.Backoff, msg string, n int, err error) error {
 	delay := bo.Step()
 	w.log.Warn(msg+", retrying", "operations", n, "retryIn", delay.Round(time.Millisecond), "err", err)
-	t := time.NewTimer(delay)
+	if err := sleep(ctx, delay); err != nil {
+		return fmt.Errorf("%s, %d operations unwritten: %w", msg, n, err)
+	}
+	return nil
+}
+
+// sleep waits d, or until ctx is done, and then returns ctx's error.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return fmt.Errorf("%s, %d operations unwritten: %w", msg, n, ctx.Err())
+		return ctx.Err()
 	case <-t.C:
 		return nil
 	}
