@@ -43,7 +43,7 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 	p.waitIndexMatchesMembers(t, "after the first lists", 2*time.Minute)
 	pods := indexer.IndexName(p.prefix, "Pod")
 	pollUntil(t, "the archive's Pods to be indexed", 2*time.Minute, func(context.Context) (bool, error) {
-		return archiveCount(t, env, p.prefix) == archived, nil
+		return count(t, env, mappings.IndexBase(p.prefix)+"*", archiveQuery) == archived, nil
 	})
 	before := archiveSnapshot(t, env, pods)
 
@@ -234,11 +234,6 @@ func publishArchivePods(t *testing.T, env *testbed.Env, topic string, n int) {
 
 const archiveQuery = `{"query":{"term":{"cluster":"archive"}}}`
 
-// archiveCount counts the archive's documents over the pattern the query API searches.
-func archiveCount(t *testing.T, env *testbed.Env, prefix string) int {
-	return count(t, env, mappings.IndexBase(prefix)+"*", archiveQuery)
-}
-
 // countQuery is a _count that reports its failures rather than failing the test, for goroutines;
 // failedIndex is the index of the first shard failure, if any.
 func countQuery(url, query string) (n int, failedIndex string, err error) {
@@ -269,19 +264,6 @@ func countQuery(url, query string) (n int, failedIndex string, err error) {
 func count(t *testing.T, env *testbed.Env, target, query string) int {
 	t.Helper()
 	return int(gjson.GetBytes(mustHTTP(t, "POST", env.OpenSearchURL+"/"+target+"/_count", query), "count").Int())
-}
-
-// countIndex counts an index by its name, hidden or not; 0 when it does not exist.
-func countIndex(t *testing.T, env *testbed.Env, index string) int {
-	t.Helper()
-	resp, err := http.Get(env.OpenSearchURL + "/" + index + "/_count")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct{ Count int }
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	return body.Count
 }
 
 // archiveSnapshot is the archive's Pods: _id → _version and stored object.
@@ -350,7 +332,7 @@ func copyIndex(t *testing.T, env *testbed.Env, from, to string, strip []string) 
 		page = mustHTTP(t, "POST", env.OpenSearchURL+"/_search/scroll", fmt.Sprintf(`{"scroll":"2m","scroll_id":%q}`, gjson.GetBytes(page, "_scroll_id").Str))
 	}
 	mustHTTP(t, "POST", env.OpenSearchURL+"/"+to+"/_refresh", "")
-	if got := countIndex(t, env, to); got != total {
+	if got := count(t, env, to, `{"query":{"match_all":{}}}`); got != total {
 		t.Fatalf("copied %d documents from %s, %s holds %d", total, from, to, got)
 	}
 }
