@@ -303,6 +303,13 @@ func (c *Collector) apply(ctx context.Context, from, to registry.Plan) {
 			<-mr.done
 			delete(c.members, ch.Cluster)
 		}
+		if mr != nil && stays && !ch.Reconnect {
+			keys := make([]registry.SelectionKey, len(ch.Removed))
+			for i, s := range ch.Removed {
+				keys[i] = s.SelectionKey
+			}
+			mr.m.remove(keys)
+		}
 		for _, s := range ch.Removed {
 			if mr == nil {
 				continue

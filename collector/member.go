@@ -44,7 +44,7 @@ type member struct {
 type running struct {
 	res    resolved
 	secret bool
-	cancel context.CancelFunc
+	gate   *gate // closed by stop: cancels the collection and shuts it out of the stream
 	done   chan struct{}
 }
 
@@ -190,8 +190,9 @@ func (m *member) start(ctx context.Context, k registry.SelectionKey, sel registr
 		scope: sc, client: m.dynamic, raw: m.raw, status: st, pageSize: m.c.opts.PageSize, metrics: m.c.metrics,
 		log: m.log.With("gvr", res.gvr.String(), "namespace", sel.Namespace),
 	}
-	col.store = newStore(cctx, sc, m.c.pub, m.c.epochs, st)
-	r := &running{res: res, secret: sel.SecretData, cancel: cancel, done: make(chan struct{})}
+	g := newGate(m.c.pub, cancel)
+	col.store = newStore(cctx, sc, g, m.c.epochs, st)
+	r := &running{res: res, secret: sel.SecretData, gate: g, done: make(chan struct{})}
 	m.running[k] = r
 	go func() {
 		defer close(r.done)
@@ -199,11 +200,27 @@ func (m *member) start(ctx context.Context, k registry.SelectionKey, sel registr
 	}()
 }
 
-// stop cancels a collection and waits for it; m.mu is held.
+// stop cancels a collection and waits for it; m.mu is held. Once it returns, nothing of the
+// collection is published any more (see gate).
 func (m *member) stop(k registry.SelectionKey, r *running) {
-	r.cancel()
+	r.gate.close()
 	<-r.done
 	delete(m.running, k)
+}
+
+// remove stops collecting the selections keys at once, before the caller publishes their PURGEs: a
+// collection must not publish after its PURGE, and waiting for the next reconcile (a discovery round
+// trip, never if discovery fails) would let it. Their resolved versions are kept for purgeEvent.
+func (m *member) remove(keys []registry.SelectionKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		if r, ok := m.running[k]; ok {
+			m.stop(k, r)
+		}
+		delete(m.selections, k)
+		delete(m.statuses, k)
+	}
 }
 
 func (m *member) stopAll() {

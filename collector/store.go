@@ -32,6 +32,9 @@ type scope struct {
 type keyState struct {
 	uid string
 	rv  string
+	// changed is when the object last changed as published (Unix microseconds), so a re-list of an
+	// unchanged object keeps its change time.
+	changed int64
 }
 
 // store is the cache.ReflectorStore of one collection. It keeps only key → (uid, resourceVersion), never
@@ -72,21 +75,61 @@ func (s *store) beginList() int64 {
 	return s.list.epoch
 }
 
-// listed publishes one object of the list in progress.
+// listed publishes one object of the list in progress. Its change time is what an earlier event of
+// this process said when the object is unchanged since (same uid and resourceVersion), else what
+// the object itself says (changedAt).
 func (s *store) listed(obj *unstructured.Unstructured) error {
+	k := key(obj)
+	st := keyState{uid: string(obj.GetUID()), rv: obj.GetResourceVersion()}
 	s.mu.Lock()
 	l := s.list
+	known, ok := s.items[k]
 	s.mu.Unlock()
 	if l == nil {
-		return fmt.Errorf("object %s listed outside a list", key(obj))
+		return fmt.Errorf("object %s listed outside a list", k)
 	}
-	if err := s.publish(envelope.Added, obj, l.epoch); err != nil {
+	changed := changedAt(obj)
+	if ok && known.uid == st.uid && known.rv == st.rv && known.changed != 0 {
+		changed = time.UnixMicro(known.changed).UTC()
+	}
+	if err := s.publish(envelope.Added, obj, l.epoch, changed); err != nil {
 		return err
 	}
+	if !changed.IsZero() {
+		st.changed = changed.UnixMicro()
+	}
 	s.mu.Lock()
-	l.seen[key(obj)] = keyState{uid: string(obj.GetUID()), rv: obj.GetResourceVersion()}
+	l.seen[k] = st
 	s.mu.Unlock()
 	return nil
+}
+
+// changedAt is the latest time the object says it changed: its managedFields entries' times (every
+// create, update, patch and status write stamps its manager's entry), its creation and its deletion.
+// Zero when no managedFields entry has a time: creation alone would hide later changes, and the
+// indexer then takes the time the event was observed. It must run before prune, which drops
+// managedFields.
+func changedAt(obj *unstructured.Unstructured) time.Time {
+	meta, _ := obj.Object["metadata"].(map[string]any)
+	mf, _ := meta["managedFields"].([]any) // read in place: NestedSlice would deep-copy it
+	var latest time.Time
+	for _, e := range mf {
+		m, _ := e.(map[string]any)
+		ts, _ := m["time"].(string)
+		if t, err := time.Parse(time.RFC3339, ts); err == nil && t.After(latest) {
+			latest = t
+		}
+	}
+	if latest.IsZero() {
+		return time.Time{}
+	}
+	if c := obj.GetCreationTimestamp(); c.After(latest) {
+		latest = c.Time
+	}
+	if d := obj.GetDeletionTimestamp(); d != nil && d.After(latest) {
+		latest = d.Time
+	}
+	return latest.UTC()
 }
 
 // Replace closes the list in progress; the reflector calls it once listPages returned.
@@ -104,6 +147,7 @@ func (s *store) Replace(_ []any, resourceVersion string) error {
 		ns, name, _ := cache.SplitMetaNamespaceKey(k)
 		ev := s.event(envelope.Deleted, l.epoch)
 		ev.Namespace, ev.Name, ev.UID, ev.ResourceVersion = ns, name, st.uid, st.rv
+		ev.ChangedAt = ev.ObservedAt // deleted while nothing watched: noticed now
 		if err := s.sink.Publish(s.ctx, ev); err != nil {
 			return err
 		}
@@ -138,7 +182,9 @@ func (s *store) watched(t envelope.Type, obj any) error {
 	s.mu.Lock()
 	epoch := s.epoch
 	s.mu.Unlock()
-	if err := s.publish(t, u, epoch); err != nil {
+	// A watch event is a change happening now.
+	now := time.Now().UTC()
+	if err := s.publish(t, u, epoch, now); err != nil {
 		return err
 	}
 	k := key(u)
@@ -146,7 +192,7 @@ func (s *store) watched(t envelope.Type, obj any) error {
 	if t == envelope.Deleted {
 		delete(s.items, k)
 	} else {
-		s.items[k] = keyState{uid: string(u.GetUID()), rv: u.GetResourceVersion()}
+		s.items[k] = keyState{uid: string(u.GetUID()), rv: u.GetResourceVersion(), changed: now.UnixMicro()}
 	}
 	n := len(s.items)
 	s.mu.Unlock()
@@ -154,7 +200,7 @@ func (s *store) watched(t envelope.Type, obj any) error {
 	return nil
 }
 
-func (s *store) publish(t envelope.Type, obj *unstructured.Unstructured, epoch int64) error {
+func (s *store) publish(t envelope.Type, obj *unstructured.Unstructured, epoch int64, changed time.Time) error {
 	prune(obj, s.scope.redact)
 	raw, err := json.Marshal(obj.Object)
 	if err != nil {
@@ -162,7 +208,7 @@ func (s *store) publish(t envelope.Type, obj *unstructured.Unstructured, epoch i
 	}
 	ev := s.event(t, epoch)
 	ev.Namespace, ev.Name, ev.UID, ev.ResourceVersion = obj.GetNamespace(), obj.GetName(), string(obj.GetUID()), obj.GetResourceVersion()
-	ev.Object = raw
+	ev.ChangedAt, ev.Object = changed, raw
 	return s.sink.Publish(s.ctx, ev)
 }
 

@@ -244,3 +244,65 @@ func assertSummaries(t *testing.T, what string, got, want []summary) {
 		}
 	}
 }
+
+// A re-list (after a restart or an expired watch) publishes every object again, but an unchanged
+// object keeps its change time: its managedFields' latest time when this process never saw it
+// change, the time a watch saw its last change when it did. Only a changed object is "changed since".
+func TestStoreChangeTimesSurviveRelists(t *testing.T) {
+	sink := &recordingSink{}
+	s := newTestStore(sink)
+	withManaged := func(p *unstructured.Unstructured, times ...string) *unstructured.Unstructured {
+		var mf []any
+		for _, ts := range times {
+			mf = append(mf, map[string]any{"manager": "m", "operation": "Update", "time": ts})
+		}
+		p.Object["metadata"].(map[string]any)["managedFields"] = mf
+		p.Object["metadata"].(map[string]any)["creationTimestamp"] = "2026-01-01T00:00:00Z"
+		return p
+	}
+	list := func(objs ...*unstructured.Unstructured) map[string]time.Time {
+		t.Helper()
+		s.beginList()
+		for _, p := range objs {
+			if err := s.listed(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Replace(nil, "99"); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]time.Time{}
+		for _, e := range sink.take() {
+			if e.Type == envelope.Added {
+				out[e.Name] = e.ChangedAt
+			}
+		}
+		return out
+	}
+	at := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, s); return v }
+
+	// A fresh process: the objects' own times (the latest entry; none at all means unknown).
+	got := list(withManaged(pod("a", "web-1", "u1", "10"), "2026-03-01T10:00:00Z", "2026-05-01T10:00:00Z"),
+		withManaged(pod("a", "web-2", "u2", "11"), "2026-02-01T10:00:00Z"), pod("a", "bare", "u3", "12"))
+	if !got["web-1"].Equal(at("2026-05-01T10:00:00Z")) || !got["web-2"].Equal(at("2026-02-01T10:00:00Z")) || !got["bare"].IsZero() {
+		t.Fatalf("first list change times: %v", got)
+	}
+
+	// web-2 changes under a watch; then everything is re-listed.
+	before := time.Now()
+	if err := s.Update(withManaged(pod("a", "web-2", "u2", "13"), "2026-02-01T10:00:00Z")); err != nil {
+		t.Fatal(err)
+	}
+	watched := sink.take()[0].ChangedAt
+	if watched.Before(before) {
+		t.Fatalf("watch event change time %v is before the change was seen (%v)", watched, before)
+	}
+	got = list(withManaged(pod("a", "web-1", "u1", "10"), "2026-03-01T10:00:00Z", "2026-05-01T10:00:00Z"),
+		withManaged(pod("a", "web-2", "u2", "13"), "2026-02-01T10:00:00Z"))
+	if !got["web-1"].Equal(at("2026-05-01T10:00:00Z")) {
+		t.Errorf("unchanged web-1 re-listed with change time %v, want its own 2026-05-01T10:00:00Z", got["web-1"])
+	}
+	if !got["web-2"].Equal(watched.Truncate(time.Microsecond)) {
+		t.Errorf("web-2 re-listed with change time %v, want the watch's %v", got["web-2"], watched)
+	}
+}

@@ -152,13 +152,18 @@ func classify(a action, r itemResult) outcome {
 		return outcomeMissingAlias
 	case r.status == 409:
 		return outcomeConflict
-	case r.status == 429, r.status >= 500:
-		return outcomeRetry
-	case r.errType == "cluster_block_exception":
-		// The index refuses writes for now: a roll copies it (roll.go), or the disk passed the flood
-		// stage. The write goes through once the block is lifted or the alias moved on.
+	case transient(r.status, r.errType):
 		return outcomeRetry
 	default:
 		return outcomePermanent
 	}
+}
+
+// transient says an answer (a whole request's or one item's) may succeed later, so it is retried
+// with backoff instead of the event being dead-lettered: OpenSearch cannot take it now (429, 5xx),
+// the credentials or permissions are wrong (401, 403: an operator fixes them, and a permissions slip
+// must not discard events), or the index refuses writes for now (cluster_block_exception: a roll
+// copies it, see roll.go, or the disk passed the flood stage).
+func transient(status int, errType string) bool {
+	return status == 429 || status >= 500 || status == 401 || status == 403 || errType == "cluster_block_exception"
 }

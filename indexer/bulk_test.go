@@ -85,7 +85,8 @@ func TestClassify(t *testing.T) {
 		// A write block (an index roll copying it, or set by hand) lifts again: no event is dead-lettered for it.
 		{actionIndex, itemResult{status: 403, errType: "cluster_block_exception"}, outcomeRetry},
 		{actionDelete, itemResult{status: 403, errType: "cluster_block_exception"}, outcomeRetry},
-		{actionIndex, itemResult{status: 403, errType: "security_exception"}, outcomePermanent},
+		{actionIndex, itemResult{status: 403, errType: "security_exception"}, outcomeRetry},
+		{actionIndex, itemResult{status: 401, errType: "security_exception"}, outcomeRetry},
 	}
 	for _, tt := range tests {
 		if got := classify(tt.action, tt.result); got != tt.want {

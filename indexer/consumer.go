@@ -363,21 +363,13 @@ func (c *consumer) checkContinuity(m kafka.Message) {
 func (c *consumer) marker(ctx context.Context, it *item) error {
 	ev := it.ev
 	index := IndexName(c.prefix, ev.Kind)
-	var (
-		query []byte
-		err   error
-	)
-	if ev.Type == envelope.Sync {
-		query, err = syncQuery(ev)
-	} else {
-		query, err = purgeQuery(ev)
-	}
+	filter, err := gcFilter(ev)
 	if err != nil {
 		return fmt.Errorf("%s marker: %w", ev.Type, err)
 	}
 	bo := c.backoff()
 	for {
-		err := c.applyMarker(ctx, it, index, query)
+		err := c.applyMarker(ctx, it, index, filter)
 		if err == nil {
 			return nil
 		}
@@ -385,7 +377,7 @@ func (c *consumer) marker(ctx context.Context, it *item) error {
 			return fmt.Errorf("%s marker for cluster %s resource %s: %w", ev.Type, ev.Cluster, groupResource(ev), ctx.Err())
 		}
 		var re *requestError
-		if errors.As(err, &re) && re.status >= 400 && re.status < 500 && re.status != 429 && re.status != 401 && re.status != 403 {
+		if errors.As(err, &re) && re.status >= 400 && !transient(re.status, "") {
 			it.dead = &deadLetter{msg: it.msg, reason: ReasonRejected, err: err.Error(), index: index}
 			return nil
 		}
@@ -395,16 +387,11 @@ func (c *consumer) marker(ctx context.Context, it *item) error {
 	}
 }
 
-func (c *consumer) applyMarker(ctx context.Context, it *item, index string, query []byte) error {
+func (c *consumer) applyMarker(ctx context.Context, it *item, index string, filter []any) error {
 	ev := it.ev
-	if ev.Type == envelope.Sync {
-		// Everything before the marker is written; make it visible to the query, so no document the
-		// list rewrote is seen with its old epoch.
-		if err := c.os.refresh(ctx, index); err != nil {
-			return err
-		}
-	}
-	deleted, err := c.os.deleteByQuery(ctx, index, query)
+	// Everything before the marker is written; deleteMatching refreshes first, so no document the
+	// list rewrote is seen with its old epoch, and none written just before a PURGE survives it.
+	deleted, err := c.os.deleteMatching(ctx, index, filter)
 	if err != nil {
 		return err
 	}

@@ -216,10 +216,10 @@ func buildDocument(ev *envelope.Event, objectValid bool) ([]byte, error) {
 	w.int("epoch", ev.Epoch)
 	w.timestamp("creationTimestamp", v.creation)
 	w.timestamp("deletionTimestamp", v.deletion)
-	if !ev.ObservedAt.IsZero() {
+	if changed := ev.LastChanged(); !changed.IsZero() {
 		w.key("lastChangedAt")
 		w.b = append(w.b, '"')
-		w.b = ev.ObservedAt.UTC().AppendFormat(w.b, "2006-01-02T15:04:05.000Z07:00")
+		w.b = changed.UTC().AppendFormat(w.b, "2006-01-02T15:04:05.000Z07:00")
 		w.b = append(w.b, '"')
 	}
 	text.add(ev.Cluster)
@@ -1085,7 +1085,7 @@ func rebuildDocument(source []byte) ([]byte, error) {
 		Epoch: top[5].Int(), Object: obj,
 	}
 	if t := top[6]; t.Exists() {
-		if ev.ObservedAt, err = time.Parse(time.RFC3339Nano, t.Str); err != nil {
+		if ev.ChangedAt, err = time.Parse(time.RFC3339Nano, t.Str); err != nil {
 			return nil, fmt.Errorf("lastChangedAt: %w", err)
 		}
 	}

@@ -617,3 +617,37 @@ func TestCompact(t *testing.T) {
 		}
 	}
 }
+
+// lastChangedAt is the event's change time, not the time it was observed: a re-list observes every
+// object anew, and only the objects that changed may look changed. An event from a collector that
+// does not say falls back to the observation time.
+func TestBuildDocumentLastChangedAt(t *testing.T) {
+	obj := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"5"}}`
+	for _, tt := range []struct {
+		name    string
+		changed time.Time
+		want    string
+	}{
+		{"changedAt", time.Date(2025, 6, 7, 8, 9, 10, 0, time.UTC), "2025-06-07T08:09:10.000Z"},
+		{"observedAt", time.Time{}, "2026-01-02T03:04:05.000Z"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := event(t, "", "v1", "ConfigMap", obj)
+			ev.ChangedAt = tt.changed
+			doc, err := BuildDocument(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := gjson.GetBytes(doc, "lastChangedAt").Str; got != tt.want {
+				t.Errorf("lastChangedAt = %s, want %s", got, tt.want)
+			}
+			re, err := rebuildDocument(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := gjson.GetBytes(re, "lastChangedAt").Str; got != tt.want {
+				t.Errorf("rebuilt lastChangedAt = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -112,6 +112,16 @@ func (f *fakeEngine) ensureIndex(_ context.Context, alias string) (indexState, e
 	return indexState{alias: true, behind: []string{VersionedIndexName(alias)}}, nil
 }
 
+// version is the _version of a live document.
+func (f *fakeEngine) version(k docKey) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d := f.docs[k]; d != nil {
+		return d.version
+	}
+	return 0
+}
+
 // state is "absent", "deleted" or "epoch/resourceVersion" of a live document.
 func (f *fakeEngine) state(index, id string) string {
 	f.mu.Lock()

@@ -1,47 +1,62 @@
 package indexer
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
 )
 
-// syncQuery is the _delete_by_query body of a SYNC marker: the documents of its (cluster, resource,
-// namespace scope) from an older epoch, i.e. objects that were not in the list that just completed.
-// Filters only (no scoring); the namespace term only when the scope is one namespace.
-func syncQuery(ev *envelope.Event) ([]byte, error) {
-	if ev.Type != envelope.Sync {
-		return nil, fmt.Errorf("sync query for a %s event", ev.Type)
-	}
-	filter := []any{
-		term("cluster", ev.Cluster),
-		term("group", ev.Group),
-		term("resource", ev.Resource),
+// Garbage collection deletes what a SYNC or PURGE marker says is gone. It does not use
+// _delete_by_query: that deletes with internal versioning, which leaves a tombstone at the document's
+// version + 1 for index.gc_deletes (60 s). A re-list of the same objects within that minute (a
+// selection widened from one namespace to all, removed and added back, a cluster re-added) carries
+// the same resourceVersions, and external_gte refuses every unchanged object against that tombstone:
+// the objects would stay missing until they change. Instead the matching documents are read (id,
+// concrete index, _version) and deleted in _bulk with external_gte at their own _version, so the
+// tombstone keeps exactly the version the document had and an equal one is accepted again, while an
+// older (replayed) event is still refused.
+
+// gcFilter is the filter of the documents a SYNC or PURGE marker deletes.
+//
+// SYNC: the documents of its (cluster, resource, namespace scope) from an older epoch, i.e. objects
+// that were not in the list that just completed.
+//
+// PURGE: every document of (cluster, group, kind), or of one namespace of it, whatever its epoch. It
+// names the kind, not the resource: a selection the member never served has no resource name.
+func gcFilter(ev *envelope.Event) ([]any, error) {
+	var filter []any
+	switch ev.Type {
+	case envelope.Sync:
+		filter = []any{term("cluster", ev.Cluster), term("group", ev.Group), term("resource", ev.Resource)}
+	case envelope.Purge:
+		filter = []any{term("cluster", ev.Cluster), term("group", ev.Group), term("kind", ev.Kind)}
+	default:
+		return nil, fmt.Errorf("garbage collection for a %s event", ev.Type)
 	}
 	if ev.Namespace != "" {
 		filter = append(filter, term("namespace", ev.Namespace))
 	}
-	filter = append(filter, map[string]any{"range": map[string]any{"epoch": map[string]any{"lt": ev.Epoch}}})
-	return boolFilter(filter)
+	if ev.Type == envelope.Sync {
+		filter = append(filter, map[string]any{"range": map[string]any{"epoch": map[string]any{"lt": ev.Epoch}}})
+	}
+	return filter, nil
 }
 
-// purgeQuery is the _delete_by_query body of a PURGE marker: every document of (cluster, group,
-// kind), or of one namespace of it, whatever its epoch. It names the kind, not the resource: a
-// selection the member never served has no resource name.
-func purgeQuery(ev *envelope.Event) ([]byte, error) {
-	if ev.Type != envelope.Purge {
-		return nil, fmt.Errorf("purge query for a %s event", ev.Type)
+// gcSearch is one page of the documents matching filter, after the uid after (nil for the first):
+// ids, concrete indices and versions only, in uid order (uid is the _id, so the order is total).
+func gcSearch(filter []any, size int, after string) map[string]any {
+	body := map[string]any{
+		"size":             size,
+		"_source":          false,
+		"version":          true,
+		"track_total_hits": false,
+		"query":            map[string]any{"bool": map[string]any{"filter": filter}},
+		"sort":             []any{map[string]any{"uid": "asc"}},
 	}
-	filter := []any{
-		term("cluster", ev.Cluster),
-		term("group", ev.Group),
-		term("kind", ev.Kind),
+	if after != "" {
+		body["search_after"] = []string{after}
 	}
-	if ev.Namespace != "" {
-		filter = append(filter, term("namespace", ev.Namespace))
-	}
-	return boolFilter(filter)
+	return body
 }
 
 // purgeStateQuery selects the watermark documents of a PURGE marker's (cluster, group, kind).
@@ -56,8 +71,4 @@ func purgeStateQuery(ev *envelope.Event) map[string]any {
 
 func term(field, value string) map[string]any {
 	return map[string]any{"term": map[string]any{field: value}}
-}
-
-func boolFilter(filter []any) ([]byte, error) {
-	return json.Marshal(map[string]any{"query": map[string]any{"bool": map[string]any{"filter": filter}}})
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/envelope"
 )
 
-// TestMarkerQueriesGolden pins the _delete_by_query bodies of SYNC and PURGE markers.
+// TestMarkerQueriesGolden pins the searches of the documents SYNC and PURGE markers delete.
 func TestMarkerQueriesGolden(t *testing.T) {
 	count := 3
 	tests := []struct {
@@ -24,11 +24,11 @@ func TestMarkerQueriesGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			query := syncQuery
-			if tt.ev.Type == envelope.Purge {
-				query = purgeQuery
+			filter, err := gcFilter(&tt.ev)
+			if err != nil {
+				t.Fatal(err)
 			}
-			body, err := query(&tt.ev)
+			body, err := json.Marshal(gcSearch(filter, gcPageSize, "after-uid"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,7 +40,7 @@ func TestMarkerQueriesGolden(t *testing.T) {
 			golden(t, tt.name+".golden", out.Bytes())
 		})
 	}
-	if _, err := syncQuery(&envelope.Event{Type: envelope.Purge}); err == nil {
-		t.Error("syncQuery accepted a PURGE")
+	if _, err := gcFilter(&envelope.Event{Type: envelope.Added}); err == nil {
+		t.Error("gcFilter accepted an ADDED event")
 	}
 }

@@ -38,7 +38,6 @@ type fakeOpenSearch struct {
 	aliases   map[string]bool
 	indices   map[string]bool
 	refreshes int
-	queries   []string // _delete_by_query "index body"
 	// bulkDown makes _bulk answer 503 while set.
 	bulkDown atomic.Bool
 }
@@ -106,13 +105,21 @@ func (f *fakeOpenSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(parts) == 2 && parts[1] == "_refresh":
 		f.refreshes++
 		reply(200, `{"_shards":{"total":1,"successful":1,"failed":0}}`)
-	case len(parts) == 2 && parts[1] == "_delete_by_query":
-		f.queries = append(f.queries, parts[0]+" "+string(body))
+	case len(parts) == 2 && parts[1] == "_search" && gjson.GetBytes(body, "version").Bool():
+		// A garbage collection page: ids, indices and versions in uid order, after search_after.
 		if !f.aliases[parts[0]] && !f.indices[parts[0]] {
 			reply(404, `{"error":{"type":"index_not_found_exception","reason":"no such index"},"status":404}`)
 			return
 		}
-		reply(200, map[string]any{"deleted": f.deleteByQuery(parts[0], body), "failures": []any{}})
+		after := gjson.GetBytes(body, "search_after.0").Str
+		hits := []any{}
+		for _, d := range f.match(parts[0], gjson.GetBytes(body, "query.bool.filter")) {
+			if d.id <= after || len(hits) == int(gjson.GetBytes(body, "size").Int()) {
+				continue
+			}
+			hits = append(hits, map[string]any{"_index": parts[0], "_id": d.id, "_version": f.engine.version(docKey{parts[0], d.id}), "sort": []string{d.id}})
+		}
+		reply(200, map[string]any{"_shards": map[string]any{"total": 1, "successful": 1, "failed": 0}, "hits": map[string]any{"hits": hits}})
 	case len(parts) == 2 && parts[1] == "_search":
 		var hits []any
 		for _, d := range f.match(parts[0], gjson.GetBytes(body, "query.bool.filter")) {
@@ -237,14 +244,6 @@ func (f *fakeOpenSearch) match(index string, filter gjson.Result) []liveDoc {
 	}
 	slices.SortFunc(out, func(a, b liveDoc) int { return strings.Compare(a.id, b.id) })
 	return out
-}
-
-func (f *fakeOpenSearch) deleteByQuery(index string, body []byte) int {
-	docs := f.match(index, gjson.GetBytes(body, "query.bool.filter"))
-	for _, d := range docs {
-		f.engine.bulk(context.Background(), []*op{{action: actionDelete, index: index, id: d.id}})
-	}
-	return len(docs)
 }
 
 // stream is a test event stream: a kfake cluster with the event topic, and a writer partitioning
@@ -645,4 +644,39 @@ func TestIndexerShutdownFlushes(t *testing.T) {
 	if c := s.committed(t, "indexers", 1); c[0] != 2 {
 		t.Errorf("committed %v, want offset 2", c)
 	}
+}
+
+// TestPurgeThenRelistKeepsUnchangedObjects is the widening of a selection: a PURGE of the namespace
+// scope, then a list of every namespace that carries the same objects at the same resourceVersions,
+// within index.gc_deletes. Garbage collection must leave tombstones that the re-list's ADDEDs pass;
+// _delete_by_query's internal versioning left them one version above, and every unchanged object was
+// refused as a replay and stayed missing.
+func TestPurgeThenRelistKeepsUnchangedObjects(t *testing.T) {
+	s := newStream(t, 1)
+	osrv := newFakeOpenSearch()
+	srv := httptest.NewServer(osrv)
+	t.Cleanup(srv.Close)
+
+	s.publish(t,
+		objectEvent(envelope.Added, "m1", "ConfigMap", "configmaps", "shop", "a", "ua", "10", 2),
+		objectEvent(envelope.Added, "m1", "ConfigMap", "configmaps", "shop", "b", "ub", "11", 2),
+		marker(envelope.Sync, "m1", "ConfigMap", "configmaps", "shop", 2, "12"),
+		marker(envelope.Purge, "m1", "ConfigMap", "configmaps", "shop", 3, ""),
+		objectEvent(envelope.Added, "m1", "ConfigMap", "configmaps", "shop", "a", "ua", "10", 4),
+		objectEvent(envelope.Added, "m1", "ConfigMap", "configmaps", "shop", "b", "ub", "11", 4),
+		objectEvent(envelope.Added, "m1", "ConfigMap", "configmaps", "web", "c", "uc", "12", 4),
+		marker(envelope.Sync, "m1", "ConfigMap", "configmaps", "", 4, "13"),
+		// A replay of an older state after the re-list is still refused.
+		objectEvent(envelope.Added, "m1", "ConfigMap", "configmaps", "web", "c", "uc", "9", 4),
+	)
+	startIndexer(t, s, srv.URL)
+	eng := osrv.engine
+	state := func() string {
+		return fmt.Sprintf("a=%s b=%s c=%s", eng.state("kubernetes-configmap", "ua"), eng.state("kubernetes-configmap", "ub"),
+			eng.state("kubernetes-configmap", "uc"))
+	}
+	const want = "a=4/10 b=4/11 c=4/12"
+	end := s.ends(t, 1)[0]
+	eventually(t, 30*time.Second, func() bool { return s.committed(t, "indexers", 1)[0] == end && state() == want },
+		func() string { return fmt.Sprintf("state %s, want %s", state(), want) })
 }

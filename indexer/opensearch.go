@@ -311,28 +311,96 @@ func (c *osClient) refresh(ctx context.Context, indices ...string) error {
 	return nil
 }
 
-// deleteByQuery deletes the documents of index that match query, refreshing the index afterwards;
-// documents changed meanwhile are skipped (conflicts=proceed). A missing index has nothing to delete.
-func (c *osClient) deleteByQuery(ctx context.Context, index string, query []byte) (deleted int64, err error) {
-	path := "/" + url.PathEscape(index) + "/_delete_by_query"
-	q := url.Values{"conflicts": {"proceed"}, "refresh": {"true"}}
-	status, body, err := c.do(ctx, http.MethodPost, rawRequest{path: path, query: q, body: query})
+// gcPageSize is how many documents one page of garbage collection reads and deletes.
+const gcPageSize = 1000
+
+// deleteMatching deletes the documents of index that match filter (see gc.go for why not
+// _delete_by_query). The index is refreshed first, so documents written just before the marker are
+// seen by the search, and afterwards, so searches stop seeing what was deleted. A document changed
+// meanwhile (409) is skipped. A missing index has nothing to delete. An error means some documents
+// may remain; deleting again is harmless.
+func (c *osClient) deleteMatching(ctx context.Context, index string, filter []any) (deleted int64, err error) {
+	if err := c.refresh(ctx, index); err != nil {
+		return 0, err
+	}
+	path := "/" + url.PathEscape(index) + "/_search"
+	after := ""
+	for {
+		body, err := json.Marshal(gcSearch(filter, gcPageSize, after))
+		if err != nil {
+			return deleted, err
+		}
+		status, resp, err := c.do(ctx, http.MethodPost, rawRequest{path: path, body: body})
+		if err != nil {
+			return deleted, &requestError{err: err}
+		}
+		switch {
+		case status == http.StatusNotFound && errorType(resp) == "index_not_found_exception":
+			return deleted, nil
+		case status != http.StatusOK:
+			return deleted, apiError("POST", path, status, resp)
+		}
+		if sh := gjson.GetBytes(resp, "_shards"); sh.Get("failed").Int() > 0 {
+			// Documents on the failed shards would survive unseen.
+			return deleted, &requestError{status: 503, err: fmt.Errorf("POST %s: %d of %d shards failed: %s", path,
+				sh.Get("failed").Int(), sh.Get("total").Int(), sh.Get("failures.0.reason.reason").Str)}
+		}
+		hits := gjson.GetBytes(resp, "hits.hits").Array()
+		if len(hits) > 0 {
+			n, err := c.deleteVersioned(ctx, hits)
+			deleted += n
+			if err != nil {
+				return deleted, err
+			}
+		}
+		if len(hits) < gcPageSize {
+			break
+		}
+		after = hits[len(hits)-1].Get("_id").Str
+	}
+	if deleted > 0 {
+		return deleted, c.refresh(ctx, index)
+	}
+	return 0, nil
+}
+
+// deleteVersioned deletes search hits, each at the _version it was read with (external_gte), so the
+// tombstone keeps that version. It counts the documents deleted; a 404 (gone already) or 409 (written
+// since, so it is newer than the marker) is not an error.
+func (c *osClient) deleteVersioned(ctx context.Context, hits []gjson.Result) (int64, error) {
+	var body []byte
+	for _, h := range hits {
+		body = append(body, `{"delete":{"_index":`...)
+		body = appendString(body, h.Get("_index").Str)
+		body = append(body, `,"_id":`...)
+		body = appendString(body, h.Get("_id").Str)
+		body = append(body, `,"version":`...)
+		body = strconv.AppendInt(body, h.Get("_version").Int(), 10)
+		body = append(body, `,"version_type":"external_gte"}}`+"\n"...)
+	}
+	status, resp, err := c.do(ctx, http.MethodPost, rawRequest{path: "/_bulk", body: body, contentType: "application/x-ndjson"})
 	if err != nil {
 		return 0, &requestError{err: err}
 	}
-	switch {
-	case status == http.StatusNotFound && errorType(body) == "index_not_found_exception":
-		return 0, nil
-	case status != http.StatusOK:
-		return 0, apiError("POST", path, status, body)
+	if status != http.StatusOK {
+		return 0, apiError("POST", "/_bulk", status, resp)
 	}
-	r := gjson.ParseBytes(body)
-	if f := r.Get("failures"); len(f.Array()) > 0 || r.Get("timed_out").Bool() {
-		// Search or bulk failures inside the request (a rejected scroll, a shard away): some
-		// documents may remain. Deleting again is harmless.
-		return r.Get("deleted").Int(), &requestError{status: 503, err: fmt.Errorf("POST %s: incomplete: %s", path, truncate([]byte(f.Raw), 512))}
+	results, err := parseBulkResponse(resp, len(hits))
+	if err != nil {
+		return 0, err
 	}
-	return r.Get("deleted").Int(), nil
+	var deleted int64
+	for _, r := range results {
+		switch {
+		case r.status >= 200 && r.status < 300:
+			deleted++
+		case r.status == http.StatusNotFound, r.status == http.StatusConflict:
+		default:
+			// Retried as a whole by the marker (429, 5xx, a write block), or refused for good.
+			return deleted, &requestError{status: r.status, err: fmt.Errorf("POST /_bulk: delete: %s: %s", r.errType, r.reason)}
+		}
+	}
+	return deleted, nil
 }
 
 // installTemplate puts the index template when none is installed, when the installed one is of an

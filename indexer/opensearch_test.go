@@ -180,31 +180,58 @@ func TestInstallTemplate(t *testing.T) {
 	}
 }
 
-func TestDeleteByQuery(t *testing.T) {
+func TestDeleteMatching(t *testing.T) {
+	page := func(ids ...string) string {
+		var hits []string
+		for _, id := range ids {
+			hits = append(hits, `{"_index":"kubernetes-pod-v1","_id":"`+id+`","_version":7,"sort":["`+id+`"]}`)
+		}
+		return `{"_shards":{"total":1,"successful":1,"failed":0},"hits":{"hits":[` + strings.Join(hits, ",") + `]}}`
+	}
+	ok := func(n int) string {
+		items := make([]string, n)
+		for i := range items {
+			items[i] = `{"delete":{"status":200}}`
+		}
+		return `{"errors":false,"items":[` + strings.Join(items, ",") + `]}`
+	}
 	s, c := newScripted(t, map[string][]answer{
-		"POST /kubernetes-pod/_delete_by_query": {
+		"POST /kubernetes-pod/_refresh": {{200, `{"_shards":{"total":1,"successful":1,"failed":0}}`}},
+		"POST /kubernetes-pod/_search": {
 			{404, notFound},
-			{200, `{"took":5,"timed_out":false,"total":3,"deleted":3,"batches":1,"version_conflicts":0,"noops":0,"failures":[]}`},
-			{200, `{"took":5,"timed_out":false,"total":3,"deleted":1,"failures":[{"index":"kubernetes-pod-v1","id":"u","status":429,"cause":{"type":"es_rejected_execution_exception","reason":"rejected"}}]}`},
+			{200, page("a", "b", "c")},
+			{200, `{"_shards":{"total":2,"successful":1,"failed":1,"failures":[{"reason":{"reason":"shard away"}}]},"hits":{"hits":[]}}`},
+			{200, page("d")},
 			{429, `{"error":{"type":"es_rejected_execution_exception","reason":"rejected"},"status":429}`},
 		},
+		"POST /_bulk": {
+			{200, ok(3)},
+			{200, `{"errors":true,"items":[{"delete":{"status":429,"error":{"type":"es_rejected_execution_exception","reason":"rejected"}}}]}`},
+		},
 	})
-	q := []byte(`{"query":{"match_all":{}}}`)
-	if n, err := c.deleteByQuery(t.Context(), "kubernetes-pod", q); n != 0 || err != nil {
+	filter := []any{term("cluster", "member1")}
+	if n, err := c.deleteMatching(t.Context(), "kubernetes-pod", filter); n != 0 || err != nil {
 		t.Errorf("missing index: got %d, %v; want success with nothing deleted", n, err)
 	}
-	if n, err := c.deleteByQuery(t.Context(), "kubernetes-pod", q); n != 3 || err != nil {
+	if n, err := c.deleteMatching(t.Context(), "kubernetes-pod", filter); n != 3 || err != nil {
 		t.Errorf("got %d, %v", n, err)
 	}
-	for _, name := range []string{"failures inside", "throttled"} {
-		_, err := c.deleteByQuery(t.Context(), "kubernetes-pod", q)
+	for _, name := range []string{"shard failed", "item throttled", "search throttled"} {
+		_, err := c.deleteMatching(t.Context(), "kubernetes-pod", filter)
 		var re *requestError
 		if !errors.As(err, &re) || (re.status != 503 && re.status != 429) {
 			t.Errorf("%s: got %v, want a retryable request error", name, err)
 		}
 	}
-	if got := s.sent("POST /kubernetes-pod/_delete_by_query?conflicts=proceed&refresh=true "); len(got) != 4 {
-		t.Errorf("requests: %q", s.requests)
+	// Each document is deleted at the version it was read with: a tombstone at that version, not
+	// above it, lets a re-list of the same state in again.
+	bulks := s.sent("POST /_bulk")
+	if len(bulks) != 2 || !strings.Contains(bulks[0], `{"delete":{"_index":"kubernetes-pod-v1","_id":"a","version":7,"version_type":"external_gte"}}`) {
+		t.Errorf("bulk deletes: %q", bulks)
+	}
+	// Refreshed before every search run and after deleting.
+	if got := len(s.sent("POST /kubernetes-pod/_refresh")); got != 6 {
+		t.Errorf("refreshes: %d, want 6: %q", got, s.requests)
 	}
 }
 

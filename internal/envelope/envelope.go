@@ -45,6 +45,12 @@ type Event struct {
 	// Epoch increases with every list of a scope and across collector restarts.
 	Epoch      int64     `json:"epoch"`
 	ObservedAt time.Time `json:"observedAt"`
+	// ChangedAt is when the object last changed, as far as the collector knows, on ADDED, MODIFIED
+	// and DELETED: the time a watch saw the change, or for a listed object the latest of its
+	// managedFields times, creation and deletion — not the time of the list, so a re-list (a
+	// collector restart, an expired watch) does not make every object look changed. Zero when
+	// unknown (an older collector); readers fall back to ObservedAt.
+	ChangedAt time.Time `json:"changedAt,omitzero"`
 	// Count and ListResourceVersion are set on SYNC only: how many objects the list held, at which
 	// resourceVersion of the member.
 	Count               *int   `json:"count,omitempty"`
@@ -57,6 +63,14 @@ type Event struct {
 // they are totally ordered, which SYNC garbage collection relies on.
 func (e *Event) Key() []byte {
 	return []byte(e.Cluster + "/" + e.Group + "/" + e.Resource)
+}
+
+// LastChanged is ChangedAt, or ObservedAt for an event that does not say.
+func (e *Event) LastChanged() time.Time {
+	if e.ChangedAt.IsZero() {
+		return e.ObservedAt
+	}
+	return e.ChangedAt
 }
 
 // Marshal encodes the event.
