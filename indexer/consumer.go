@@ -465,6 +465,11 @@ func (c *consumer) loadWatermarks(ctx context.Context, items []*item) error {
 
 // purgeWatermarks applies a PURGE to the watermarks, stored ones included.
 func (c *consumer) purgeWatermarks(ctx context.Context, ev *envelope.Event) error {
+	// Watermarks stored just before (by another replica before a rebalance) are searchable only
+	// after a refresh; one missed here would outlive its pair.
+	if err := c.os.refresh(ctx, StateIndex(c.prefix)); err != nil {
+		return err
+	}
 	hits, err := c.os.search(ctx, StateIndex(c.prefix), purgeStateQuery(ev))
 	if err != nil {
 		return err

@@ -10,7 +10,8 @@ import (
 )
 
 // FuzzParseCompile feeds arbitrary query strings through the parser and the compiler: every input
-// either compiles to DSL that encodes as JSON, or is rejected with errors that each name a parameter.
+// either compiles to DSL that encodes as JSON and that OpenSearch's clause limit admits, or is
+// rejected with errors that each name a parameter.
 // Never a panic. Run longer with: go test -fuzz FuzzParseCompile ./internal/osstore/
 func FuzzParseCompile(f *testing.F) {
 	for _, seed := range []string{
@@ -41,8 +42,12 @@ func FuzzParseCompile(f *testing.F) {
 			}
 			return
 		}
-		if _, err := json.Marshal(Compile(q)); err != nil {
+		body := Compile(q)
+		if _, err := json.Marshal(body); err != nil {
 			t.Fatalf("Compile(%q) does not encode: %v", raw, err)
+		}
+		if n := clauses(t, body["query"]); n > maxClauseCount {
+			t.Fatalf("Compile(%q) has %d clauses; OpenSearch refuses more than %d", raw, n, maxClauseCount)
 		}
 	})
 }

@@ -27,7 +27,8 @@ var (
 	ErrExpired = errors.New("continue token expired")
 	// ErrBadToken: the continue token was not issued by this store for this query.
 	ErrBadToken = errors.New("invalid continue token")
-	// ErrRejected: OpenSearch refused the compiled query (400); the message says why.
+	// ErrRejected: OpenSearch refused the compiled query as malformed or too large (a 400, or an
+	// error type saying so with any status); the message says why. Retrying cannot help.
 	ErrRejected = errors.New("query rejected by the search backend")
 
 	errTooManyPITs = errors.New("too many open point-in-time contexts")
@@ -153,16 +154,26 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
 	case err != nil:
 		return nil, err
 	}
+	return s.firstPagePIT(ctx, q, body, pit, tok)
+}
+
+// firstPagePIT reads a first page inside a new PIT. If the page fails, no token carries the PIT on,
+// so it is closed: left open, it would hold one of OpenSearch's search.max_open_pit_context slots for
+// the whole keep-alive.
+func (s *Store) firstPagePIT(ctx context.Context, q *query.Query, body map[string]any, pit string, tok token) (*Result, error) {
 	body["pit"] = map[string]any{"id": pit, "keep_alive": keepAlive(s.keepAlive)}
 	body["size"] = q.Limit + 1
-	if resp, err = s.search(ctx, "/_search", nil, body); err != nil {
-		return nil, err
+	var res *Result
+	resp, err := s.search(ctx, "/_search", nil, body)
+	if err == nil {
+		res, err = s.result(q, resp)
 	}
-	if res, err = s.result(q, resp); err != nil {
+	if err != nil {
+		s.closePIT(ctx, pit)
 		return nil, err
 	}
 	tok.Total, tok.Lower = res.Total, res.TotalIsLowerBound
-	return s.page(ctx, q, res, resp, tok, false)
+	return s.page(ctx, q, res, resp, tok, false) // closes the PIT itself when it cannot issue a token
 }
 
 // firstPageLive runs a first page on the live indices, without a snapshot.
@@ -247,6 +258,7 @@ func (s *Store) page(ctx context.Context, q *query.Query, res *Result, resp []by
 	tok.Expires = s.now().Add(s.keepAlive).UnixNano()
 	c, err := s.tokens.encode(tok)
 	if err != nil {
+		s.closePIT(ctx, pit) // nothing can continue in it
 		return nil, err
 	}
 	res.Continue = c
@@ -311,13 +323,20 @@ func (s *Store) openPIT(ctx context.Context) (string, error) {
 	return gjson.GetBytes(resp, "pit_id").Str, nil
 }
 
+// closePIT frees a PIT, also when ctx is done: a search that timed out or whose client went away is
+// the likeliest to leave one behind.
 func (s *Store) closePIT(ctx context.Context, pit string) {
 	if pit == "" {
 		return
 	}
-	body, _ := json.Marshal(map[string]any{"pit_id": []string{pit}})
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closePITTimeout)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"pit_id": []string{pit}}) // a map of strings: cannot fail
 	_, _, _ = s.do(ctx, http.MethodDelete, "/_search/point_in_time", nil, body)
 }
+
+// closePITTimeout bounds closing a PIT; past it, the keep-alive frees it.
+const closePITTimeout = 5 * time.Second
 
 func (s *Store) search(ctx context.Context, path string, params url.Values, body map[string]any) ([]byte, error) {
 	b, err := json.Marshal(body)
@@ -335,13 +354,37 @@ func (s *Store) search(ctx context.Context, path string, params url.Values, body
 	// relocating, an index deleted between resolving the pattern and searching it): better refused,
 	// and retried by the client.
 	if sh := gjson.GetBytes(resp, "_shards"); sh.Get("failed").Int() > 0 {
-		return nil, fmt.Errorf("%w: POST %s: %d of %d shards failed: %s", ErrUnavailable, path,
-			sh.Get("failed").Int(), sh.Get("total").Int(), sh.Get("failures.0.reason.reason").Str)
+		// Shards that refused the query (some do when others hold no documents to rewrite it on)
+		// would refuse it on every retry.
+		err := ErrUnavailable
+		for _, f := range sh.Get("failures").Array() {
+			if refused(f.Get("reason")) {
+				err = ErrRejected
+			}
+		}
+		first := sh.Get("failures.0.reason")
+		return nil, fmt.Errorf("%w: POST %s: %d of %d shards failed: %s: %s", err, path,
+			sh.Get("failed").Int(), sh.Get("total").Int(), first.Get("type").Str, first.Get("reason").Str)
 	}
 	return resp, nil
 }
 
-// responseError classifies an error answer.
+// refusals are the error types of a query OpenSearch will not run as written. They are the
+// request's fault whatever the HTTP status (too_many_nested_clauses comes with a 500 when the limit
+// is met while rewriting, as a fuzzy word expands), so they are ErrRejected: a retry fails alike.
+var refusals = map[string]bool{
+	"too_many_clauses":           true, // one bool query, or the whole query, over indices.query.bool.max_clause_count
+	"too_many_nested_clauses":    true, // the same, counted over the whole query (Lucene 9)
+	"query_shard_exception":      true, // the query cannot be built for a shard ("failed to create query")
+	"parsing_exception":          true,
+	"x_content_parse_exception":  true,
+	"illegal_argument_exception": true,
+	"search_parse_exception":     true,
+	"number_format_exception":    true,
+	"too_many_buckets_exception": true, // aggregations over search.max_buckets
+}
+
+// responseError classifies an error answer by its error types, then by its status.
 func responseError(method, path string, status int, body []byte) error {
 	e := gjson.GetBytes(body, "error")
 	typ, reason := e.Get("type").Str, e.Get("reason").Str
@@ -357,12 +400,31 @@ func responseError(method, path string, status int, body []byte) error {
 		// since (an index roll to a new mapping version deletes the old one).
 		typ == "index_not_found_exception" && path == "/_search":
 		return fmt.Errorf("%w: the snapshot of this query is gone (%s); start again without continue", ErrExpired, reason)
+	case refused(e):
+		return fmt.Errorf("%w: %s", ErrRejected, msg)
 	case status == http.StatusTooManyRequests || status >= 500:
 		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
 	case status == http.StatusBadRequest:
 		return fmt.Errorf("%w: %s", ErrRejected, msg)
 	}
 	return errors.New(msg)
+}
+
+// refused says whether an error cause (OpenSearch's ErrorCause) is a refusal of the query: its own
+// type, a root cause's, or one in its chain of causes. A search_phase_execution_exception ("all
+// shards failed") is one exactly when what failed the shards is.
+func refused(cause gjson.Result) bool {
+	for c := cause; c.Exists(); c = c.Get("caused_by") {
+		if refusals[c.Get("type").Str] {
+			return true
+		}
+	}
+	for _, rc := range cause.Get("root_cause").Array() {
+		if refused(rc) {
+			return true
+		}
+	}
+	return false
 }
 
 // do sends one request; err is set only when no answer came, and then wraps ErrUnavailable.

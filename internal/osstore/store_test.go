@@ -1,12 +1,30 @@
 package osstore
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/opensearch-project/opensearch-go/v4"
+	"github.com/tidwall/gjson"
+
+	"github.com/kubesearch/kubesearch/internal/query"
 )
 
 func TestResponseError(t *testing.T) {
 	notFound := []byte(`{"error":{"root_cause":[{"type":"index_not_found_exception","reason":"no such index [kubernetes-pod-v1]"}],"type":"index_not_found_exception"},"status":404}`)
+	// What OpenSearch 2.19 answers when the rewritten query has more leaf clauses than
+	// indices.query.bool.max_clause_count.
+	tooManyClauses := []byte(`{"error":{"root_cause":[{"type":"too_many_nested_clauses","reason":"Query contains too many nested clauses; maxClauseCount is set to 1024"}],` +
+		`"type":"search_phase_execution_exception","reason":"all shards failed","phase":"query","grouped":true,"failed_shards":[{"shard":0,"index":"kubernetes-configmap","node":"n1",` +
+		`"reason":{"type":"query_phase_execution_exception","reason":"Query Failed [Failed to execute main query]","caused_by":{"type":"too_many_nested_clauses","reason":"Query contains too many nested clauses; maxClauseCount is set to 1024"}}}]},"status":500}`)
 	tests := []struct {
 		name   string
 		path   string
@@ -20,6 +38,14 @@ func TestResponseError(t *testing.T) {
 		{"too many PITs", "/kubernetes-*/_search/point_in_time", 429, []byte(`{"error":{"type":"rejected_execution_exception","reason":"Trying to create too many Point In Time contexts"}}`), errTooManyPITs},
 		{"overloaded", "/_search", 429, []byte(`{"error":{"type":"es_rejected_execution_exception"}}`), ErrUnavailable},
 		{"refused query", "/_search", 400, []byte(`{"error":{"type":"parsing_exception"}}`), ErrRejected},
+		{"too many clauses, answered 500", "/kubernetes-*/_count", 500, tooManyClauses, ErrRejected},
+		{"too many clauses in one bool, answered 500", "/_search", 500, []byte(`{"error":{"root_cause":[{"type":"too_many_clauses","reason":"maxClauseCount is set to 1024"}],"type":"search_phase_execution_exception","reason":"all shards failed"},"status":500}`), ErrRejected},
+		{"a cause deep in the chain", "/_search", 500, []byte(`{"error":{"type":"search_phase_execution_exception","reason":"all shards failed","caused_by":{"type":"query_shard_exception","reason":"failed to create query","caused_by":{"type":"too_many_clauses"}}},"status":500}`), ErrRejected},
+		{"illegal argument, answered 500", "/_search", 500, []byte(`{"error":{"root_cause":[{"type":"illegal_argument_exception","reason":"field [x] not searchable"}],"type":"illegal_argument_exception"},"status":500}`), ErrRejected},
+		{"unparsable body", "/_search", 500, []byte(`{"error":{"root_cause":[{"type":"x_content_parse_exception","reason":"[1:10] unknown field"}],"type":"x_content_parse_exception"},"status":500}`), ErrRejected},
+		{"all shards failed on a lost node", "/_search", 503, []byte(`{"error":{"root_cause":[{"type":"node_disconnected_exception","reason":"disconnected"}],"type":"search_phase_execution_exception","reason":"all shards failed"},"status":503}`), ErrUnavailable},
+		{"no shard available", "/_search", 503, []byte(`{"error":{"root_cause":[],"type":"search_phase_execution_exception","reason":"all shards failed","phase":"query","grouped":true,"failed_shards":[]},"status":503}`), ErrUnavailable},
+		{"a proxy's error page", "/_search", 502, []byte(`<html>Bad Gateway</html>`), ErrUnavailable},
 	}
 	for _, tt := range tests {
 		err := responseError("POST", tt.path, tt.status, tt.body)
@@ -28,5 +54,157 @@ func TestResponseError(t *testing.T) {
 				t.Errorf("%s: errors.Is(%v, %v) = %v", tt.name, err, sentinel, got)
 			}
 		}
+	}
+}
+
+// fakeOpenSearch answers what the first page of a query with more matches than a page asks: a count
+// above the page size, a new PIT ("pit-1"), then the search in it, answered by search. It records the
+// PITs closed.
+type fakeOpenSearch struct {
+	t      *testing.T
+	search http.HandlerFunc
+	mu     sync.Mutex
+	closed []string
+}
+
+func (f *fakeOpenSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/_count"):
+		fmt.Fprint(w, `{"count":500}`)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/_search/point_in_time"):
+		fmt.Fprint(w, `{"pit_id":"pit-1"}`)
+	case r.Method == http.MethodDelete && r.URL.Path == "/_search/point_in_time":
+		f.mu.Lock()
+		for _, id := range gjson.GetBytes(body, "pit_id").Array() {
+			f.closed = append(f.closed, id.Str)
+		}
+		f.mu.Unlock()
+		fmt.Fprint(w, `{"pits":[{"successful":true,"pit_id":"pit-1"}]}`)
+	case r.Method == http.MethodPost && r.URL.Path == "/_search" && gjson.GetBytes(body, "pit.id").Str == "pit-1":
+		f.search(w, r)
+	default:
+		f.t.Errorf("unexpected %s %s", r.Method, r.URL)
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+func (f *fakeOpenSearch) closedPITs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.closed...)
+}
+
+func newFakeStore(t *testing.T, f *fakeOpenSearch) *Store {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	client, err := opensearch.NewClient(opensearch.Config{Addresses: []string{srv.URL}, DisableRetry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Client: client, TokenKey: []byte("0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// hits answers a search with n hits; withSort gives each its sort values, as OpenSearch does for a
+// sorted search.
+func hits(n int, source string, withSort bool) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"_index":"kubernetes-pod","_id":"u%d","_source":%s`, i, source)
+		if withSort {
+			fmt.Fprintf(&b, `,"sort":["member1","ns","p%d","u%d"]`, i, i)
+		}
+		b.WriteByte('}')
+	}
+	return `{"took":1,"pit_id":"pit-1","_shards":{"total":1,"successful":1,"failed":0},"hits":{"total":{"value":500,"relation":"eq"},"hits":[` + b.String() + `]}}`
+}
+
+// TestSearchClosesPITWhenFirstPageFails: a PIT opened for a first page that then fails is closed at
+// once; left open, it would hold one of OpenSearch's 300 PIT slots for the whole keep-alive.
+func TestSearchClosesPITWhenFirstPageFails(t *testing.T) {
+	const pod = `{"object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}}`
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for _, tc := range []struct {
+		name   string
+		search http.HandlerFunc
+		ctx    context.Context
+		want   error
+	}{
+		{"the search is refused", func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, `{"error":{"root_cause":[{"type":"too_many_nested_clauses","reason":"maxClauseCount is set to 1024"}],"type":"search_phase_execution_exception"},"status":500}`)
+		}, t.Context(), ErrRejected},
+		{"OpenSearch is overloaded", func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"error":{"type":"es_rejected_execution_exception"},"status":429}`)
+		}, t.Context(), ErrUnavailable},
+		{"some shards failed", func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, `{"_shards":{"total":2,"successful":1,"failed":1,"failures":[{"reason":{"type":"node_disconnected_exception"}}]},"hits":{"hits":[]}}`)
+		}, t.Context(), ErrUnavailable},
+		{"a document cannot be read", func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, hits(query.DefaultLimit+1, `{"name":"no object"}`, true))
+		}, t.Context(), nil},
+		{"the continue token cannot be issued", func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, hits(query.DefaultLimit+1, pod, false))
+		}, t.Context(), nil},
+		{"the client goes away during the search", func(w http.ResponseWriter, r *http.Request) {
+			cancel()
+			<-r.Context().Done()
+		}, ctx, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeOpenSearch{t: t, search: tc.search}
+			s := newFakeStore(t, f)
+			q, err := query.Parse(url.Values{}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Search(tc.ctx, q)
+			if err == nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Search = %+v, %v; want an error that is %v", res, err, tc.want)
+			}
+			if got := f.closedPITs(); len(got) != 1 || got[0] != "pit-1" {
+				t.Errorf("PITs closed: %q; want [pit-1]", got)
+			}
+		})
+	}
+
+	t.Run("a page that succeeds keeps its PIT for the next", func(t *testing.T) {
+		f := &fakeOpenSearch{t: t, search: func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, hits(query.DefaultLimit+1, pod, true))
+		}}
+		s := newFakeStore(t, f)
+		q, _ := query.Parse(url.Values{}, now)
+		res, err := s.Search(t.Context(), q)
+		if err != nil || res.Continue == "" || len(res.Items) != query.DefaultLimit {
+			t.Fatalf("Search = %d items, continue %q, %v", len(res.Items), res.Continue, err)
+		}
+		if got := f.closedPITs(); len(got) != 0 {
+			t.Errorf("PITs closed: %q; want none", got)
+		}
+	})
+}
+
+// TestSearchRejectsWhatShardsRefuse: a search some shards answer and others refuse as too large is
+// a rejected query (400), not an unavailable backend (503) a client would retry.
+func TestSearchRejectsWhatShardsRefuse(t *testing.T) {
+	f := &fakeOpenSearch{t: t, search: func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"_shards":{"total":2,"successful":1,"failed":1,"failures":[{"shard":1,"index":"kubernetes-pod","reason":`+
+			`{"type":"query_shard_exception","reason":"failed to create query","caused_by":{"type":"too_many_clauses","reason":"maxClauseCount is set to 1024"}}}]},"hits":{"hits":[]}}`)
+	}}
+	s := newFakeStore(t, f)
+	q, _ := query.Parse(url.Values{}, now)
+	if _, err := s.Search(t.Context(), q); !errors.Is(err, ErrRejected) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Search error %v; want ErrRejected only", err)
 	}
 }

@@ -63,11 +63,32 @@ func (e Errors) Error() string {
 	return strings.Join(msgs, "; ")
 }
 
-// Bounds on input sizes, so no request can make a huge backend query.
+// Limits on the size of one query. Each is far above what people and scripts write; together they
+// bound the query a backend has to run, so no input can make a store refuse it as too large and have
+// that read as an unavailable store. OpenSearch refuses a query of more than
+// indices.query.bool.max_clause_count (by default 1024) leaf clauses; one at every limit at once has
+// at most 781 by osstore's count (TestLargestQueryFitsClauseLimit), about 720 on OpenSearch 2.19
+// (the e2e TestQueryCapsOnOpenSearch runs it). Lists of values (clusters, names, the values of one
+// in) cost one term set, whatever their length; requirements, resources and words each cost one or
+// more clauses of their own, so those are bounded apart from the lists.
 const (
-	maxValues      = 1000 // values of one list parameter
-	maxValueLength = 1024 // one name, path or value
-	maxTextLength  = 1024
+	// MaxListValues bounds the values of one list parameter (clusters, namespaces, names, sort,
+	// facets) and of one in or notin requirement.
+	MaxListValues = 1000
+	// MaxResources bounds the resource types of one query (absent means every type).
+	MaxResources = 100
+	// MaxRequirements bounds the requirements of a label selector, and those of a field selector.
+	MaxRequirements = 50
+	// MaxSelectorLength bounds the length of each selector, in bytes: an in of 1000 label values
+	// (at most 63 characters each) fits.
+	MaxSelectorLength = 64 << 10
+	// MaxTextWords and MaxFuzzyNameWords bound the words of q and fuzzyName (see words): each word
+	// of q is one clause, each word of fuzzyName up to 50 (a backend's fuzzy expansions).
+	MaxTextWords      = 64
+	MaxFuzzyNameWords = 5
+	// MaxValueLength bounds one name, path or value, and MaxTextLength q.
+	MaxValueLength = 1024
+	MaxTextLength  = 1024
 )
 
 var (
@@ -89,17 +110,17 @@ func Parse(v url.Values, now time.Time) (*Query, error) {
 		}
 	}
 	q := &Query{Now: now, Limit: DefaultLimit}
-	for _, s := range p.list(ParamResources) {
+	for _, s := range p.list(ParamResources, MaxResources) {
 		q.Resources = append(q.Resources, p.resource(s))
 	}
-	q.Clusters = p.list(ParamClusters)
-	q.Namespaces = p.list(ParamNamespaces)
-	q.Names = p.list(ParamNames)
-	q.NamePrefix = p.single(ParamNamePrefix, maxValueLength)
-	q.FuzzyName = p.single(ParamFuzzyName, maxValueLength)
+	q.Clusters = p.list(ParamClusters, MaxListValues)
+	q.Namespaces = p.list(ParamNamespaces, MaxListValues)
+	q.Names = p.list(ParamNames, MaxListValues)
+	q.NamePrefix = p.single(ParamNamePrefix, MaxValueLength)
+	q.FuzzyName = p.words(ParamFuzzyName, MaxValueLength, MaxFuzzyNameWords)
 	q.Labels = p.labels()
 	q.Fields = p.fields()
-	q.Text = p.single(ParamText, maxTextLength)
+	q.Text = p.words(ParamText, MaxTextLength, MaxTextWords)
 	q.Owner = p.owner()
 	q.CreatedSince = p.instant(ParamCreatedSince)
 	q.CreatedBefore = p.instant(ParamCreatedBefore)
@@ -146,8 +167,19 @@ func (p *parser) single(name string, maxLen int) string {
 	return vals[0]
 }
 
-// list is a comma-separated list; the parameter may also repeat (names=a&names=b).
-func (p *parser) list(name string) []string {
+// words is a single parameter of at most maxWords words.
+func (p *parser) words(name string, maxLen, maxWords int) string {
+	s := p.single(name, maxLen)
+	if n := words(s); n > maxWords {
+		p.fail(name, "%d words; at most %d", n, maxWords)
+		return ""
+	}
+	return s
+}
+
+// list is a comma-separated list of at most maxValues distinct entries; the parameter may also
+// repeat (names=a&names=b).
+func (p *parser) list(name string, maxValues int) []string {
 	var out []string
 	for _, val := range p.v[name] {
 		for s := range strings.SplitSeq(val, ",") {
@@ -156,8 +188,8 @@ func (p *parser) list(name string) []string {
 			case s == "":
 				p.fail(name, "empty entry in %q", val)
 				return nil
-			case len(s) > maxValueLength:
-				p.fail(name, "an entry is longer than %d bytes", maxValueLength)
+			case len(s) > MaxValueLength:
+				p.fail(name, "an entry is longer than %d bytes", MaxValueLength)
 				return nil
 			}
 			if !slices.Contains(out, s) {
@@ -190,7 +222,7 @@ func (p *parser) resource(s string) Resource {
 }
 
 func (p *parser) labels() []Requirement {
-	s := p.single(ParamLabelSelector, 64<<10)
+	s := p.single(ParamLabelSelector, MaxSelectorLength)
 	if s == "" {
 		return nil
 	}
@@ -199,9 +231,17 @@ func (p *parser) labels() []Requirement {
 		p.fail(ParamLabelSelector, "%v", err)
 		return nil
 	}
+	if len(reqs) > MaxRequirements {
+		p.fail(ParamLabelSelector, "%d requirements; at most %d", len(reqs), MaxRequirements)
+		return nil
+	}
 	var out []Requirement
 	for _, r := range reqs {
 		req := Requirement{Key: r.Key(), Values: r.ValuesUnsorted()}
+		if len(req.Values) > MaxListValues {
+			p.fail(ParamLabelSelector, "%q: %d values; at most %d", r.Key()+" "+string(r.Operator())+" (...)", len(req.Values), MaxListValues)
+			continue
+		}
 		slices.Sort(req.Values)
 		switch r.Operator() {
 		case selection.Equals, selection.DoubleEquals:
@@ -226,7 +266,7 @@ func (p *parser) labels() []Requirement {
 }
 
 func (p *parser) fields() []Requirement {
-	s := p.single(ParamFieldSelector, 64<<10)
+	s := p.single(ParamFieldSelector, MaxSelectorLength)
 	if s == "" {
 		return nil
 	}
@@ -235,8 +275,13 @@ func (p *parser) fields() []Requirement {
 		p.fail(ParamFieldSelector, "%v", err)
 		return nil
 	}
+	reqs := sel.Requirements()
+	if len(reqs) > MaxRequirements {
+		p.fail(ParamFieldSelector, "%d requirements; at most %d", len(reqs), MaxRequirements)
+		return nil
+	}
 	var out []Requirement
-	for _, r := range sel.Requirements() {
+	for _, r := range reqs {
 		if bad := badPath(r.Field); bad != "" {
 			p.fail(ParamFieldSelector, "%q: %s", r.Field, bad)
 			continue
@@ -260,8 +305,8 @@ func (p *parser) fields() []Requirement {
 // object keys joined by dots; keys may hold anything else (annotation keys have slashes).
 func badPath(path string) string {
 	switch {
-	case len(path) > maxValueLength:
-		return fmt.Sprintf("a field path is at most %d bytes", maxValueLength)
+	case len(path) > MaxValueLength:
+		return fmt.Sprintf("a field path is at most %d bytes", MaxValueLength)
 	case path == "":
 		return "empty field path"
 	case slices.Contains(strings.Split(path, "."), ""):
@@ -271,7 +316,7 @@ func badPath(path string) string {
 }
 
 func (p *parser) owner() *Owner {
-	s := p.single(ParamOwner, maxValueLength)
+	s := p.single(ParamOwner, MaxValueLength)
 	if s == "" {
 		return nil
 	}
@@ -321,7 +366,7 @@ func parseAgo(s string) (time.Duration, error) {
 // sort reads "creationTimestamp:desc,name".
 func (p *parser) sort() []Sort {
 	var out []Sort
-	for _, s := range p.list(ParamSort) {
+	for _, s := range p.list(ParamSort, MaxListValues) {
 		field, dir, _ := strings.Cut(s, ":")
 		if !slices.Contains(SortFields, field) {
 			p.fail(ParamSort, "%q: unknown sort field; known: %s", field, strings.Join(SortFields, ", "))
@@ -371,7 +416,7 @@ func (p *parser) bool(name string) bool {
 // facets reads "cluster,namespace,resource,labels,label:app.kubernetes.io/name".
 func (p *parser) facets(size int) []Facet {
 	var out []Facet
-	for _, s := range p.list(ParamFacets) {
+	for _, s := range p.list(ParamFacets, MaxListValues) {
 		dim, key, hasKey := strings.Cut(s, ":")
 		f := Facet{Dimension: dim, Key: key, Size: size}
 		switch {

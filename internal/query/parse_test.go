@@ -2,7 +2,9 @@ package query
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +108,103 @@ func TestFingerprintIgnoresPageShape(t *testing.T) {
 	}
 	if a.Fingerprint() == c.Fingerprint() {
 		t.Error("different selectors share a fingerprint")
+	}
+}
+
+// repeat joins n results of f with sep.
+func repeat(n int, sep string, f func(i int) string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = f(i)
+	}
+	return strings.Join(parts, sep)
+}
+
+// TestParseBoundsQuerySize: input past a size limit is a 400 naming the parameter, never a query a
+// backend refuses as too large (which a client would see as an unavailable backend and retry).
+func TestParseBoundsQuerySize(t *testing.T) {
+	labelReqs := func(n int) string { return repeat(n, ",", func(i int) string { return fmt.Sprintf("k%d=v", i) }) }
+	fieldReqs := func(n int) string { return repeat(n, ",", func(i int) string { return fmt.Sprintf("data.k%d=v", i) }) }
+	inValues := func(n int) string {
+		return "env in (" + repeat(n, ",", func(i int) string { return fmt.Sprintf("v%d", i) }) + ")"
+	}
+	resources := func(n int) string {
+		return repeat(n, ",", func(i int) string { return fmt.Sprintf("r%d.example.com", i) })
+	}
+	text := func(n int) string { return repeat(n, " ", func(i int) string { return fmt.Sprintf("w%d", i) }) }
+	names := func(n int) string { return repeat(n, "-", func(i int) string { return fmt.Sprintf("n%d", i) }) }
+	long := "k=" + strings.Repeat("v", 63) + ","
+	tooLong := strings.Repeat(long, MaxSelectorLength/len(long)+1)
+
+	for _, c := range []struct {
+		name, param, value, contains string
+	}{
+		// A 60 KB selector of 12,000 requirements made OpenSearch answer too_many_clauses.
+		{"12,000 label requirements", ParamLabelSelector, repeat(12000, ",", func(int) string { return "a=b" }), "12000 requirements; at most 50"},
+		{"label requirements", ParamLabelSelector, labelReqs(MaxRequirements + 1), "51 requirements; at most 50"},
+		{"values of one in", ParamLabelSelector, inValues(MaxListValues + 1), `"env in (...)": 1001 values; at most 1000`},
+		{"label selector length", ParamLabelSelector, tooLong, "longer than 65536 bytes"},
+		{"field requirements", ParamFieldSelector, fieldReqs(MaxRequirements + 1), "51 requirements; at most 50"},
+		{"field selector length", ParamFieldSelector, tooLong, "longer than 65536 bytes"},
+		{"resources", ParamResources, resources(MaxResources + 1), "101 values; at most 100"},
+		{"names", ParamNames, repeat(MaxListValues+1, ",", func(i int) string { return fmt.Sprint("n", i) }), "1001 values; at most 1000"},
+		{"words of q", ParamText, text(MaxTextWords + 1), "65 words; at most 64"},
+		{"words of fuzzyName", ParamFuzzyName, names(MaxFuzzyNameWords + 1), "6 words; at most 5"},
+	} {
+		t.Run("rejects "+c.name, func(t *testing.T) {
+			_, err := Parse(url.Values{c.param: {c.value}}, now)
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Param != c.param || !strings.Contains(errs[0].Message, c.contains) {
+				t.Fatalf("Parse(%s=<%d bytes>) = %v; want one error for %s containing %q", c.param, len(c.value), err, c.param, c.contains)
+			}
+		})
+	}
+
+	t.Run("accepts every limit at once", func(t *testing.T) {
+		sel := labelReqs(MaxRequirements-1) + "," + inValues(MaxListValues)
+		v := url.Values{
+			ParamResources: {resources(MaxResources)}, ParamLabelSelector: {sel},
+			ParamFieldSelector: {fieldReqs(MaxRequirements)}, ParamText: {text(MaxTextWords)},
+			ParamFuzzyName: {names(MaxFuzzyNameWords)},
+			ParamNames:     {repeat(MaxListValues, ",", func(i int) string { return fmt.Sprint("n", i) })},
+		}
+		q, err := Parse(v, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := slices.IndexFunc(q.Labels, func(r Requirement) bool { return r.Op == In })
+		if len(q.Resources) != MaxResources || len(q.Labels) != MaxRequirements || len(q.Fields) != MaxRequirements ||
+			in < 0 || len(q.Labels[in].Values) != MaxListValues || len(q.Names) != MaxListValues {
+			t.Errorf("resources %d, labels %d, fields %d, names %d", len(q.Resources), len(q.Labels), len(q.Fields), len(q.Names))
+		}
+	})
+}
+
+func TestWords(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		want int
+	}{
+		{"", 0},
+		{"  ,;- ", 0},
+		{"nginx", 1},
+		{"nginx-7d9f8c6b5-x2x4z", 3},
+		{"envoy 1.31", 3},     // the tokenizer keeps 1.31 whole: an upper bound
+		{"app_kubernetes", 2}, // likewise a_b
+		{"café crème", 2},     // precomposed
+		{"cafe\u0301", 1},     // a combining accent continues the word
+		{"Größe", 1},
+		{"中文字", 3},     // one word per ideograph
+		{"ひらがな", 4},    // and per Hiragana character
+		{"カタカナ", 1},    // Katakana runs are words
+		{"aカタ", 2},     // a script change starts a word
+		{"ภาษาไทย", 1}, // Thai has no spaces: the run is kept
+		{"🚀🚀", 2},
+		{strings.Repeat("a", 255), 1},
+		{strings.Repeat("a", 256), 2}, // the standard tokenizer cuts words at 255
+	} {
+		if got := words(c.s); got != c.want {
+			t.Errorf("words(%q) = %d, want %d", c.s, got, c.want)
+		}
 	}
 }
