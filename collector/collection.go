@@ -76,7 +76,11 @@ func (lw *listWatch) Watch(options metav1.ListOptions) (watch.Interface, error) 
 // client does) costs about ten times its JSON in memory, and was the collector's peak.
 func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 	c := lw.c
-	epoch := c.store.beginList()
+	epoch, err := c.store.beginList()
+	if err != nil {
+		c.status.failed(fmt.Errorf("list %s: %w", c.scope.gvr.Resource, err))
+		return nil, err
+	}
 	start, lastLog := time.Now(), time.Now()
 	count, rv, cont := 0, "", ""
 	apiVersion := c.scope.gvr.GroupVersion().String()

@@ -25,10 +25,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/registry"
 )
 
@@ -64,6 +66,12 @@ type Options struct {
 	DiscoveryInterval time.Duration
 	// ShutdownTimeout bounds the flush of buffered events on shutdown.
 	ShutdownTimeout time.Duration
+	// Name identifies this collector in the ledger (see ledger.go). With a name, a member cluster
+	// removed from the configuration while the collector was down is purged at the next start; an
+	// unnamed collector cannot tell its ledger records from another collector's, and purges only the
+	// selections removed from clusters it still serves. Collectors sharing a Kafka topic need distinct
+	// names.
+	Name string
 
 	Logger *slog.Logger
 }
@@ -138,8 +146,11 @@ type Collector struct {
 	opts    Options
 	log     *slog.Logger
 	pub     *publisher
+	ledger  *ledger
 	metrics *metrics
 	epochs  *epochs
+	// started is set once the ledger is read and the first plan applied: /readyz waits for it.
+	started atomic.Bool
 
 	listener net.Listener
 
@@ -179,6 +190,9 @@ func New(opts Options) (*Collector, error) {
 	}, c.log)
 	c.metrics = newMetrics(func() float64 { return float64(len(c.pub.queue)) })
 	c.pub.metrics = c.metrics
+	c.pub.dropped = c.refused
+	c.ledger = newLedger(c.pub.client, opts.Brokers, opts.Topic, opts.Name, nil, c.log)
+	c.epochs.reserve = c.ledger.reserve
 	if opts.ListenAddr != "" {
 		l, err := net.Listen("tcp", opts.ListenAddr)
 		if err != nil {
@@ -205,12 +219,8 @@ func (c *Collector) Run(ctx context.Context) error {
 	pubDone := make(chan error, 1)
 	go func() { pubDone <- c.pub.run(pubCtx) }()
 
-	// The plan is applied before the server answers: until then there is nothing to wait for, and
-	// /readyz would say ready before a single selection was known.
-	c.mu.Lock()
-	c.apply(ctx, registry.Plan{}, c.plan)
-	c.mu.Unlock()
-
+	// The server answers at once (/healthz; /readyz says what it waits for), also while Kafka is
+	// away and the ledger cannot be read yet.
 	var srv *http.Server
 	srvDone := make(chan error, 1)
 	if c.listener != nil {
@@ -219,19 +229,23 @@ func (c *Collector) Run(ctx context.Context) error {
 	} else {
 		srvDone <- http.ErrServerClosed
 	}
-	c.log.Info("collector started", "clusters", len(c.plan.Clusters), "topic", c.opts.Topic, "listen", c.Addr())
 
-	ticker := time.NewTicker(c.opts.ReloadInterval)
-	defer ticker.Stop()
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-ticker.C:
-			c.reload(ctx)
-		case err := <-pubDone:
-			return fmt.Errorf("publisher stopped: %w", err) // only on abort, which only Run does
+	if err := c.start(ctx); err != nil {
+		c.log.Warn("stopped before the first plan was applied", "err", err)
+	} else {
+		c.log.Info("collector started", "clusters", len(c.plan.Clusters), "topic", c.opts.Topic, "listen", c.Addr())
+		ticker := time.NewTicker(c.opts.ReloadInterval)
+		defer ticker.Stop()
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				break loop
+			case <-ticker.C:
+				c.reload(ctx)
+			case err := <-pubDone:
+				return fmt.Errorf("publisher stopped: %w", err) // only on abort, which only Run does
+			}
 		}
 	}
 
@@ -254,6 +268,9 @@ loop:
 	if cerr := c.pub.writer.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close kafka writer: %w", cerr)
 	}
+	if cerr := c.ledger.close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close ledger writer: %w", cerr)
+	}
 	// Servers last, so /metrics and /status answer while the collector drains.
 	if srv != nil {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -266,6 +283,26 @@ loop:
 		err = fmt.Errorf("http: %w", serr)
 	}
 	return err
+}
+
+// start reads the ledger, purges what it holds and no registry selects any more, and applies the
+// plan, in that order: a PURGE of a namespace scope must precede the list of a wider scope that
+// replaces it. It returns an error only when ctx ends first.
+func (c *Collector) start(ctx context.Context) error {
+	floor, err := c.ledger.load(ctx)
+	if err != nil {
+		return err
+	}
+	c.epochs.restore(floor)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ledger.serve(c.plan)
+	if err := c.purgeForgotten(ctx); err != nil {
+		return err
+	}
+	c.apply(ctx, registry.Plan{}, c.plan)
+	c.started.Store(true)
+	return nil
 }
 
 // reload re-reads the configuration files when their content changed. An invalid new configuration is
@@ -295,6 +332,7 @@ func (c *Collector) reload(ctx context.Context) {
 // starts, so a narrowing (all namespaces to one) never purges what the narrower selection collects:
 // PURGE and the new collection's events share a partition, so they stay in that order.
 func (c *Collector) apply(ctx context.Context, from, to registry.Plan) {
+	c.ledger.serve(to)
 	for _, ch := range registry.Diff(from, to) {
 		mr := c.members[ch.Cluster]
 		next, stays := to.Cluster(ch.Cluster)
@@ -310,15 +348,21 @@ func (c *Collector) apply(ctx context.Context, from, to registry.Plan) {
 			}
 			mr.m.remove(keys)
 		}
+		var purges []ledgerEntry
 		for _, s := range ch.Removed {
-			if mr == nil {
-				continue
+			e, known := c.ledger.entry(ch.Cluster, s.SelectionKey)
+			switch {
+			case known:
+			case mr != nil:
+				e = mr.m.entry(s.SelectionKey, s.Version) // collected by a build without the ledger
+			default:
+				continue // never collected: nothing to purge
 			}
-			ev := mr.m.purgeEvent(s.SelectionKey, s.Version)
-			c.log.Info("selection left every registry, purging", "cluster", ch.Cluster, "selection", s.String())
-			if err := c.pub.Publish(ctx, ev); err != nil {
-				c.log.Error("purge not published", "cluster", ch.Cluster, "selection", s.String(), "err", err)
-			}
+			purges = append(purges, e)
+		}
+		if err := c.purge(ctx, ch.Cluster, purges); err != nil {
+			c.log.Error("purge not acknowledged by Kafka; the ledger keeps the selections, so the next start purges them",
+				"cluster", ch.Cluster, "err", err)
 		}
 		if !stays {
 			continue
@@ -347,6 +391,62 @@ func (c *Collector) apply(ctx context.Context, from, to registry.Plan) {
 	c.viewMu.Lock()
 	c.view = view
 	c.viewMu.Unlock()
+}
+
+// purge publishes the PURGE of each entry, after the collections of these selections stopped (see
+// gate), waits until Kafka acknowledged them, and only then drops them from the ledger. A purge cut
+// short (SIGTERM while Kafka is away, a crash) leaves them in the ledger, and the next start purges
+// them again: PURGE is idempotent.
+func (c *Collector) purge(ctx context.Context, cluster string, entries []ledgerEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	keys := make([]registry.SelectionKey, len(entries))
+	for i, e := range entries {
+		keys[i] = e.key()
+		epoch, err := c.epochs.next(ctx)
+		if err != nil {
+			return err
+		}
+		ev := &envelope.Event{V: envelope.Version, Type: envelope.Purge, Cluster: cluster, Group: e.Group, Version: e.Version,
+			Resource: e.Resource, Kind: e.Kind, Namespace: e.Namespace, Epoch: epoch, ObservedAt: time.Now().UTC()}
+		c.log.Info("selection left every registry, purging", "cluster", cluster, "selection", e.key().String(), "resource", e.Resource)
+		if err := c.pub.Publish(ctx, ev); err != nil {
+			return fmt.Errorf("publish purge of %s: %w", e.key(), err)
+		}
+	}
+	if err := c.pub.flush(ctx); err != nil {
+		return err
+	}
+	return c.ledger.drop(ctx, cluster, keys)
+}
+
+// purgeForgotten purges what the ledger holds and the plan no longer selects: selections removed
+// while the collector was down, or whose PURGE an earlier run could not get acknowledged.
+func (c *Collector) purgeForgotten(ctx context.Context) error {
+	forgotten := c.ledger.forgotten(c.plan)
+	clusters := make([]string, 0, len(forgotten))
+	for cl := range forgotten {
+		clusters = append(clusters, cl)
+	}
+	slices.Sort(clusters)
+	for _, cl := range clusters {
+		c.log.Info("the ledger holds selections no registry selects any more", "cluster", cl, "selections", len(forgotten[cl]))
+		if err := c.purge(ctx, cl, forgotten[cl]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refused puts an event Kafka will never take into its collection's status. It runs on the
+// publisher's goroutine, so it only takes the members' locks, never waits for Kafka.
+func (c *Collector) refused(d droppedEvent) {
+	for _, m := range c.viewMembers() {
+		if m.cluster.Name == d.cluster {
+			m.refused(d.group, d.resource, d.namespace, d.name, d.reason)
+		}
+	}
 }
 
 func (c *Collector) viewMembers() []*member {
@@ -434,6 +534,11 @@ func (c *Collector) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !c.started.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: reading the collector ledger %s from Kafka and purging what no registry selects any more\n", c.ledger.topic)
+			return
+		}
 		if pending := c.unsettled(); len(pending) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "not ready: %d selections have neither synced nor failed yet: %v\n", len(pending), pending)

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/registry"
 )
 
@@ -150,8 +149,43 @@ func (m *member) reconcile(ctx context.Context) error {
 	// A partial discovery failure (one aggregated API down) still resolves everything else.
 	served := indexResources(lists)
 
+	starts := m.settle(served)
+	// The ledger learns of a collection before it publishes anything, so a restart purges it once it
+	// is no longer selected. Written without m.mu: it waits for Kafka, and /status must answer.
+	for _, st := range starts {
+		if err := m.c.ledger.add(ctx, m.cluster.Name, st.entry(m.cluster.Name)); err != nil {
+			return err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for _, st := range starts {
+		sel, selected := m.selections[st.key]
+		if _, running := m.running[st.key]; !selected || running || sel.SecretData != st.sel.SecretData || m.resolved[st.key] != st.res {
+			continue // changed meanwhile: the next reconcile decides (setSelections kicked it)
+		}
+		m.start(ctx, st.key, sel, st.res)
+	}
+	return nil
+}
+
+// toStart is a collection that settle found missing.
+type toStart struct {
+	key registry.SelectionKey
+	sel registry.Selection
+	res resolved
+}
+
+func (t toStart) entry(cluster string) ledgerEntry {
+	return ledgerEntry{Group: t.res.gvr.Group, Version: t.res.gvr.Version, Resource: t.res.gvr.Resource, Kind: t.key.Kind, Namespace: t.key.Namespace}
+}
+
+// settle resolves every selection against what the member serves, stops the collections that must
+// stop (unservable, unselected, or resolved differently) and returns those to start.
+func (m *member) settle(served map[groupKind][]servedResource) []toStart {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var starts []toStart
 	for k, sel := range m.selections {
 		res, reason := resolve(served, sel)
 		st := m.statuses[k]
@@ -170,14 +204,14 @@ func (m *member) reconcile(ctx context.Context) error {
 		if isRunning {
 			m.stop(k, r) // the served version changed, or redaction did: a new list, a new epoch
 		}
-		m.start(ctx, k, sel, res)
+		starts = append(starts, toStart{key: k, sel: sel, res: res})
 	}
 	for k, r := range m.running {
 		if _, ok := m.selections[k]; !ok {
 			m.stop(k, r)
 		}
 	}
-	return nil
+	return starts
 }
 
 func (m *member) start(ctx context.Context, k registry.SelectionKey, sel registry.Selection, res resolved) {
@@ -231,17 +265,33 @@ func (m *member) stopAll() {
 	}
 }
 
-// purgeEvent is the PURGE of a selection that left every registry.
-func (m *member) purgeEvent(k registry.SelectionKey, version string) *envelope.Event {
+// entry is what the ledger would hold for a selection: the resource it last resolved to, when it
+// did; for the PURGE of a selection the ledger does not know (collected by a build without one).
+func (m *member) entry(k registry.SelectionKey, version string) ledgerEntry {
 	m.mu.Lock()
 	res, ok := m.resolved[k]
 	m.mu.Unlock()
-	ev := &envelope.Event{V: envelope.Version, Type: envelope.Purge, Cluster: m.cluster.Name, Group: k.Group,
-		Version: version, Kind: k.Kind, Namespace: k.Namespace, Epoch: m.c.epochs.next(), ObservedAt: time.Now().UTC()}
+	e := ledgerEntry{Group: k.Group, Version: version, Kind: k.Kind, Namespace: k.Namespace}
 	if ok {
-		ev.Version, ev.Resource = res.gvr.Version, res.gvr.Resource
+		e.Version, e.Resource = res.gvr.Version, res.gvr.Resource
 	}
-	return ev
+	return e
+}
+
+// refused records an object Kafka will never take in the status of the collection that published it.
+func (m *member) refused(group, resource, namespace, name, reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, r := range m.running {
+		if r.res.gvr.Group == group && r.res.gvr.Resource == resource && (k.Namespace == "" || k.Namespace == namespace) {
+			key := name
+			if namespace != "" {
+				key = namespace + "/" + name
+			}
+			m.statuses[k].refused(key, reason)
+			return
+		}
+	}
 }
 
 func (m *member) rows() []ResourceStatus {

@@ -13,7 +13,7 @@ type metrics struct {
 	publishLatency prometheus.Histogram
 	queueLength    prometheus.GaugeFunc
 	listed         *prometheus.GaugeVec
-	oversized      prometheus.Counter
+	oversized      *prometheus.CounterVec
 }
 
 func newMetrics(queueLen func() float64) *metrics {
@@ -40,10 +40,10 @@ func newMetrics(queueLen func() float64) *metrics {
 			Name: "kubesearch_collector_list_objects",
 			Help: "Objects listed so far by the current or last list, by cluster and resource.",
 		}, []string{"cluster", "resource"}),
-		oversized: prometheus.NewCounter(prometheus.CounterOpts{
+		oversized: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubesearch_collector_oversized_events_total",
-			Help: "Events dropped because they exceed the Kafka message size limit.",
-		}),
+			Help: "Events dropped (and dead-lettered) because Kafka refuses them for their size, by cluster and resource.",
+		}, []string{"cluster", "resource"}),
 	}
 	m.registry.MustRegister(m.published, m.publishErrors, m.publishLatency, m.queueLength, m.listed, m.oversized,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))

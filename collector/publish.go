@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -16,43 +17,93 @@ import (
 // publisher writes events to Kafka in the order they were handed in. Callers block once the bounded
 // buffer is full — while Kafka is slow or down, the reflectors stop reading from their members instead
 // of the collector growing without bound. A failed write is retried with backoff until it succeeds or
-// the publisher is aborted; nothing handed in is dropped, except an event over the message size limit,
-// which Kafka would refuse forever (counted, logged).
+// the publisher is aborted; nothing handed in is dropped, except an event Kafka refuses for its size,
+// which no retry would change: it is counted, logged, dead-lettered and reported to dropped, and the
+// events behind it go on.
 type publisher struct {
-	writer     *kafka.Writer
+	writer     *kafka.Writer // one writer for the topic and the dead-letter topic: every message names its topic
 	client     *kafka.Client
 	topic      string
+	dlqTopic   string
 	partitions int
-	maxBytes   int
+	maxBytes   int // the flag
+	limit      int // min(maxBytes, the topic's max.message.bytes); set by run before the first write
 	batch      int
 	queue      chan pending
+	done       chan struct{} // closed when run returns
 	log        *slog.Logger
 	metrics    *metrics
+
+	// dropped, when set (before run), learns of every event that can never be published, so the
+	// collection's status can say so. It is called from run's goroutine: it must return quickly and
+	// never call Publish or flush (with the buffer full they would wait for run, which waits for it).
+	dropped func(droppedEvent)
+}
+
+// droppedEvent is an event left out of the stream because Kafka will never take it.
+type droppedEvent struct {
+	cluster, group, resource, namespace, name string
+	reason                                    string
 }
 
 type pending struct {
-	msg      kafka.Message
-	cluster  string
-	resource string
-	typ      envelope.Type
-	at       time.Time
+	msg kafka.Message
+	// Who the event is about, for metrics, logs and dead letters (the event itself is not kept: its
+	// object would double the buffer's memory).
+	cluster, group, resource, namespace, name, uid string
+	typ                                            envelope.Type
+	at                                             time.Time
+	// flushed, when set, makes this item a barrier rather than an event: run closes it once everything
+	// queued before it is written or dropped.
+	flushed chan struct{}
 }
 
 type publisherOptions struct {
-	Brokers         []string
-	Topic           string
-	Partitions      int
+	Brokers    []string
+	Topic      string
+	Partitions int
+	// MaxMessageBytes bounds an event's size as kafka-go counts it (see messageSize); the topic's own
+	// max.message.bytes lowers it when smaller.
 	MaxMessageBytes int
 	Buffer          int
 	Batch           int
 	Transport       *kafka.Transport
+	// DeadLetterTopic receives the events Kafka refuses for their size; default "<Topic>.dlq", the
+	// indexer's dead-letter topic, so an operator reads every kind of dead letter in one place.
+	DeadLetterTopic string
 }
+
+// Dead-letter headers: the names and meaning of indexer/deadletter.go, so both components' dead letters
+// read alike (no component imports another; these belong in internal/ once a Kafka package exists).
+const (
+	headerReason       = "kubesearch-dlq-reason"
+	headerError        = "kubesearch-dlq-error"
+	headerTopic        = "kubesearch-dlq-topic" // the topic the event was meant for
+	headerTime         = "kubesearch-dlq-time"
+	headerValueDropped = "kubesearch-dlq-value-dropped"
+	// The collector's own: the value is left out, so these say which object the letter is about.
+	headerNamespace = "kubesearch-dlq-namespace"
+	headerName      = "kubesearch-dlq-name"
+	headerUID       = "kubesearch-dlq-uid"
+
+	reasonTooLarge = "message-too-large"
+	// maxErrorHeader bounds the error text carried in a header, as the indexer does.
+	maxErrorHeader = 4 << 10
+	// deadLetterAttempts bounds the tries of one dead letter: the event is already counted, logged and
+	// reported, and a dead-letter topic that cannot be written must not stop the stream.
+	deadLetterAttempts = 5
+)
 
 func newPublisher(o publisherOptions, log *slog.Logger) *publisher {
 	p := &publisher{
-		topic: o.Topic, partitions: o.Partitions, maxBytes: o.MaxMessageBytes, batch: o.Batch,
+		topic: o.Topic, dlqTopic: o.DeadLetterTopic, partitions: o.Partitions,
+		maxBytes: o.MaxMessageBytes, limit: o.MaxMessageBytes, batch: o.Batch,
 		queue: make(chan pending, o.Buffer),
+		done:  make(chan struct{}),
 		log:   log,
+	}
+	if p.dlqTopic == "" {
+		p.dlqTopic = o.Topic + ".dlq"
 	}
 	var transport kafka.RoundTripper = kafka.DefaultTransport
 	if o.Transport != nil {
@@ -60,8 +111,7 @@ func newPublisher(o publisherOptions, log *slog.Logger) *publisher {
 	}
 	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Transport: transport, Timeout: 30 * time.Second}
 	p.writer = &kafka.Writer{
-		Addr:  kafka.TCP(o.Brokers...),
-		Topic: o.Topic,
+		Addr: kafka.TCP(o.Brokers...),
 		// The key is cluster/group/resource; Hash keeps each key in one partition (kafka-go's default
 		// round-robin would scatter it and break the per-resource order SYNC relies on).
 		Balancer:     &kafka.Hash{},
@@ -69,6 +119,7 @@ func newPublisher(o publisherOptions, log *slog.Logger) *publisher {
 		// The default 1 s makes every synchronous write wait a second; batches fill from the buffer.
 		BatchTimeout: 5 * time.Millisecond,
 		BatchSize:    o.Batch,
+		// Lowered to the topic's limit by run: the broker measures a whole partition batch against it.
 		BatchBytes:   int64(o.MaxMessageBytes),
 		Compression:  kafka.Lz4,
 		MaxAttempts:  3,
@@ -84,18 +135,38 @@ func (p *publisher) Publish(ctx context.Context, ev *envelope.Event) error {
 	if err != nil {
 		return fmt.Errorf("encode %s event for %s/%s: %w", ev.Type, ev.Namespace, ev.Name, err)
 	}
-	if len(value) > p.maxBytes {
-		p.metrics.oversized.Inc()
-		p.log.Error("event exceeds the Kafka message size limit, dropped", "cluster", ev.Cluster,
-			"resource", ev.Resource, "namespace", ev.Namespace, "name", ev.Name, "bytes", len(value), "limit", p.maxBytes)
-		return nil
+	item := pending{
+		msg:     kafka.Message{Topic: p.topic, Key: ev.Key(), Value: value},
+		cluster: ev.Cluster, group: ev.Group, resource: ev.Resource, namespace: ev.Namespace, name: ev.Name, uid: ev.UID,
+		typ: ev.Type, at: time.Now(),
 	}
-	item := pending{msg: kafka.Message{Key: ev.Key(), Value: value}, cluster: ev.Cluster, resource: ev.Resource, typ: ev.Type, at: time.Now()}
 	select {
 	case p.queue <- item:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// flush returns once every event handed to Publish before it was called is acknowledged by Kafka or
+// dropped as undeliverable. Like Publish, call it only before close.
+func (p *publisher) flush(ctx context.Context) error {
+	// A barrier in the queue: run writes what came before it, then closes it, so FIFO order is the proof.
+	flushed := make(chan struct{})
+	select {
+	case p.queue <- pending{flushed: flushed}:
+	case <-p.done:
+		return errors.New("flush: the publisher has stopped")
+	case <-ctx.Done():
+		return fmt.Errorf("flush: %w", ctx.Err())
+	}
+	select {
+	case <-flushed:
+		return nil
+	case <-p.done:
+		return errors.New("flush: the publisher has stopped")
+	case <-ctx.Done():
+		return fmt.Errorf("flush: %w", ctx.Err())
 	}
 }
 
@@ -106,7 +177,8 @@ func (p *publisher) close() { close(p.queue) }
 // run writes buffered events until close was called and the buffer is empty, or ctx is done (an abort:
 // what is still buffered is lost, and the next list of each collection repairs the index).
 func (p *publisher) run(ctx context.Context) error {
-	if err := p.ensureTopic(ctx); err != nil {
+	defer close(p.done)
+	if err := p.ensureTopics(ctx); err != nil {
 		return err
 	}
 	batch := make([]pending, 0, p.batch)
@@ -115,15 +187,23 @@ func (p *publisher) run(ctx context.Context) error {
 		if !ok {
 			return nil
 		}
-		batch = append(batch[:0], item)
+		batch = batch[:0]
+		var barrier chan struct{}
 	fill:
-		for len(batch) < p.batch {
+		for {
+			if item.flushed != nil {
+				barrier = item.flushed
+				break
+			}
+			batch = append(batch, item)
+			if len(batch) >= p.batch {
+				break
+			}
 			select {
-			case item, ok := <-p.queue:
+			case item, ok = <-p.queue:
 				if !ok {
 					break fill
 				}
-				batch = append(batch, item)
 			default:
 				break fill
 			}
@@ -131,75 +211,305 @@ func (p *publisher) run(ctx context.Context) error {
 		if err := p.write(ctx, batch); err != nil {
 			return err
 		}
+		if barrier != nil {
+			close(barrier)
+		}
+		if !ok {
+			return nil
+		}
 	}
 }
 
+// write writes a batch in order, retrying until every event is acknowledged or dropped as too large.
 func (p *publisher) write(ctx context.Context, batch []pending) error {
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
-	for {
-		msgs := make([]kafka.Message, len(batch))
-		for i := range batch {
-			msgs[i] = batch[i].msg
-		}
-		err := p.writer.WriteMessages(ctx, msgs...)
+	batch = p.admit(ctx, batch)
+	backoff := publishBackoff()
+	for len(batch) > 0 {
+		err := p.writer.WriteMessages(ctx, kafkaMessages(batch)...)
 		if err == nil {
-			now := time.Now()
-			for _, it := range batch {
-				p.metrics.published.WithLabelValues(it.cluster, it.resource, string(it.typ)).Inc()
-				p.metrics.publishLatency.Observe(now.Sub(it.at).Seconds())
-			}
+			p.published(batch)
 			return nil
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("publish to %s aborted with %d events unwritten: %w", p.topic, len(batch), ctx.Err())
 		}
 		p.metrics.publishErrors.Inc()
-		// Keep only what failed, in order: each partition's batch fails or succeeds as a whole, so the
-		// retried events still follow everything of their partition that was written.
+		// A MessageTooLargeError (kafka-go refusing a message over BatchBytes, nothing sent) cannot occur
+		// while messageSize counts as kafka-go does; should a kafka-go upgrade change that, the message is
+		// isolated and dropped below like a broker refusal, never retried forever.
+		tooLarge := errors.Is(err, kafka.MessageSizeTooLarge)
 		var werrs kafka.WriteErrors
 		if errors.As(err, &werrs) && len(werrs) == len(batch) {
-			failed := batch[:0:0]
-			for i, e := range werrs {
-				if e != nil {
-					failed = append(failed, batch[i])
-				}
-			}
-			batch = failed
+			batch, tooLarge = p.unwritten(batch, werrs)
+		}
+		if tooLarge {
+			// The broker refused a partition batch as too large: the limit was lowered after start, or
+			// an incompressible event within a few dozen bytes of it grew by the record batch's framing
+			// and lz4's. The broker does not say which message; written one at a time, in order, the
+			// one it refuses alone is dropped.
+			return p.writeSingly(ctx, batch)
 		}
 		delay := backoff.Step()
 		p.log.Warn("kafka write failed, retrying", "topic", p.topic, "events", len(batch), "retryIn", delay.Round(time.Millisecond), "err", err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("publish to %s aborted with %d events unwritten: %w", p.topic, len(batch), ctx.Err())
-		case <-time.After(delay):
+		if err := p.sleep(ctx, delay); err != nil {
+			return fmt.Errorf("publish to %s aborted with %d events unwritten: %w", p.topic, len(batch), err)
+		}
+	}
+	return nil
+}
+
+// unwritten is what a partly failed write must send again, and whether a failure was a size refusal.
+//
+// kafka-go splits one partition's messages into several produce requests (BatchSize, BatchBytes), sent
+// one after the other by the partition's goroutine, and each fails or succeeds alone: a request that
+// fails (after its MaxAttempts) does not stop the next one (writer.go, partitionWriter.writeBatches and
+// writeBatch). Sending only the failed events again would put them after later events of their
+// partition — a PURGE after the ADDEDs of the list that follows it, a SYNC before ADDEDs of its own list.
+// So from the first failed event of a key on, every event of that key goes again, in the original
+// order: the last copy of each event then still follows the last copy of every event before it. A key
+// is one partition (Hash), and nothing relies on order across keys. Events already written are written
+// twice; delivery is at-least-once and the indexer is idempotent.
+func (p *publisher) unwritten(batch []pending, werrs kafka.WriteErrors) (again []pending, tooLarge bool) {
+	failedKeys := map[string]bool{}
+	var done []pending
+	for i, it := range batch {
+		if werrs[i] != nil {
+			failedKeys[string(it.msg.Key)] = true
+			tooLarge = tooLarge || errors.Is(werrs[i], kafka.MessageSizeTooLarge)
+		}
+		if failedKeys[string(it.msg.Key)] {
+			again = append(again, it)
+		} else {
+			done = append(done, it)
+		}
+	}
+	p.published(done)
+	return again, tooLarge
+}
+
+// writeSingly writes the events one by one, in order, dropping each that Kafka refuses for its size.
+func (p *publisher) writeSingly(ctx context.Context, batch []pending) error {
+	for i, it := range batch {
+		backoff := publishBackoff()
+		for {
+			err := p.writer.WriteMessages(ctx, it.msg)
+			if err == nil {
+				p.published(batch[i : i+1])
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("publish to %s aborted with %d events unwritten: %w", p.topic, len(batch)-i, ctx.Err())
+			}
+			p.metrics.publishErrors.Inc()
+			var werrs kafka.WriteErrors
+			if errors.Is(err, kafka.MessageSizeTooLarge) || errors.As(err, &werrs) && len(werrs) == 1 && errors.Is(werrs[0], kafka.MessageSizeTooLarge) {
+				p.drop(ctx, it, fmt.Sprintf("Kafka refused the %s event of %d bytes as too large for topic %s: %v", it.typ, messageSize(&it.msg), p.topic, err))
+				break
+			}
+			delay := backoff.Step()
+			p.log.Warn("kafka write failed, retrying", "topic", p.topic, "events", len(batch)-i, "retryIn", delay.Round(time.Millisecond), "err", err)
+			if err := p.sleep(ctx, delay); err != nil {
+				return fmt.Errorf("publish to %s aborted with %d events unwritten: %w", p.topic, len(batch)-i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// admit drops the events larger than the limit: Kafka would refuse them forever.
+func (p *publisher) admit(ctx context.Context, batch []pending) []pending {
+	kept := batch[:0:0]
+	for _, it := range batch {
+		if n := messageSize(&it.msg); n > p.limit {
+			p.drop(ctx, it, fmt.Sprintf("the %s event is %d bytes, over the Kafka message size limit of %d bytes", it.typ, n, p.limit))
+			continue
+		}
+		kept = append(kept, it)
+	}
+	return kept
+}
+
+// messageSize is the size kafka-go gives a message and compares with Writer.BatchBytes, refusing
+// larger ones with MessageTooLargeError (kafka-go v0.4.51 Message.totalSize, message.go:46-61 and
+// write.go:565-591): a v0 message's framing — CRC, magic byte, attributes, key and value with int32
+// lengths, timestamp — plus the headers as varint-prefixed fields. It is exact, so no margin is kept;
+// the broker instead measures the compressed record batch, which only the broker's answer can tell.
+func messageSize(m *kafka.Message) int {
+	n := 4 + 1 + 1 + 4 + len(m.Key) + 4 + len(m.Value) + 8
+	n += varintLen(len(m.Headers))
+	for _, h := range m.Headers {
+		n += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
+	}
+	return n
+}
+
+// varintLen is the length of n as a zig-zag varint.
+func varintLen(n int) int {
+	u, l := uint64(n)<<1, 1
+	for ; u >= 0x80; u >>= 7 {
+		l++
+	}
+	return l
+}
+
+// drop records an event that will never be published: a metric, an error log, a dead letter and the
+// dropped hook.
+func (p *publisher) drop(ctx context.Context, it pending, reason string) {
+	p.metrics.oversized.WithLabelValues(it.cluster, it.resource).Inc()
+	p.log.Error("event dropped: Kafka will never take it", "cluster", it.cluster, "resource", it.resource,
+		"namespace", it.namespace, "name", it.name, "type", it.typ, "bytes", messageSize(&it.msg), "limit", p.limit, "err", reason)
+	p.deadLetter(ctx, it, reason)
+	if p.dropped != nil {
+		p.dropped(droppedEvent{cluster: it.cluster, group: it.group, resource: it.resource, namespace: it.namespace, name: it.name, reason: reason})
+	}
+}
+
+// deadLetter writes what locates a dropped event to the dead-letter topic, under the event's key. The
+// value is left out (HeaderValueDropped, as the indexer does when a letter does not fit): the event is
+// too large for Kafka, and a truncated prefix would not be an envelope. Bounded tries: see
+// deadLetterAttempts.
+func (p *publisher) deadLetter(ctx context.Context, it pending, reason string) {
+	if len(reason) > maxErrorHeader {
+		reason = reason[:maxErrorHeader]
+	}
+	msg := kafka.Message{Topic: p.dlqTopic, Key: it.msg.Key, Headers: []kafka.Header{
+		{Key: headerReason, Value: []byte(reasonTooLarge)},
+		{Key: headerError, Value: []byte(reason)},
+		{Key: headerTopic, Value: []byte(p.topic)},
+		{Key: headerTime, Value: time.Now().UTC().AppendFormat(nil, time.RFC3339)},
+		{Key: headerValueDropped, Value: []byte("true")},
+		{Key: headerNamespace, Value: []byte(it.namespace)},
+		{Key: headerName, Value: []byte(it.name)},
+		{Key: headerUID, Value: []byte(it.uid)},
+	}}
+	backoff := publishBackoff()
+	for attempt := 1; ; attempt++ {
+		err := p.writer.WriteMessages(ctx, msg)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil || attempt == deadLetterAttempts {
+			p.log.Error("dead letter not written", "topic", p.dlqTopic, "cluster", it.cluster, "resource", it.resource,
+				"namespace", it.namespace, "name", it.name, "err", err)
+			return
+		}
+		if p.sleep(ctx, backoff.Step()) != nil {
+			return
 		}
 	}
 }
 
-// ensureTopic creates the topic when it does not exist, with a message size limit that fits the
-// largest Kubernetes objects. It retries until Kafka answers: without the topic nothing can be written.
-func (p *publisher) ensureTopic(ctx context.Context) error {
+func (p *publisher) published(batch []pending) {
+	now := time.Now()
+	for _, it := range batch {
+		p.metrics.published.WithLabelValues(it.cluster, it.resource, string(it.typ)).Inc()
+		p.metrics.publishLatency.Observe(now.Sub(it.at).Seconds())
+	}
+}
+
+func kafkaMessages(batch []pending) []kafka.Message {
+	msgs := make([]kafka.Message, len(batch))
+	for i := range batch {
+		msgs[i] = batch[i].msg
+	}
+	return msgs
+}
+
+func publishBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
+}
+
+// sleep waits for d or until ctx is done.
+func (p *publisher) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// ensureTopics creates the topic when it does not exist, with a message size limit that fits the
+// largest Kubernetes objects, and the dead-letter topic; then it learns the topic's effective limit.
+// It retries until Kafka answers: without the topic nothing can be written.
+func (p *publisher) ensureTopics(ctx context.Context) error {
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
 	for {
-		resp, err := p.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-			Topic: p.topic, NumPartitions: p.partitions, ReplicationFactor: -1,
-			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: fmt.Sprint(p.maxBytes)}},
-		}}})
+		err := p.createTopic(ctx, p.topic, p.partitions, p.maxBytes)
 		if err == nil {
-			err = resp.Errors[p.topic]
-			if errors.Is(err, kafka.TopicAlreadyExists) {
+			// One partition, as the indexer creates it; room for an event plus the indexer's headers.
+			err = p.createTopic(ctx, p.dlqTopic, 1, p.maxBytes+64<<10)
+			var kerr kafka.Error
+			if errors.As(err, &kerr) {
+				p.log.Warn("cannot create the dead-letter topic; assuming it exists", "topic", p.dlqTopic, "err", err)
 				err = nil
 			}
+		}
+		if err == nil {
+			err = p.learnLimit(ctx)
 		}
 		if err == nil {
 			return nil
 		}
 		delay := backoff.Step()
 		p.log.Warn("cannot ensure the Kafka topic, retrying", "topic", p.topic, "retryIn", delay.Round(time.Millisecond), "err", err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("ensure topic %s: %w", p.topic, ctx.Err())
-		case <-time.After(delay):
+		if err := p.sleep(ctx, delay); err != nil {
+			return fmt.Errorf("ensure topic %s: %w", p.topic, err)
 		}
 	}
+}
+
+func (p *publisher) createTopic(ctx context.Context, topic string, partitions, maxBytes int) error {
+	resp, err := p.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+		Topic: topic, NumPartitions: partitions, ReplicationFactor: -1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(maxBytes)}},
+	}}})
+	if err == nil {
+		err = resp.Errors[topic]
+	}
+	if errors.Is(err, kafka.TopicAlreadyExists) {
+		return nil
+	}
+	return err
+}
+
+// learnLimit lowers the size limit to the topic's max.message.bytes (which is the broker's
+// message.max.bytes unless the topic overrides it), so an event the topic would refuse is dropped before
+// it is sent, and kafka-go's batches fit what the broker accepts. A refusal to describe the topic (no
+// DescribeConfigs permission) keeps the flag; a refused write is still caught (writeSingly).
+func (p *publisher) learnLimit(ctx context.Context) error {
+	resp, err := p.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: p.topic, ConfigNames: []string{"max.message.bytes"},
+	}}})
+	if err != nil {
+		return fmt.Errorf("describe topic %s: %w", p.topic, err)
+	}
+	topicLimit := 0
+	for _, r := range resp.Resources {
+		if errors.Is(r.Error, kafka.UnknownTopicOrPartition) {
+			return fmt.Errorf("describe topic %s: %w", p.topic, r.Error) // just created; not everywhere yet
+		}
+		if r.Error != nil {
+			p.log.Warn("cannot read the topic's max.message.bytes; limiting events to --kafka-max-message-bytes", "topic", p.topic, "limit", p.maxBytes, "err", r.Error)
+			return nil
+		}
+		for _, e := range r.ConfigEntries {
+			if e.ConfigName == "max.message.bytes" {
+				topicLimit, err = strconv.Atoi(e.ConfigValue)
+				if err != nil {
+					return fmt.Errorf("topic %s: max.message.bytes %q: %w", p.topic, e.ConfigValue, err)
+				}
+			}
+		}
+	}
+	p.limit = p.maxBytes
+	if topicLimit > 0 && topicLimit < p.maxBytes {
+		p.limit = topicLimit
+		p.log.Warn("the topic accepts smaller messages than --kafka-max-message-bytes; larger events are dropped",
+			"topic", p.topic, "topicLimit", topicLimit, "flag", p.maxBytes)
+	}
+	p.writer.BatchBytes = int64(p.limit)
+	return nil
 }

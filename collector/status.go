@@ -2,6 +2,7 @@ package collector
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -33,7 +34,13 @@ type ResourceStatus struct {
 	// comparing them with the indexer's watermarks tells how far the index is behind.
 	ResourceVersion string     `json:"resourceVersion,omitempty"`
 	PublishedAt     *time.Time `json:"publishedAt,omitempty"`
+	// Unpublished names the objects Kafka will never take (too large), "namespace/name: reason",
+	// since the last list began; they are missing from the index while State may be Running.
+	Unpublished []string `json:"unpublished,omitempty"`
 }
+
+// maxUnpublished bounds the objects a status row names; the metric counts them all.
+const maxUnpublished = 20
 
 // statusEntry is the live status of one collection, shared by the registries that select it.
 type statusEntry struct {
@@ -42,6 +49,8 @@ type statusEntry struct {
 	registries []string
 	settled    bool // listed once, or failed: what /readyz waits for
 	now        func() time.Time
+	// unpublished: object key → why Kafka refused it, since the last list began.
+	unpublished map[string]string
 }
 
 func newStatusEntry(row ResourceStatus, registries []string) *statusEntry {
@@ -92,13 +101,38 @@ func (s *statusEntry) failed(err error) {
 	s.mu.Unlock()
 }
 
+// refused records an object that can never be published.
+func (s *statusEntry) refused(key, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unpublished == nil {
+		s.unpublished = map[string]string{}
+	}
+	s.unpublished[key] = reason
+}
+
+// listStarted forgets the refused objects: the list publishes every object again.
+func (s *statusEntry) listStarted() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unpublished = nil
+}
+
 func (s *statusEntry) rows() []ResourceStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var unpublished []string
+	for k, why := range s.unpublished {
+		unpublished = append(unpublished, k+": "+why)
+	}
+	slices.Sort(unpublished)
+	if n := len(unpublished); n > maxUnpublished {
+		unpublished = append(unpublished[:maxUnpublished], fmt.Sprintf("... and %d more", n-maxUnpublished))
+	}
 	out := make([]ResourceStatus, 0, len(s.registries))
 	for _, reg := range s.registries {
 		r := s.row
-		r.Registry = reg
+		r.Registry, r.Unpublished = reg, unpublished
 		out = append(out, r)
 	}
 	return out

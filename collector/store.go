@@ -68,11 +68,16 @@ func newStore(ctx context.Context, sc scope, s sink, ep *epochs, st *statusEntry
 
 // beginList starts a new epoch. A list that fails midway leaves an epoch without SYNC; the next list
 // starts a newer one, whose SYNC removes whatever only the failed one wrote.
-func (s *store) beginList() int64 {
+func (s *store) beginList() (int64, error) {
+	epoch, err := s.epochs.next(s.ctx)
+	if err != nil {
+		return 0, err
+	}
+	s.status.listStarted()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.list = &listing{epoch: s.epochs.next(), seen: map[string]keyState{}}
-	return s.list.epoch
+	s.list = &listing{epoch: epoch, seen: map[string]keyState{}}
+	return epoch, nil
 }
 
 // listed publishes one object of the list in progress. Its change time is what an earlier event of
@@ -227,21 +232,42 @@ func key(obj *unstructured.Unstructured) string {
 	return obj.GetName()
 }
 
-// epochs hands out epochs that increase within a process and across restarts: microseconds since the
-// Unix epoch, bumped by one when two are asked for within the same microsecond (or the clock steps back).
+// epochs hands out epochs that increase within a process and across restarts, whatever the clock
+// does: microseconds since the Unix epoch, bumped by one when two are asked for within the same
+// microsecond or the clock stepped back. Across restarts the ledger carries the bound: no epoch above
+// reserved is handed out before reserve durably recorded a higher one, and a restarted collector
+// starts above what its predecessor recorded (restore). A clock stepped back therefore only makes
+// epochs count on from the last one, never go lower.
 type epochs struct {
-	mu   sync.Mutex
-	last int64
-	now  func() time.Time
+	mu       sync.Mutex
+	last     int64
+	reserved int64
+	now      func() time.Time
+	// reserve records that epochs up to upTo may be handed out; nil records nothing (tests).
+	reserve func(ctx context.Context, upTo int64) error
 }
 
-func (e *epochs) next() int64 {
+// reserveAhead is how far ahead of the clock epochs are reserved: one ledger write per this much time.
+const reserveAhead = 10 * time.Minute
+
+// restore makes every later epoch higher than floor.
+func (e *epochs) restore(floor int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	n := e.now().UnixMicro()
-	if n <= e.last {
-		n = e.last + 1
+	e.last, e.reserved = max(e.last, floor), max(e.reserved, floor)
+}
+
+func (e *epochs) next(ctx context.Context) (int64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := max(e.now().UnixMicro(), e.last+1)
+	if e.reserve != nil && n > e.reserved {
+		upTo := n + reserveAhead.Microseconds()
+		if err := e.reserve(ctx, upTo); err != nil {
+			return 0, fmt.Errorf("reserve epochs: %w", err)
+		}
+		e.reserved = upTo
 	}
 	e.last = n
-	return n
+	return n, nil
 }

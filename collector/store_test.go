@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -83,7 +84,7 @@ func TestStoreListWatchRelist(t *testing.T) {
 	sink := &recordingSink{}
 	s := newTestStore(sink)
 
-	e1 := s.beginList()
+	e1, _ := s.beginList()
 	for _, p := range []*unstructured.Unstructured{pod("a", "web-1", "u1", "10"), pod("a", "web-2", "u2", "11")} {
 		if err := s.listed(p); err != nil {
 			t.Fatal(err)
@@ -116,7 +117,7 @@ func TestStoreListWatchRelist(t *testing.T) {
 	})
 
 	// web-2 was deleted while nothing watched; web-4 appeared.
-	e2 := s.beginList()
+	e2, _ := s.beginList()
 	if e2 <= e1 {
 		t.Fatalf("epoch did not increase: %d then %d", e1, e2)
 	}
@@ -219,12 +220,19 @@ func TestPruneSecrets(t *testing.T) {
 func TestEpochsIncrease(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	e := &epochs{now: func() time.Time { return now }}
-	a := e.next()
-	b := e.next()
+	next := func() int64 {
+		n, err := e.next(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a := next()
+	b := next()
 	now = now.Add(-time.Second)
-	c := e.next()
+	c := next()
 	now = now.Add(time.Hour)
-	d := e.next()
+	d := next()
 	if !(a < b && b < c && c < d) {
 		t.Fatalf("epochs %d %d %d %d are not increasing", a, b, c, d)
 	}
@@ -304,5 +312,44 @@ func TestStoreChangeTimesSurviveRelists(t *testing.T) {
 	}
 	if !got["web-2"].Equal(watched.Truncate(time.Microsecond)) {
 		t.Errorf("web-2 re-listed with change time %v, want the watch's %v", got["web-2"], watched)
+	}
+}
+
+// A restarted collector whose clock stepped back hands out epochs above every epoch the previous run
+// used: the previous run reserved a bound before handing out anything above it, and the new run
+// starts above that bound. Without it the new lists' SYNCs would delete nothing and their watermarks
+// freeze.
+func TestEpochsIncreaseAcrossRestartsWhateverTheClock(t *testing.T) {
+	var ledger int64 // what the ledger holds across the restart
+	reserve := func(_ context.Context, upTo int64) error { ledger = max(ledger, upTo); return nil }
+	now := time.Unix(1_700_000_000, 0)
+	first := &epochs{now: func() time.Time { return now }, reserve: reserve}
+	var last int64
+	for range 3 {
+		n, err := first.next(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = n
+		now = now.Add(7 * time.Minute) // past the reservation: a new one is written
+	}
+	if ledger < last {
+		t.Fatalf("epoch %d handed out above the reserved %d", last, ledger)
+	}
+
+	now = now.Add(-6 * time.Hour) // the clock steps back across the restart
+	second := &epochs{now: func() time.Time { return now }, reserve: reserve}
+	second.restore(ledger)
+	n, err := second.next(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n <= last {
+		t.Fatalf("after the restart epoch %d, not above the previous run's %d", n, last)
+	}
+
+	failing := &epochs{now: time.Now, reserve: func(context.Context, int64) error { return errors.New("kafka away") }}
+	if _, err := failing.next(t.Context()); err == nil {
+		t.Error("an epoch was handed out although it could not be reserved")
 	}
 }

@@ -28,6 +28,7 @@ func collectorCommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) erro
 	fs.DurationVar(&o.ReloadInterval, "reload-interval", o.ReloadInterval, "how often configuration files are checked for changes")
 	fs.DurationVar(&o.DiscoveryInterval, "discovery-interval", o.DiscoveryInterval, "how often each member's API resources are rediscovered")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "longest flush of buffered events on shutdown")
+	fs.StringVar(&o.Name, "name", "", "this collector's name in the ledger (<topic>.collectors), unique per collector; with it, a member removed while the collector was down is purged at its next start")
 	return func(ctx context.Context, log *slog.Logger) error {
 		o.Brokers, o.QPS, o.Logger = brokers, float32(*qps), log
 		c, err := collector.New(o)

@@ -40,6 +40,8 @@ type pipeline struct {
 	indexer    *process
 	// indexerAddr is where the indexer serves /metrics.
 	indexerAddr string
+	// sel, when set, replaces the fleet's selection in indexProblems (a test that edits the registries).
+	sel map[schema.GroupVersionResource]string
 }
 
 func startPipeline(t *testing.T, env *testbed.Env, f fleet) *pipeline {
@@ -126,7 +128,11 @@ func (p *pipeline) indexProblems(t *testing.T) []string {
 	var problems []string
 	for _, cluster := range p.env.Clusters {
 		dyn := dynamic.NewForConfigOrDie(p.env.RESTConfig(t, cluster))
-		for gvr, ns := range p.f.selected() {
+		selected := p.sel
+		if selected == nil {
+			selected = p.f.selected()
+		}
+		for gvr, ns := range selected {
 			list, err := resourceIn(dyn, gvr, ns).List(t.Context(), metav1.ListOptions{})
 			if err != nil {
 				return []string{err.Error()}

@@ -1,0 +1,603 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+)
+
+// The pre-check computes exactly what kafka-go compares with BatchBytes: a message of messageSize
+// bytes passes a writer whose BatchBytes is that size, and is refused by one a byte smaller.
+func TestMessageSizeIsKafkaGos(t *testing.T) {
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel() // kafka-go checks sizes before any network I/O; past the check, the cancelled ctx stops it
+	tests := []struct {
+		name       string
+		key, value int
+		headers    [][2]int // key and value lengths
+	}{
+		{"empty", 0, 0, nil},
+		{"key and value", 20, 1000, nil},
+		{"value of a few MiB", 30, 3 << 20, nil},
+		{"one header", 20, 100, [][2]int{{5, 5}}},
+		{"header lengths at varint boundaries", 20, 100, [][2]int{{63, 64}, {8191, 8192}, {0, 0}}},
+		{"64 headers", 1, 1, slices.Repeat([][2]int{{1, 1}}, 64)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := kafka.Message{Key: bytes.Repeat([]byte("k"), tt.key), Value: bytes.Repeat([]byte("v"), tt.value)}
+			for _, h := range tt.headers {
+				m.Headers = append(m.Headers, kafka.Header{Key: strings.Repeat("h", h[0]), Value: bytes.Repeat([]byte("x"), h[1])})
+			}
+			n := messageSize(&m)
+			for _, limit := range []int{n, n - 1} {
+				w := &kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), Topic: "t", BatchBytes: int64(limit)}
+				err := w.WriteMessages(cancelled, m)
+				var tooLarge kafka.MessageTooLargeError
+				if refused := errors.As(err, &tooLarge); refused != (limit < n) {
+					t.Errorf("messageSize %d, BatchBytes %d: kafka-go says %v", n, limit, err)
+				}
+				_ = w.Close()
+			}
+		})
+	}
+}
+
+// An event Kafka can never take is dropped — counted by cluster and resource, logged, dead-lettered
+// under its key, reported to the dropped hook — and the events behind it are published. Sizes are as
+// kafka-go counts them (key, value, headers, framing) against a 1 MiB limit; the old check compared
+// the value alone, so "value a few bytes under" was sent, refused, and retried forever.
+func TestPublisherDropsEventsOverTheLimit(t *testing.T) {
+	const limit = 1 << 20
+	tests := []struct {
+		name    string
+		size    func(key int) int // messageSize of the middle event
+		dropped bool
+	}{
+		{"exactly the limit", func(int) int { return limit }, false},
+		{"one byte over", func(int) int { return limit + 1 }, true},
+		{"value a few bytes under the limit", func(key int) int { return limit - 10 + key + 23 }, true},
+		{"value over the limit", func(int) int { return 2 * limit }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newPubHarness(t)
+			p, logs := k.publisher(t, publisherOptions{MaxMessageBytes: limit})
+			var reported []droppedEvent
+			p.dropped = func(ev droppedEvent) { reported = append(reported, ev) }
+			big := sizedPubEvent(t, "member1", "big", tt.size(len("member1//configmaps")), false)
+			evs := []*envelope.Event{pubEvent("member1", "before", 0), big, pubEvent("member2", "after", 0)}
+			for _, ev := range evs {
+				if err := p.Publish(t.Context(), ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.close()
+			k.waitRun(t, 30*time.Second)
+
+			want := []string{"before", "big", "after"}
+			if tt.dropped {
+				want = []string{"before", "after"}
+			}
+			if got := eventNames(t, k.read(t, "events")); !slices.Equal(got, want) {
+				t.Fatalf("topic holds %v, want %v", got, want)
+			}
+			letters := k.read(t, "events.dlq")
+			if !tt.dropped {
+				if len(letters) != 0 || len(reported) != 0 || oversizedCounts(t, p) != nil {
+					t.Fatalf("an event within the limit was dropped: %d dead letters, %v reported, oversized %v", len(letters), reported, oversizedCounts(t, p))
+				}
+				return
+			}
+			assertTooLargeLetter(t, letters, big)
+			if got := oversizedCounts(t, p); !onlyCount(got, "member1/configmaps", 1) {
+				t.Errorf("oversized events by cluster/resource = %v, want member1/configmaps: 1", got)
+			}
+			if len(reported) != 1 || reported[0].cluster != "member1" || reported[0].resource != "configmaps" ||
+				reported[0].namespace != "shop" || reported[0].name != "big" || !strings.Contains(reported[0].reason, "limit") {
+				t.Errorf("dropped hook got %+v, want the big ConfigMap with a reason", reported)
+			}
+			for _, key := range []string{`"cluster":"member1"`, `"resource":"configmaps"`, `"namespace":"shop"`, `"name":"big"`, `"bytes":`, `"limit":1048576`} {
+				if !strings.Contains(logs.String(), key) {
+					t.Errorf("error log lacks %s:\n%s", key, logs)
+				}
+			}
+		})
+	}
+}
+
+// A topic whose max.message.bytes is below the flag: the publisher learns the topic's limit at start
+// and drops what exceeds it before sending; an event just under it is published. The old publisher
+// sent the large event (incompressible, so lz4 does not save it), got MESSAGE_TOO_LARGE for the
+// partition and retried it forever.
+func TestPublisherLearnsTheTopicLimit(t *testing.T) {
+	const topicLimit = 64 << 10
+	k := newPubHarness(t)
+	if err := k.c.CreateTopic("events", 1, map[string]string{"max.message.bytes": fmt.Sprint(topicLimit)}); err != nil {
+		t.Fatal(err)
+	}
+	p, logs := k.publisher(t, publisherOptions{MaxMessageBytes: 1 << 20})
+	big := sizedPubEvent(t, "member1", "big", 100<<10, true)
+	evs := []*envelope.Event{pubEvent("member1", "before", 0), big, sizedPubEvent(t, "member1", "just-under", topicLimit-100, false), pubEvent("member1", "after", 0)}
+	for _, ev := range evs {
+		if err := p.Publish(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.close()
+	k.waitRun(t, 30*time.Second)
+	if got, want := eventNames(t, k.read(t, "events")), []string{"before", "just-under", "after"}; !slices.Equal(got, want) {
+		t.Fatalf("topic holds %v, want %v", got, want)
+	}
+	assertTooLargeLetter(t, k.read(t, "events.dlq"), big)
+	if !strings.Contains(logs.String(), `"topicLimit":65536`) {
+		t.Errorf("no log of the lower topic limit:\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), "limit of 65536 bytes") {
+		t.Errorf("the event was not dropped before it was sent:\n%s", logs)
+	}
+}
+
+// A limit lowered after start (an operator altering the topic, a broker with a smaller
+// message.max.bytes): the broker refuses the whole partition batch and does not say which message is
+// too large. The publisher writes that batch one event at a time, in order, drops the one refused
+// alone, and goes on with the others.
+func TestPublisherIsolatesWhatTheBrokerRefuses(t *testing.T) {
+	k := newPubHarness(t)
+	p, _ := k.publisher(t, publisherOptions{MaxMessageBytes: 1 << 20})
+	if err := p.Publish(t.Context(), pubEvent("member1", "first", 0)); err != nil {
+		t.Fatal(err)
+	}
+	k.waitFor(t, "events", 1)
+	resp, err := k.client().AlterConfigs(t.Context(), &kafka.AlterConfigsRequest{Resources: []kafka.AlterConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: "events",
+		Configs: []kafka.AlterConfigRequestConfig{{Name: "max.message.bytes", Value: fmt.Sprint(64 << 10)}},
+	}}})
+	if err == nil {
+		err = resp.Errors[kafka.AlterConfigsResponseResource{Type: int8(kafka.ResourceTypeTopic), Name: "events"}]
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Random text: lz4 cannot shrink it under the limit.
+	big := sizedPubEvent(t, "member1", "big", 200<<10, true)
+	evs := []*envelope.Event{pubEvent("member1", "a", 1), pubEvent("member2", "b", 1), big, pubEvent("member1", "c", 1), pubEvent("member2", "d", 1)}
+	for _, ev := range evs {
+		if err := p.Publish(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.close()
+	k.waitRun(t, 30*time.Second)
+	assertKeyOrder(t, k.read(t, "events"), []string{"first", "a", "b", "c", "d"})
+	assertTooLargeLetter(t, k.read(t, "events.dlq"), big)
+	if got := oversizedCounts(t, p); !onlyCount(got, "member1/configmaps", 1) {
+		t.Errorf("oversized events by cluster/resource = %v, want member1/configmaps: 1", got)
+	}
+}
+
+// kafka-go writes one partition's messages in several produce requests when they exceed BatchBytes,
+// one after the other, and a request that fails (after MaxAttempts) does not stop the next: the
+// partition holds the later events first. The old retry sent only the failed ones, after them; a
+// PURGE could land after the ADDEDs that follow it. Here every event's last copy must follow the last
+// copy of every event of its key before it, and the first produce request must have been a part of
+// the write (else the test proves nothing).
+func TestPublisherRetryKeepsPartitionOrder(t *testing.T) {
+	k := newPubHarness(t)
+	var requests, failed atomic.Int32
+	var firstRecords atomic.Int32
+	k.c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.c.KeepControl()
+		preq := req.(*kmsg.ProduceRequest)
+		if len(preq.Topics) != 1 || preq.Topics[0].Topic != "events" {
+			return nil, nil, false
+		}
+		if requests.Add(1) == 1 {
+			var b kmsg.RecordBatch
+			if err := b.ReadFrom(preq.Topics[0].Partitions[0].Records); err == nil {
+				firstRecords.Store(b.NumRecords)
+			}
+		}
+		// The first produce request and its two retries inside kafka-go (MaxAttempts 3) fail with a
+		// retriable error, as while a partition's replicas catch up; the later requests go through.
+		if failed.Load() >= 3 {
+			return nil, nil, false
+		}
+		failed.Add(1)
+		resp := preq.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range preq.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.NotEnoughReplicas.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	// One partition, so both keys share it; a 4 KiB limit makes kafka-go split the 2 KiB events into
+	// produce requests of one or two. All are buffered before run starts: they form one write.
+	p, _ := k.newPublisher(t, publisherOptions{MaxMessageBytes: 4 << 10, Buffer: 64, Batch: 64})
+	var want []string
+	for i := range 12 {
+		ev := sizedPubEvent(t, []string{"member1", "member2"}[i%2], fmt.Sprintf("cm-%02d", i), 2<<10, false)
+		want = append(want, ev.Name)
+		if err := p.Publish(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.start(t, p)
+	p.close()
+	k.waitRun(t, 30*time.Second)
+	if n := firstRecords.Load(); n == 0 || n >= 12 {
+		t.Fatalf("the first produce request held %d of the 12 events; the write was not split", n)
+	}
+	assertKeyOrder(t, k.read(t, "events"), want)
+}
+
+// flush returns once everything handed in before it is acknowledged or dropped, and with ctx's error
+// while Kafka does not answer; close still ends run after a flush.
+func TestPublisherFlush(t *testing.T) {
+	t.Run("written and dropped events", func(t *testing.T) {
+		k := newPubHarness(t)
+		p, _ := k.publisher(t, publisherOptions{MaxMessageBytes: 1 << 20, Buffer: 4, Batch: 2})
+		var want []string
+		for i := range 9 {
+			ev := pubEvent("member1", fmt.Sprintf("cm-%d", i), 0)
+			if i == 4 {
+				ev = sizedPubEvent(t, "member1", "big", 2<<20, false)
+			} else {
+				want = append(want, ev.Name)
+			}
+			if err := p.Publish(t.Context(), ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// No waiting: flush promised they are in Kafka.
+		if got := eventNames(t, k.read(t, "events")); !slices.Equal(got, want) {
+			t.Fatalf("after flush the topic holds %v, want %v", got, want)
+		}
+		if got := oversizedCounts(t, p); !onlyCount(got, "member1/configmaps", 1) {
+			t.Fatalf("after flush oversized = %v, want the dropped event counted", got)
+		}
+		if err := p.flush(t.Context()); err != nil {
+			t.Fatalf("flush of nothing: %v", err)
+		}
+		if err := p.Publish(t.Context(), pubEvent("member1", "last", 0)); err != nil {
+			t.Fatal(err)
+		}
+		p.close()
+		k.waitRun(t, 30*time.Second)
+		if got := eventNames(t, k.read(t, "events")); len(got) != len(want)+1 || got[len(got)-1] != "last" {
+			t.Fatalf("after close the topic holds %v", got)
+		}
+	})
+	t.Run("Kafka away", func(t *testing.T) {
+		p := newPublisher(publisherOptions{Brokers: []string{"127.0.0.1:1"}, Topic: "events", Partitions: 1,
+			MaxMessageBytes: 1 << 20, Buffer: 4, Batch: 4}, slog.New(slog.DiscardHandler))
+		p.metrics = newMetrics(func() float64 { return 0 })
+		ctx, abort := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- p.run(ctx) }()
+		if err := p.Publish(t.Context(), pubEvent("member1", "a", 0)); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		if err := p.flush(short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("flush while Kafka is away: %v, want the deadline", err)
+		}
+		abort()
+		<-done
+		if err := p.flush(t.Context()); err == nil {
+			t.Error("flush after run was aborted returned nil")
+		}
+	})
+}
+
+// pubHarness is an in-process Kafka (kfake) with a publisher running against it.
+type pubHarness struct {
+	c       *kfake.Cluster
+	brokers []string
+	runDone chan error
+}
+
+func newPubHarness(t *testing.T) *pubHarness {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &pubHarness{c: c, brokers: c.ListenAddrs(), runDone: make(chan error, 1)}
+}
+
+func (k *pubHarness) client() *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(k.brokers...), Timeout: 10 * time.Second}
+}
+
+// newPublisher builds a publisher on topic "events" (one partition) logging JSON into the returned
+// buffer; start runs it.
+func (k *pubHarness) newPublisher(t *testing.T, o publisherOptions) (*publisher, *logBuffer) {
+	t.Helper()
+	o.Brokers, o.Topic, o.Partitions = k.brokers, "events", 1
+	if o.Buffer == 0 {
+		o.Buffer, o.Batch = 16, 16
+	}
+	logs := &logBuffer{}
+	p := newPublisher(o, slog.New(slog.NewJSONHandler(logs, nil)))
+	p.metrics = newMetrics(func() float64 { return float64(len(p.queue)) })
+	t.Cleanup(func() { _ = p.writer.Close() })
+	return p, logs
+}
+
+func (k *pubHarness) publisher(t *testing.T, o publisherOptions) (*publisher, *logBuffer) {
+	t.Helper()
+	p, logs := k.newPublisher(t, o)
+	k.start(t, p)
+	return p, logs
+}
+
+func (k *pubHarness) start(t *testing.T, p *publisher) {
+	ctx, abort := context.WithCancel(t.Context())
+	go func() { k.runDone <- p.run(ctx) }()
+	t.Cleanup(func() {
+		abort()
+		select {
+		case <-k.runDone:
+		case <-time.After(10 * time.Second):
+		}
+	})
+}
+
+// waitRun waits for run to return after close: every event written or dropped.
+func (k *pubHarness) waitRun(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case err := <-k.runDone:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		k.runDone <- nil // for the cleanup
+	case <-time.After(timeout):
+		t.Fatalf("the publisher did not finish within %s: it is stuck on an event", timeout)
+	}
+}
+
+// read returns what partition 0 of topic holds.
+func (k *pubHarness) read(t *testing.T, topic string) []kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	md, err := k.client().Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(md.Topics) != 1 || errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition) {
+		return nil // never created: holds nothing
+	}
+	conn, err := kafka.DialLeader(ctx, "tcp", k.brokers[0], topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	last, err := conn.ReadLastOffset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []kafka.Message
+	for next := int64(0); next < last; {
+		if _, err := conn.Seek(next, kafka.SeekAbsolute); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		batch := conn.ReadBatch(1, 16<<20)
+		for {
+			m, err := batch.ReadMessage()
+			if err != nil {
+				break
+			}
+			if m.Offset >= next {
+				out = append(out, m)
+				next = m.Offset + 1
+			}
+		}
+		if err := batch.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func (k *pubHarness) waitFor(t *testing.T, topic string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(k.read(t, topic)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never held %d messages", topic, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pubEvent is an ADDED ConfigMap; pad adds that many KiB to it.
+func pubEvent(cluster, name string, pad int) *envelope.Event {
+	obj, _ := json.Marshal(map[string]any{"metadata": map[string]string{"name": name, "namespace": "shop"}, "data": map[string]string{"pad": strings.Repeat("x", pad<<10)}})
+	return &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cluster, Version: "v1", Resource: "configmaps",
+		Kind: "ConfigMap", Namespace: "shop", Name: name, UID: "uid-" + name, ResourceVersion: "1", Epoch: 1, Object: obj}
+}
+
+// sizedPubEvent is a ConfigMap event whose Kafka message is exactly size bytes by messageSize; random
+// makes its padding incompressible.
+func sizedPubEvent(t *testing.T, cluster, name string, size int, random bool) *envelope.Event {
+	t.Helper()
+	ev := pubEvent(cluster, name, 0)
+	base := pubEventSize(t, ev)
+	if size < base {
+		t.Fatalf("an event of %d bytes cannot be made smaller than %d", size, base)
+	}
+	pad := []byte(strings.Repeat("x", size-base))
+	if random {
+		raw := make([]byte, len(pad)*3/4)
+		_, _ = rand.Read(raw)
+		base64.RawURLEncoding.Encode(pad, raw) // URL-safe: nothing JSON escapes; the tail stays x
+
+	}
+	ev.Object, _ = json.Marshal(map[string]any{"metadata": map[string]string{"name": name, "namespace": "shop"}, "data": map[string]string{"pad": string(pad)}})
+	if got := pubEventSize(t, ev); got != size {
+		t.Fatalf("sized event is %d bytes, want %d", got, size)
+	}
+	return ev
+}
+
+func pubEventSize(t *testing.T, ev *envelope.Event) int {
+	t.Helper()
+	v, err := ev.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return messageSize(&kafka.Message{Key: ev.Key(), Value: v})
+}
+
+func eventNames(t *testing.T, msgs []kafka.Message) []string {
+	t.Helper()
+	var out []string
+	for _, m := range msgs {
+		ev, err := envelope.Unmarshal(m.Value)
+		if err != nil {
+			t.Fatalf("offset %d: %v", m.Offset, err)
+		}
+		out = append(out, ev.Name)
+	}
+	return out
+}
+
+// assertKeyOrder checks that every event of want is in msgs and that, per key, the last copies are in
+// want's order: what an idempotent consumer applying the log in order ends with.
+func assertKeyOrder(t *testing.T, msgs []kafka.Message, want []string) {
+	t.Helper()
+	last := map[string]int{}
+	keyOf := map[string]string{}
+	var log []string
+	for i, m := range msgs {
+		ev, err := envelope.Unmarshal(m.Value)
+		if err != nil {
+			t.Fatalf("offset %d: %v", m.Offset, err)
+		}
+		last[ev.Name], keyOf[ev.Name] = i, string(m.Key)
+		log = append(log, ev.Name)
+	}
+	for i, name := range want {
+		if _, ok := last[name]; !ok {
+			t.Fatalf("%s missing from the topic: %v", name, log)
+		}
+		for _, before := range want[:i] {
+			if keyOf[before] == keyOf[name] && last[before] > last[name] {
+				t.Fatalf("the last %s follows the last %s (same key %s): the partition holds %v", before, name, keyOf[name], log)
+			}
+		}
+	}
+}
+
+func assertTooLargeLetter(t *testing.T, letters []kafka.Message, ev *envelope.Event) {
+	t.Helper()
+	if len(letters) != 1 {
+		t.Fatalf("dead-letter topic holds %d messages, want 1", len(letters))
+	}
+	m := letters[0]
+	if string(m.Key) != string(ev.Key()) {
+		t.Errorf("dead letter key %q, want the event's %q", m.Key, ev.Key())
+	}
+	if m.Value != nil {
+		t.Errorf("dead letter carries a %d-byte value, want none", len(m.Value))
+	}
+	h := map[string]string{}
+	for _, x := range m.Headers {
+		h[x.Key] = string(x.Value)
+	}
+	for k, v := range map[string]string{
+		"kubesearch-dlq-reason": "message-too-large", "kubesearch-dlq-topic": "events", "kubesearch-dlq-value-dropped": "true",
+		"kubesearch-dlq-namespace": ev.Namespace, "kubesearch-dlq-name": ev.Name, "kubesearch-dlq-uid": ev.UID,
+	} {
+		if h[k] != v {
+			t.Errorf("dead letter header %s = %q, want %q", k, h[k], v)
+		}
+	}
+	if !strings.Contains(h["kubesearch-dlq-error"], "bytes") {
+		t.Errorf("dead letter error %q does not say the size", h["kubesearch-dlq-error"])
+	}
+	if _, err := time.Parse(time.RFC3339, h["kubesearch-dlq-time"]); err != nil {
+		t.Errorf("dead letter time: %v", err)
+	}
+}
+
+// oversizedCounts is the oversized-events counter by "cluster/resource"; nil when nothing was counted.
+func oversizedCounts(t *testing.T, p *publisher) map[string]float64 {
+	t.Helper()
+	families, err := p.metrics.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]float64
+	for _, f := range families {
+		if f.GetName() != "kubesearch_collector_oversized_events_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if v := m.GetCounter().GetValue(); v != 0 {
+				if out == nil {
+					out = map[string]float64{}
+				}
+				out[labels["cluster"]+"/"+labels["resource"]] += v
+			}
+		}
+	}
+	return out
+}
+
+func onlyCount(m map[string]float64, key string, v float64) bool { return len(m) == 1 && m[key] == v }
+
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

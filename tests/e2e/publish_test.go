@@ -1,0 +1,195 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/tests/testbed"
+)
+
+// A topic whose max.message.bytes (64 KiB) is far below the collector's flag (2 MiB), and a ConfigMap
+// larger than that: the collector learns the topic's limit, dead-letters that ConfigMap's event under
+// its key in <topic>.dlq, counts it, and goes on publishing — the ConfigMap just under the limit, and
+// a change made afterwards, arrive.
+func TestCollectorDeadLettersEventsOverTheTopicLimit(t *testing.T) {
+	const topicLimit = 64 << 10
+	env := testbed.Get(t)
+	cluster := env.Clusters[0]
+	cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, cluster))
+	ns := uniqueName("oversized")
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	configMap := func(name, data string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string]string{"blob": data}}
+	}
+	// Random text for the huge one, so compression cannot save it and the old collector looped on the
+	// broker's MESSAGE_TOO_LARGE. Sizes are the data's; the event adds about 1 KiB.
+	random := make([]byte, 75<<10)
+	_, _ = rand.Read(random)
+	for _, cm := range []*corev1.ConfigMap{
+		configMap("small", "s"), configMap("huge", base64.StdEncoding.EncodeToString(random)), configMap("just-under", strings.Repeat("x", topicLimit-3<<10)),
+	} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	topic := uniqueName("collector-oversized")
+	client := &kafka.Client{Addr: kafka.TCP(env.KafkaBrokers...), Timeout: 30 * time.Second}
+	resp, err := client.CreateTopics(t.Context(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+		Topic: topic, NumPartitions: topicPartitions, ReplicationFactor: -1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: fmt.Sprint(topicLimit)}},
+	}}})
+	if err == nil {
+		err = resp.Errors[topic]
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	waitTopicReady(t, env.KafkaBrokers, topic, topicPartitions)
+	log := &eventLog{t: t, brokers: env.KafkaBrokers, topic: topic, next: map[int]int64{}}
+
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "configmaps.yaml"), fmt.Sprintf(`apiVersion: search.karmada.io/v1alpha1
+kind: ResourceRegistry
+metadata: {name: oversized}
+spec:
+  targetCluster: {clusterNames: [%s]}
+  resourceSelectors:
+  - {apiVersion: v1, kind: ConfigMap, namespace: %s}
+`, cluster, ns))
+	collector, base := startCollector(t, env, dir, topic)
+	waitHTTP(t, base+"/readyz", time.Minute)
+
+	named := func(evs []*envelope.Event, typ envelope.Type, name string) *envelope.Event {
+		i := slices.IndexFunc(evs, func(ev *envelope.Event) bool { return ev.Type == typ && ev.Name == name && ev.Namespace == ns })
+		if i < 0 {
+			return nil
+		}
+		return evs[i]
+	}
+	evs := log.waitFor(t, "the SYNC of the first list", time.Minute, func(evs []*envelope.Event) bool {
+		return slices.ContainsFunc(evs, func(ev *envelope.Event) bool { return ev.Type == envelope.Sync && ev.Resource == "configmaps" })
+	})
+	if named(evs, envelope.Added, "small") == nil {
+		t.Error("the small ConfigMap was not published")
+	}
+	if ev := named(evs, envelope.Added, "just-under"); ev == nil {
+		t.Error("the ConfigMap just under the topic's limit was not published")
+	} else if n := len(ev.Object); n < topicLimit-4<<10 {
+		t.Errorf("the ConfigMap just under the limit is %d bytes, not near %d: the test data is wrong", n, topicLimit)
+	}
+	if named(evs, envelope.Added, "huge") != nil {
+		t.Error("the ConfigMap over the topic's limit was published")
+	}
+
+	// The stream goes on after the drop.
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), configMap("later", "l"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	log.waitFor(t, "the ConfigMap created after the drop", 30*time.Second, func(evs []*envelope.Event) bool {
+		return named(evs, envelope.Added, "later") != nil
+	})
+
+	letters := readDeadLetters(t, env.KafkaBrokers, topic+".dlq")
+	var found bool
+	for _, m := range letters {
+		h := map[string]string{}
+		for _, x := range m.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		if h["kubesearch-dlq-name"] != "huge" {
+			continue
+		}
+		found = true
+		if want := cluster + "//configmaps"; string(m.Key) != want {
+			t.Errorf("dead letter key %q, want %q", m.Key, want)
+		}
+		if h["kubesearch-dlq-reason"] != "message-too-large" || h["kubesearch-dlq-namespace"] != ns || h["kubesearch-dlq-topic"] != topic || h["kubesearch-dlq-value-dropped"] != "true" {
+			t.Errorf("dead letter headers %v", h)
+		}
+	}
+	if !found {
+		t.Fatalf("no dead letter for the huge ConfigMap in %s.dlq (%d letters)", topic, len(letters))
+	}
+
+	metrics := httpGet(t, base+"/metrics")
+	if n := metricSum(metrics, "kubesearch_collector_oversized_events_total"); n != 1 {
+		t.Errorf("oversized events counted %v, want 1", n)
+	}
+	if !strings.Contains(metrics, fmt.Sprintf(`kubesearch_collector_oversized_events_total{cluster=%q,resource="configmaps"} 1`, cluster)) {
+		t.Errorf("oversized events not counted by cluster and resource:\n%s", metricText(metrics, "kubesearch_collector_oversized_events_total"))
+	}
+	if out := collector.output(); !strings.Contains(out, "topicLimit=65536") && !strings.Contains(out, `"topicLimit":65536`) {
+		t.Errorf("the collector did not log the topic's lower limit")
+	}
+}
+
+// readDeadLetters reads what the single partition of a dead-letter topic holds.
+func readDeadLetters(t *testing.T, brokers []string, topic string) []kafka.Message {
+	t.Helper()
+	conn, err := kafka.DialLeader(t.Context(), "tcp", brokers[0], topic, 0)
+	if err != nil {
+		t.Fatalf("dial %s: %v", topic, err)
+	}
+	defer conn.Close()
+	last, err := conn.ReadLastOffset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []kafka.Message
+	for next := int64(0); next < last; {
+		if _, err := conn.Seek(next, kafka.SeekAbsolute); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		batch := conn.ReadBatch(1, 16<<20)
+		for {
+			m, err := batch.ReadMessage()
+			if err != nil {
+				break
+			}
+			if m.Offset >= next {
+				out = append(out, m)
+				next = m.Offset + 1
+			}
+		}
+		if err := batch.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
