@@ -169,7 +169,7 @@ type FleetStatus struct {
 func (s *Server) fleetStatus(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
 	defer cancel()
-	counts, err := s.store.Counts(ctx)
+	counts, err := s.store.Counts(ctx, nil) // no subject scope until authorization lands
 	if err != nil {
 		s.writeStoreError(c, err)
 		return

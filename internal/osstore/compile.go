@@ -81,21 +81,11 @@ func anyOf(clauses ...any) map[string]any {
 
 func compileQuery(q *query.Query) map[string]any {
 	var b boolQuery
+	if q.Scope != nil {
+		b.filter = append(b.filter, compileScope(q.Scope))
+	}
 	if len(q.Resources) > 0 {
-		var types []any
-		for _, r := range q.Resources {
-			if r.AnyGroup {
-				types = append(types, term("resource", r.Resource))
-				continue
-			}
-			types = append(types, map[string]any{"bool": map[string]any{"filter": []any{
-				term("resource", r.Resource), term("group", r.Group)}}})
-		}
-		if len(types) == 1 {
-			b.filter = append(b.filter, types[0])
-		} else {
-			b.filter = append(b.filter, anyOf(types...))
-		}
+		b.filter = append(b.filter, compileResources(q.Resources))
 	}
 	if len(q.Clusters) > 0 {
 		b.filter = append(b.filter, terms("cluster", q.Clusters))
@@ -142,6 +132,66 @@ func compileQuery(q *query.Query) map[string]any {
 		b.filter = append(b.filter, map[string]any{"range": map[string]any{"lastChangedAt": r}})
 	}
 	return b.build()
+}
+
+// compileResources matches any of rs: a plural in any group, or in one group.
+func compileResources(rs []query.Resource) map[string]any {
+	types := make([]any, len(rs))
+	for i, r := range rs {
+		if r.AnyGroup {
+			types[i] = term("resource", r.Resource)
+			continue
+		}
+		types[i] = map[string]any{"bool": map[string]any{"filter": []any{term("resource", r.Resource), term("group", r.Group)}}}
+	}
+	if len(types) == 1 {
+		return types[0].(map[string]any)
+	}
+	return anyOf(types...)
+}
+
+// compileScope is the filter of what a subject may see: any of its grants, each the conjunction of
+// its clusters, namespaces ("" for cluster-scoped objects, which have no namespace field) and
+// resources. No grant matches nothing.
+func compileScope(s *query.Scope) map[string]any {
+	if len(s.Grants) == 0 {
+		return map[string]any{"bool": map[string]any{"must_not": map[string]any{"match_all": map[string]any{}}}}
+	}
+	grants := make([]any, len(s.Grants))
+	for i, g := range s.Grants {
+		var gb boolQuery
+		if len(g.Clusters) > 0 {
+			gb.filter = append(gb.filter, terms("cluster", g.Clusters))
+		}
+		if len(g.Namespaces) > 0 {
+			var named []string
+			clusterScoped := false
+			for _, ns := range g.Namespaces {
+				if ns == "" {
+					clusterScoped = true
+				} else {
+					named = append(named, ns)
+				}
+			}
+			noNamespace := map[string]any{"bool": map[string]any{"must_not": map[string]any{"exists": map[string]any{"field": "namespace"}}}}
+			switch {
+			case clusterScoped && len(named) > 0:
+				gb.filter = append(gb.filter, anyOf(terms("namespace", named), noNamespace))
+			case clusterScoped:
+				gb.filter = append(gb.filter, noNamespace)
+			default:
+				gb.filter = append(gb.filter, terms("namespace", named))
+			}
+		}
+		if len(g.Resources) > 0 {
+			gb.filter = append(gb.filter, compileResources(g.Resources))
+		}
+		grants[i] = gb.build()
+	}
+	if len(grants) == 1 {
+		return grants[0].(map[string]any)
+	}
+	return anyOf(grants...)
 }
 
 // compileLabel maps a label requirement onto the labels ("key=value") and labelKeys fields, so

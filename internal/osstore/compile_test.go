@@ -93,3 +93,43 @@ func TestCompileGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestCompileScopeGolden records the filter a subject's scope adds to every query: hand-made scopes,
+// as authorization will set them (no request parameter sets one). What it means on OpenSearch is
+// proven by TestScopeIsAppliedInsideTheQuery (e2e).
+func TestCompileScopeGolden(t *testing.T) {
+	cases := map[string]*query.Scope{
+		"scope-nothing": {},
+		"scope-one-grant": {Grants: []query.Grant{{Clusters: []string{"member1"}, Namespaces: []string{"shop", "web"},
+			Resources: []query.Resource{{Resource: "pods"}, {Resource: "deployments", Group: "apps"}}}}},
+		"scope-cluster-scoped": {Grants: []query.Grant{{Namespaces: []string{""}}, {Clusters: []string{"member2"}, Namespaces: []string{"", "shop"}}}},
+	}
+	for name, scope := range cases {
+		t.Run(name, func(t *testing.T) {
+			q, err := query.Parse(url.Values{"labelSelector": {"app=web"}}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.Scope = scope
+			var got bytes.Buffer
+			enc := json.NewEncoder(&got)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(Compile(q)["query"]); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if !bytes.Equal(got.Bytes(), want) {
+				t.Errorf("%s changed (go test -update after checking):\n%s", path, got.String())
+			}
+		})
+	}
+}

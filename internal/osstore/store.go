@@ -467,7 +467,10 @@ type Count struct {
 
 // Counts returns the number of indexed documents per cluster and resource, exact (a composite
 // aggregation, paged).
-func (s *Store) Counts(ctx context.Context) ([]Count, error) {
+//
+// scope limits the counts to what a subject may see (nil: everything), inside the aggregation's
+// query like every search's.
+func (s *Store) Counts(ctx context.Context, scope *query.Scope) ([]Count, error) {
 	var (
 		out   []Count
 		after map[string]any
@@ -481,7 +484,11 @@ func (s *Store) Counts(ctx context.Context) ([]Count, error) {
 		if after != nil {
 			comp["after"] = after
 		}
-		resp, err := s.searchLive(ctx, "_search", map[string]any{"size": 0, "aggs": map[string]any{"pairs": map[string]any{"composite": comp}}})
+		body := map[string]any{"size": 0, "aggs": map[string]any{"pairs": map[string]any{"composite": comp}}}
+		if scope != nil {
+			body["query"] = compileScope(scope)
+		}
+		resp, err := s.searchLive(ctx, "_search", body)
 		if err != nil {
 			return nil, fmt.Errorf("count documents: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -63,6 +64,55 @@ type Query struct {
 	Facets []Facet `json:"facets,omitempty"`
 	// MetadataOnly returns apiVersion, kind and metadata of each object, nothing else.
 	MetadataOnly bool `json:"metadataOnly,omitempty"`
+	// Scope is what the subject asking may see; nil means everything. It is not a parameter: the
+	// server sets it from who is asking, every backend's compiler applies it as a filter inside the
+	// query (never by filtering answers afterwards, which would break totals, facets and paging), and
+	// the fingerprint covers it, so a continue token issued to one subject does not page for another.
+	Scope *Scope `json:"scope,omitempty"`
+}
+
+// Scope is the union of grants: an object is visible when one grant allows its cluster, its
+// namespace and its resource. A Scope without grants allows nothing.
+type Scope struct {
+	Grants []Grant `json:"grants"`
+}
+
+// Grant allows clusters × namespaces × resources. An empty list allows every value; in Namespaces,
+// "" stands for cluster-scoped objects (which have no namespace).
+type Grant struct {
+	Clusters   []string   `json:"clusters,omitempty"`
+	Namespaces []string   `json:"namespaces,omitempty"`
+	Resources  []Resource `json:"resources,omitempty"`
+}
+
+// Allows reports whether the scope lets the subject see an object of resource (group, resource)
+// in cluster and namespace ("" for cluster-scoped): for answers that do not come from a query, such
+// as the per-pair counts of the fleet status, and for a backend's tests of its compiler.
+func (s *Scope) Allows(cluster, namespace, group, resource string) bool {
+	if s == nil {
+		return true
+	}
+	for _, g := range s.Grants {
+		if g.allows(cluster, namespace, group, resource) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g Grant) allows(cluster, namespace, group, resource string) bool {
+	if len(g.Clusters) > 0 && !slices.Contains(g.Clusters, cluster) {
+		return false
+	}
+	if len(g.Namespaces) > 0 && !slices.Contains(g.Namespaces, namespace) {
+		return false
+	}
+	if len(g.Resources) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(g.Resources, func(r Resource) bool {
+		return r.Resource == resource && (r.AnyGroup || r.Group == group)
+	})
 }
 
 // Resource names a type: Resource is the plural name (pods); Group is its API group when AnyGroup
@@ -165,7 +215,7 @@ const (
 )
 
 // Fingerprint identifies what a query selects and in which order: everything but Limit, Continue
-// and the response shape. A continue token carries it, so a token is only accepted for the query
+// and the response shape; the Scope included. A continue token carries it, so a token is only accepted for the query
 // that issued it.
 func (q *Query) Fingerprint() string {
 	c := *q
