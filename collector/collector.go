@@ -557,8 +557,8 @@ func (c *Collector) handler() http.Handler {
 }
 
 // Status is the state of every collection, one row per registry × cluster × resource.
-func (c *Collector) Status() []ResourceStatus {
-	rows := []ResourceStatus{}
+func (c *Collector) Status() []registry.ResourceStatus {
+	rows := []registry.ResourceStatus{}
 	for _, m := range c.viewMembers() {
 		rows = append(rows, m.rows()...)
 	}

@@ -94,7 +94,7 @@ func (m *member) setSelections(sels []registry.Selection) {
 			st.mu.Unlock()
 			continue
 		}
-		m.statuses[s.SelectionKey] = newStatusEntry(ResourceStatus{
+		m.statuses[s.SelectionKey] = newStatusEntry(registry.ResourceStatus{
 			Cluster: m.cluster.Name, Group: s.Group, Version: s.Version, Kind: s.Kind, Namespace: s.Namespace,
 		}, s.Registries())
 	}
@@ -216,7 +216,7 @@ func (m *member) settle(served map[groupKind][]servedResource) []toStart {
 
 func (m *member) start(ctx context.Context, k registry.SelectionKey, sel registry.Selection, res resolved) {
 	st := m.statuses[k]
-	st.update(func(r *ResourceStatus) { r.Version, r.Resource = res.gvr.Version, res.gvr.Resource })
+	st.update(func(r *registry.ResourceStatus) { r.Version, r.Resource = res.gvr.Version, res.gvr.Resource })
 	sc := scope{cluster: m.cluster.Name, gvr: res.gvr, kind: res.kind, namespace: sel.Namespace,
 		redact: sel.IsSecret() && !sel.SecretData}
 	cctx, cancel := context.WithCancel(ctx)
@@ -294,10 +294,10 @@ func (m *member) refused(group, resource, namespace, name, reason string) {
 	}
 }
 
-func (m *member) rows() []ResourceStatus {
+func (m *member) rows() []registry.ResourceStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []ResourceStatus
+	var out []registry.ResourceStatus
 	for _, st := range m.statuses {
 		out = append(out, st.rows()...)
 	}

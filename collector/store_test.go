@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/registry"
 )
 
 type recordingSink struct {
@@ -50,7 +51,7 @@ func newTestStore(s sink) *store {
 	sc := scope{cluster: "member1", gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, kind: "Pod"}
 	tick := time.Unix(1_700_000_000, 0)
 	ep := &epochs{now: func() time.Time { return tick }}
-	return newStore(context.Background(), sc, s, ep, newStatusEntry(ResourceStatus{}, []string{"r"}))
+	return newStore(context.Background(), sc, s, ep, newStatusEntry(registry.ResourceStatus{}, []string{"r"}))
 }
 
 type summary struct {
@@ -139,7 +140,7 @@ func TestStoreListWatchRelist(t *testing.T) {
 	if c := evs[3].Count; c == nil || *c != 2 {
 		t.Fatalf("SYNC count = %v, want 2", c)
 	}
-	if st := s.status.rows()[0]; st.State != StateRunning || st.TotalNum != 2 || st.Epoch != e2 ||
+	if st := s.status.rows()[0]; st.State != registry.StateRunning || st.TotalNum != 2 || st.Epoch != e2 ||
 		st.ResourceVersion != "21" || st.PublishedAt == nil {
 		t.Fatalf("status after re-list = %+v, want Running, 2 objects, epoch %d, resourceVersion 21", st, e2)
 	}

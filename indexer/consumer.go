@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/mappings"
 )
 
 // messageReader is what the consumer needs of a kafka.Reader in a consumer group.
@@ -447,7 +448,7 @@ func (c *consumer) loadWatermarks(ctx context.Context, items []*item) error {
 	}
 	bo := c.backoff()
 	for {
-		stored, err := c.os.loadWatermarks(ctx, StateIndex(c.prefix), keys)
+		stored, err := c.os.loadWatermarks(ctx, mappings.StateIndex(c.prefix), keys)
 		if err == nil {
 			for _, k := range keys {
 				c.wm.load(k, stored[k])
@@ -467,10 +468,10 @@ func (c *consumer) loadWatermarks(ctx context.Context, items []*item) error {
 func (c *consumer) purgeWatermarks(ctx context.Context, ev *envelope.Event) error {
 	// Watermarks stored just before (by another replica before a rebalance) are searchable only
 	// after a refresh; one missed here would outlive its pair.
-	if err := c.os.refresh(ctx, StateIndex(c.prefix)); err != nil {
+	if err := c.os.refresh(ctx, mappings.StateIndex(c.prefix)); err != nil {
 		return err
 	}
-	hits, err := c.os.search(ctx, StateIndex(c.prefix), purgeStateQuery(ev))
+	hits, err := c.os.search(ctx, mappings.StateIndex(c.prefix), purgeStateQuery(ev))
 	if err != nil {
 		return err
 	}
@@ -485,7 +486,7 @@ func (c *consumer) purgeWatermarks(ctx context.Context, ev *envelope.Event) erro
 		}
 	}
 	gone := c.wm.purged(ev)
-	return c.os.deleteWatermarks(ctx, StateIndex(c.prefix), gone)
+	return c.os.deleteWatermarks(ctx, mappings.StateIndex(c.prefix), gone)
 }
 
 // refreshWatermarks makes what was written searchable (one refresh of the indices written to) and
@@ -506,7 +507,7 @@ func (c *consumer) refreshWatermarks(ctx context.Context) {
 	if len(ws) == 0 {
 		return
 	}
-	if err := c.os.storeWatermarks(ctx, StateIndex(c.prefix), ws); err != nil {
+	if err := c.os.storeWatermarks(ctx, mappings.StateIndex(c.prefix), ws); err != nil {
 		c.log.Warn("cannot store watermarks; retried at the next tick", "err", err)
 		return
 	}
@@ -522,7 +523,7 @@ func (c *consumer) storeUrgentWatermarks(ctx context.Context) error {
 	}
 	bo := c.backoff()
 	for {
-		err := c.os.storeWatermarks(ctx, StateIndex(c.prefix), ws)
+		err := c.os.storeWatermarks(ctx, mappings.StateIndex(c.prefix), ws)
 		if err == nil {
 			c.wm.stored(ws)
 			return nil

@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/kubesearch/kubesearch/mappings"
 )
 
 // Indexer consumes the event stream into OpenSearch.
@@ -219,7 +221,7 @@ func (ix *Indexer) setup(ctx context.Context) error {
 				if msg != "" {
 					ix.log.Info(msg)
 				}
-				err = ix.os.createIndex(ctx, StateIndex(ix.opts.Index.Prefix), stateBody)
+				err = ix.os.createIndex(ctx, mappings.StateIndex(ix.opts.Index.Prefix), stateBody)
 			}
 			if err == nil {
 				err = ix.rollIndices(ctx)

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/osstore"
 )
 
 // fakeOpenSearch serves the REST calls the indexer makes, over a fakeEngine: enough of OpenSearch
@@ -508,13 +509,18 @@ func TestIndexerEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := ReadWatermarks(t.Context(), client, "")
+	// The query API's read half reads what the indexer stored.
+	reader, err := osstore.New(osstore.Options{Client: client, TokenKey: []byte("0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := reader.Watermarks(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ws) != 2 || ws[0].Cluster != "m1" || ws[0].Resource != "pods" || ws[0].ResourceVersion != 15 || ws[0].Listing ||
 		ws[1].Cluster != "m2" || !ws[1].Listing {
-		t.Errorf("ReadWatermarks: %+v", ws)
+		t.Errorf("Watermarks: %+v", ws)
 	}
 	r.shutdown(t)
 

@@ -5,21 +5,19 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
+	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/secrets"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
@@ -41,7 +39,7 @@ type Options struct {
 
 	// OpenSearchAddresses are node URLs. Empty takes them from the registries' backendStore.
 	OpenSearchAddresses []string
-	OpenSearch          OpenSearchSecurity
+	OpenSearch          osstore.Security
 	// Registry is a ResourceRegistry file or folder whose spec.backendStore.openSearch names the
 	// OpenSearch to write to. Optional.
 	Registry string
@@ -80,75 +78,6 @@ type KafkaSecurity struct {
 	// UsernameFile and PasswordFile hold the SASL credentials.
 	UsernameFile string
 	PasswordFile string
-}
-
-// OpenSearchSecurity configures credentials and TLS toward OpenSearch. Credentials come from files
-// only, never from flags or the environment.
-type OpenSearchSecurity struct {
-	UsernameFile string
-	PasswordFile string
-	// SecretDir is a mounted Kubernetes Secret: files "username" (or Karmada's "userName") and
-	// "password".
-	SecretDir string
-	// CAFile verifies OpenSearch's certificate.
-	CAFile string
-	// InsecureSkipVerify accepts any certificate; for demos only.
-	InsecureSkipVerify bool
-}
-
-// problems reports combinations of options that cannot work, each naming its flag.
-func (s OpenSearchSecurity) problems() []error {
-	var errs []error
-	if (s.UsernameFile == "") != (s.PasswordFile == "") {
-		errs = append(errs, errors.New("--opensearch-username-file, --opensearch-password-file: give both or neither"))
-	}
-	if s.SecretDir != "" && (s.UsernameFile != "" || s.PasswordFile != "") {
-		errs = append(errs, errors.New("--opensearch-secret-dir: not together with --opensearch-username-file/--opensearch-password-file"))
-	}
-	return errs
-}
-
-// read reads the credential and certificate files s names, reporting every problem.
-func (s OpenSearchSecurity) read() (username, password string, caCert []byte, errs []error) {
-	var err error
-	switch {
-	case s.SecretDir != "":
-		username, password, err = readSecretDir(s.SecretDir)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--opensearch-secret-dir: %w", err))
-		}
-	case s.UsernameFile != "":
-		var uerr, perr error
-		username, uerr = readCredential(s.UsernameFile)
-		password, perr = readCredential(s.PasswordFile)
-		if uerr != nil {
-			errs = append(errs, fmt.Errorf("--opensearch-username-file: %w", uerr))
-		}
-		if perr != nil {
-			errs = append(errs, fmt.Errorf("--opensearch-password-file: %w", perr))
-		}
-	}
-	if s.CAFile != "" {
-		if caCert, err = readPEM(s.CAFile); err != nil {
-			errs = append(errs, fmt.Errorf("--opensearch-ca-file: %w", err))
-		}
-	}
-	return username, password, caCert, errs
-}
-
-// ClientConfig is an opensearch-go configuration for addresses with the credentials and TLS settings
-// s names, read from their files; every bad option or file is reported, each naming its flag. The
-// query API reaches OpenSearch with the same options as the indexer.
-func (s OpenSearchSecurity) ClientConfig(addresses []string) (opensearch.Config, error) {
-	if errs := s.problems(); len(errs) > 0 {
-		return opensearch.Config{}, errors.Join(errs...)
-	}
-	user, pass, ca, errs := s.read()
-	if len(errs) > 0 {
-		return opensearch.Config{}, errors.Join(errs...)
-	}
-	return opensearch.Config{Addresses: addresses, Username: user, Password: pass, CACert: ca,
-		InsecureSkipVerify: s.InsecureSkipVerify}, nil
 }
 
 // SetDefaults fills the zero fields.
@@ -229,7 +158,7 @@ func (o *Options) Validate() error {
 			add("--opensearch-addresses: %w", err)
 		}
 	}
-	errs = append(errs, o.OpenSearch.problems()...)
+	errs = append(errs, o.OpenSearch.Check()...)
 
 	if err := (mappings.Options{Prefix: o.Index.Prefix}).Validate(); err != nil {
 		add("--index-prefix: %w", err)
@@ -303,7 +232,7 @@ func resolveConnection(o *Options) (connection, error) {
 	c.addresses = addrs
 
 	var osErrs []error
-	c.username, c.password, c.caCert, osErrs = o.OpenSearch.read()
+	c.username, c.password, c.caCert, osErrs = o.OpenSearch.Credentials()
 	errs = append(errs, osErrs...)
 	c.insecure = o.OpenSearch.InsecureSkipVerify
 
@@ -311,7 +240,7 @@ func resolveConnection(o *Options) (connection, error) {
 	if k.TLS || k.CAFile != "" || k.InsecureSkipVerify {
 		c.kafkaTLS = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.InsecureSkipVerify} //nolint:gosec // opt-in, for demos
 		if k.CAFile != "" {
-			pem, err := readPEM(k.CAFile)
+			pem, err := secrets.ReadPEM(k.CAFile)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("--kafka-ca-file: %w", err))
 			} else {
@@ -322,8 +251,8 @@ func resolveConnection(o *Options) (connection, error) {
 		}
 	}
 	if k.SASLMechanism != "" {
-		user, uerr := readCredential(k.UsernameFile)
-		pass, perr := readCredential(k.PasswordFile)
+		user, uerr := secrets.ReadValue(k.UsernameFile)
+		pass, perr := secrets.ReadValue(k.PasswordFile)
 		if uerr != nil {
 			errs = append(errs, fmt.Errorf("--kafka-username-file: %w", uerr))
 		}
@@ -381,51 +310,6 @@ func sameAddresses(a, b []string) bool {
 		return slices.Compact(out)
 	}
 	return slices.Equal(norm(a), norm(b))
-}
-
-// readSecretDir reads a mounted Secret: username (or Karmada's userName) and password.
-func readSecretDir(dir string) (user, pass string, err error) {
-	var errs []error
-	user, err = readCredential(filepath.Join(dir, "username"))
-	if errors.Is(err, fs.ErrNotExist) {
-		user, err = readCredential(filepath.Join(dir, "userName"))
-		if errors.Is(err, fs.ErrNotExist) {
-			err = fmt.Errorf("%s holds neither username nor userName", dir)
-		}
-	}
-	if err != nil {
-		errs = append(errs, err)
-	}
-	pass, err = readCredential(filepath.Join(dir, "password"))
-	if err != nil {
-		errs = append(errs, err)
-	}
-	return user, pass, errors.Join(errs...)
-}
-
-// readCredential reads a one-value file; a trailing line break (echo, most editors) is not part of
-// the value.
-func readCredential(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	v := strings.TrimRight(string(data), "\r\n")
-	if v == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return v, nil
-}
-
-func readPEM(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if !x509.NewCertPool().AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return data, nil
 }
 
 func saslMechanism(name, user, pass string) (sasl.Mechanism, error) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubesearch/kubesearch/internal/osstore"
 )
 
 func validOptions() Options {
@@ -111,18 +113,18 @@ func TestResolveCredentials(t *testing.T) {
 
 	tests := []struct {
 		name     string
-		sec      OpenSearchSecurity
+		sec      osstore.Security
 		user     string
 		pass     string
 		wantErrs []string
 	}{
-		{"Karmada's userName", OpenSearchSecurity{SecretDir: karmada}, "admin", "s3cret", nil},
-		{"username", OpenSearchSecurity{SecretDir: plain}, "indexer", "pw", nil},
-		{"files", OpenSearchSecurity{UsernameFile: filepath.Join(plain, "username"), PasswordFile: filepath.Join(karmada, "password")}, "indexer", "s3cret", nil},
-		{"empty secret", OpenSearchSecurity{SecretDir: empty}, "", "", []string{"--opensearch-secret-dir:", "neither username nor userName", "password"}},
-		{"missing files", OpenSearchSecurity{UsernameFile: "/nonexistent/u", PasswordFile: "/nonexistent/p"}, "", "",
+		{"Karmada's userName", osstore.Security{SecretDir: karmada}, "admin", "s3cret", nil},
+		{"username", osstore.Security{SecretDir: plain}, "indexer", "pw", nil},
+		{"files", osstore.Security{UsernameFile: filepath.Join(plain, "username"), PasswordFile: filepath.Join(karmada, "password")}, "indexer", "s3cret", nil},
+		{"empty secret", osstore.Security{SecretDir: empty}, "", "", []string{"--opensearch-secret-dir:", "neither username nor userName", "password"}},
+		{"missing files", osstore.Security{UsernameFile: "/nonexistent/u", PasswordFile: "/nonexistent/p"}, "", "",
 			[]string{"--opensearch-username-file:", "--opensearch-password-file:"}},
-		{"bad CA", OpenSearchSecurity{CAFile: filepath.Join(plain, "password")}, "", "", []string{"--opensearch-ca-file:", "no PEM certificate"}},
+		{"bad CA", osstore.Security{CAFile: filepath.Join(plain, "password")}, "", "", []string{"--opensearch-ca-file:", "no PEM certificate"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -211,24 +213,5 @@ func TestRegistryBackend(t *testing.T) {
 				t.Errorf("addresses: got %v, want %s", c.addresses, tt.want)
 			}
 		})
-	}
-}
-
-// The query API builds its OpenSearch client from the same options; the files are read as for the
-// indexer, and bad combinations are refused before any file is read.
-func TestOpenSearchSecurityClientConfig(t *testing.T) {
-	dir := t.TempDir()
-	for name, v := range map[string]string{"userName": "admin\n", "password": "s3cret\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := OpenSearchSecurity{SecretDir: dir}.ClientConfig([]string{"https://os:9200"})
-	if err != nil || cfg.Username != "admin" || cfg.Password != "s3cret" || len(cfg.Addresses) != 1 {
-		t.Fatalf("secret dir: %+v, %v", cfg, err)
-	}
-	_, err = OpenSearchSecurity{UsernameFile: "/nonexistent"}.ClientConfig(nil)
-	if err == nil || !strings.Contains(err.Error(), "give both or neither") || strings.Contains(err.Error(), "nonexistent") {
-		t.Fatalf("half the credentials: %v; want the combination refused before reading", err)
 	}
 }

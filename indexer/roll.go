@@ -321,7 +321,7 @@ func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan, l *lease) (int
 // target (another indexer rolled it: errRolledElsewhere).
 func (ix *Indexer) takeLease(ctx context.Context, p rollPlan) (*lease, error) {
 	for {
-		l, holder, err := ix.os.acquireLease(ctx, StateIndex(ix.opts.Index.Prefix), p.alias, p.target, ix.owner, time.Now)
+		l, holder, err := ix.os.acquireLease(ctx, mappings.StateIndex(ix.opts.Index.Prefix), p.alias, p.target, ix.owner, time.Now)
 		if err != nil {
 			return nil, fmt.Errorf("roll lease: %w", err)
 		}

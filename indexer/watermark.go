@@ -12,88 +12,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/mappings"
 )
-
-// Watermark says how far the index is for one resource of one member cluster (DESIGN section 5):
-// every event of the pair up to ResourceVersion is written and searchable. A LIST answered from the
-// index may claim this resourceVersion for the pair, and no more.
-type Watermark struct {
-	Cluster  string `json:"cluster"`
-	Group    string `json:"group"`
-	Resource string `json:"resource"`
-	Kind     string `json:"kind"`
-	// ResourceVersion is the member's resourceVersion up to which the index is complete; 0 when not
-	// known yet, or when the resource's versions are not integers.
-	ResourceVersion int64 `json:"resourceVersion"`
-	// Epoch is the epoch of the last completed list (SYNC marker).
-	Epoch int64 `json:"epoch"`
-	// Listing is true while a list is in progress (objects of a newer epoch than the last SYNC are
-	// arriving), or before any list completed. ResourceVersion does not move meanwhile.
-	Listing   bool      `json:"listing"`
-	UpdatedAt time.Time `json:"updatedAt"`
-	// Scopes are the namespace scopes of the pair (one, "", for a cluster-wide selection);
-	// ResourceVersion is their minimum, 0 while one has never completed a list.
-	Scopes []WatermarkScope `json:"scopes,omitempty"`
-}
-
-// WatermarkScope is the progress of one namespace scope of a pair: its own list and watch.
-type WatermarkScope struct {
-	Namespace       string `json:"namespace"`
-	ResourceVersion int64  `json:"resourceVersion"`
-	Epoch           int64  `json:"epoch"`
-	Listing         bool   `json:"listing"`
-	// Synced is false until the scope's first SYNC marker was seen.
-	Synced bool `json:"synced"`
-}
-
-// StateIndex is the index holding the watermarks: "kubesearch-state", or "<prefix>-kubesearch-state".
-// It lies outside the pattern of the document template.
-func StateIndex(prefix string) string {
-	if prefix == "" {
-		return "kubesearch-state"
-	}
-	return prefix + "-kubesearch-state"
-}
-
-// ReadWatermarks reads every stored watermark, ordered by cluster, group and resource. They trail
-// the indexers' progress by about their watermark interval. A missing state index means none yet.
-func ReadWatermarks(ctx context.Context, client *opensearch.Client, prefix string) ([]Watermark, error) {
-	c := &osClient{client: client}
-	var (
-		out   []Watermark
-		after []string
-	)
-	for {
-		query := map[string]any{
-			"size": 1000, "sort": []any{map[string]any{"key": "asc"}},
-			// Watermarks only: the state index also holds roll leases (lease.go), which have no key.
-			"query": map[string]any{"exists": map[string]any{"field": "key"}},
-		}
-		if after != nil {
-			query["search_after"] = after
-		}
-		hits, err := c.search(ctx, StateIndex(prefix), query)
-		if err != nil {
-			return nil, fmt.Errorf("read watermarks: %w", err)
-		}
-		for _, h := range hits {
-			var w Watermark
-			if err := json.Unmarshal([]byte(h.Get("_source").Raw), &w); err != nil {
-				return nil, fmt.Errorf("read watermarks: document %s: %w", h.Get("_id").Str, err)
-			}
-			out = append(out, w)
-		}
-		if len(hits) < 1000 {
-			return out, nil
-		}
-		after = []string{hits[len(hits)-1].Get("sort.0").String()}
-	}
-}
 
 // search runs a query on index and returns its hits; a missing index has none.
 func (c *osClient) search(ctx context.Context, index string, query any) ([]gjson.Result, error) {
@@ -126,7 +50,7 @@ func (k pairKey) id() string { return k.cluster + "/" + k.group + "/" + k.resour
 
 // scopeState is the progress of one namespace scope.
 type scopeState struct {
-	WatermarkScope
+	store.WatermarkScope
 	// written is the highest resourceVersion written of the scope's current epoch; it becomes
 	// ResourceVersion once a refresh made it searchable.
 	written int64
@@ -165,7 +89,7 @@ func (w *watermarks) missing(keys []pairKey) []pairKey {
 }
 
 // load tracks a pair as stored (nil: never stored).
-func (w *watermarks) load(k pairKey, stored *Watermark) {
+func (w *watermarks) load(k pairKey, stored *store.Watermark) {
 	p := &pairState{key: k, scopes: map[string]*scopeState{}}
 	if stored != nil {
 		p.kind, p.updatedAt = stored.Kind, stored.UpdatedAt
@@ -192,7 +116,7 @@ func (p *pairState) scope(ns string) *scopeState {
 	if s := p.scopes[ns]; s != nil {
 		return s
 	}
-	s := &scopeState{WatermarkScope: WatermarkScope{Namespace: ns}}
+	s := &scopeState{WatermarkScope: store.WatermarkScope{Namespace: ns}}
 	p.scopes[ns] = s
 	return s
 }
@@ -236,7 +160,7 @@ func (w *watermarks) synced(ev *envelope.Event, partition int) {
 	p := w.pair(ev, partition)
 	s := p.scopes[ev.Namespace]
 	if s == nil {
-		s = &scopeState{WatermarkScope: WatermarkScope{Namespace: ev.Namespace}}
+		s = &scopeState{WatermarkScope: store.WatermarkScope{Namespace: ev.Namespace}}
 		p.scopes[ev.Namespace] = s
 	}
 	if s.Synced && ev.Epoch <= s.Epoch {
@@ -306,8 +230,8 @@ func (w *watermarks) refreshed(kinds []string) {
 }
 
 // toStore returns the watermarks that changed since stored (only the urgent ones if urgentOnly).
-func (w *watermarks) toStore(urgentOnly bool) []Watermark {
-	var out []Watermark
+func (w *watermarks) toStore(urgentOnly bool) []store.Watermark {
+	var out []store.Watermark
 	now := w.now().UTC()
 	for _, p := range w.pairs {
 		if !p.dirty || (urgentOnly && !p.urgent) {
@@ -316,12 +240,12 @@ func (w *watermarks) toStore(urgentOnly bool) []Watermark {
 		p.updatedAt = now
 		out = append(out, p.watermark())
 	}
-	slices.SortFunc(out, func(a, b Watermark) int { return cmp.Compare(watermarkKey(a), watermarkKey(b)) })
+	slices.SortFunc(out, func(a, b store.Watermark) int { return cmp.Compare(watermarkKey(a), watermarkKey(b)) })
 	return out
 }
 
 // stored records that the watermarks were stored.
-func (w *watermarks) stored(ws []Watermark) {
+func (w *watermarks) stored(ws []store.Watermark) {
 	for _, wm := range ws {
 		if p := w.pairs[pairKey{wm.Cluster, wm.Group, wm.Resource}]; p != nil && p.updatedAt.Equal(wm.UpdatedAt) {
 			p.dirty, p.urgent = false, false
@@ -331,8 +255,8 @@ func (w *watermarks) stored(ws []Watermark) {
 
 // watermark summarises the scopes: the lowest resourceVersion of them all (a scope that never
 // synced has none: 0), listing while any scope lists or never synced.
-func (p *pairState) watermark() Watermark {
-	wm := Watermark{Cluster: p.key.cluster, Group: p.key.group, Resource: p.key.resource, Kind: p.kind, UpdatedAt: p.updatedAt,
+func (p *pairState) watermark() store.Watermark {
+	wm := store.Watermark{Cluster: p.key.cluster, Group: p.key.group, Resource: p.key.resource, Kind: p.kind, UpdatedAt: p.updatedAt,
 		Listing: len(p.scopes) == 0}
 	for i, ns := range slices.Sorted(maps.Keys(p.scopes)) {
 		s := p.scopes[ns]
@@ -350,7 +274,7 @@ func (p *pairState) watermark() Watermark {
 	return wm
 }
 
-func watermarkKey(w Watermark) string { return pairKey{w.Cluster, w.Group, w.Resource}.id() }
+func watermarkKey(w store.Watermark) string { return pairKey{w.Cluster, w.Group, w.Resource}.id() }
 
 // parseRV reads a resourceVersion as the integer it is for kube-apiservers; some aggregated APIs use
 // other strings, which cannot be compared.
@@ -359,11 +283,11 @@ func parseRV(s string) (int64, bool) {
 	return v, err == nil && v >= 0
 }
 
-// watermarkDocument is the stored form: the Watermark plus a sortable key.
-func watermarkDocument(w Watermark) ([]byte, error) {
+// watermarkDocument is the stored form: the store.Watermark plus a sortable key.
+func watermarkDocument(w store.Watermark) ([]byte, error) {
 	doc := struct {
 		Key string `json:"key"`
-		Watermark
+		store.Watermark
 	}{watermarkKey(w), w}
 	return json.Marshal(doc)
 }
@@ -391,8 +315,8 @@ func stateIndexBody(o mappings.Options) ([]byte, error) {
 	})
 }
 
-func parseWatermark(source string) (Watermark, error) {
-	var w Watermark
+func parseWatermark(source string) (store.Watermark, error) {
+	var w store.Watermark
 	if err := json.Unmarshal([]byte(source), &w); err != nil {
 		return w, fmt.Errorf("watermark document: %w", err)
 	}
@@ -400,7 +324,7 @@ func parseWatermark(source string) (Watermark, error) {
 }
 
 // loadWatermarks reads the stored watermarks of keys; those never stored are absent.
-func (c *osClient) loadWatermarks(ctx context.Context, index string, keys []pairKey) (map[pairKey]*Watermark, error) {
+func (c *osClient) loadWatermarks(ctx context.Context, index string, keys []pairKey) (map[pairKey]*store.Watermark, error) {
 	dks := make([]docKey, len(keys))
 	for i, k := range keys {
 		dks[i] = docKey{index, k.id()}
@@ -414,7 +338,7 @@ func (c *osClient) loadWatermarks(ctx context.Context, index string, keys []pair
 	if err != nil {
 		return nil, err
 	}
-	out := map[pairKey]*Watermark{}
+	out := map[pairKey]*store.Watermark{}
 	switch {
 	case status == http.StatusNotFound && errorType(resp) == "index_not_found_exception":
 		return out, nil
@@ -443,7 +367,7 @@ func idsOf(keys []docKey) []string {
 }
 
 // storeWatermarks writes watermark documents, replacing the stored ones.
-func (c *osClient) storeWatermarks(ctx context.Context, index string, ws []Watermark) error {
+func (c *osClient) storeWatermarks(ctx context.Context, index string, ws []store.Watermark) error {
 	ops := make([]*op, len(ws))
 	for i, w := range ws {
 		doc, err := watermarkDocument(w)

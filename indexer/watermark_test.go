@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 func ev(typ envelope.Type, ns string, epoch int64, rv string) *envelope.Event {
@@ -19,7 +20,7 @@ func ev(typ envelope.Type, ns string, epoch int64, rv string) *envelope.Event {
 }
 
 // wmOf is the pair's watermark as it would be stored now.
-func wmOf(w *watermarks) Watermark {
+func wmOf(w *watermarks) store.Watermark {
 	return w.pairs[pairKey{"m1", "", "pods"}].watermark()
 }
 

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kubesearch/kubesearch/collector"
-	"github.com/kubesearch/kubesearch/indexer"
 	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 // PairStatus is the state of one resource of one member cluster: how collection goes (from the
@@ -63,7 +63,7 @@ type scopeKey struct {
 
 // fleet polls the watermarks and the collectors' /status, and answers freshness from the last poll.
 type fleet struct {
-	readWatermarks func(context.Context) ([]indexer.Watermark, error)
+	readWatermarks func(context.Context) ([]store.Watermark, error)
 	collectors     []string
 	client         *http.Client
 	interval       time.Duration
@@ -73,9 +73,9 @@ type fleet struct {
 
 	mu           sync.Mutex
 	polled       bool
-	watermarks   map[pairKey]indexer.Watermark
+	watermarks   map[pairKey]store.Watermark
 	wmErr        error
-	rows         map[scopeKey][]collector.ResourceStatus
+	rows         map[scopeKey][]registry.ResourceStatus
 	scopesOf     map[pairKey][]scopeKey // the keys of rows, by pair
 	collErrs     map[string]error
 	behindSince  map[scopeKey]time.Time
@@ -101,7 +101,7 @@ func (f *fleet) poll(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(f.interval, 5*time.Second))
 	defer cancel()
 	wms, wmErr := f.readWatermarks(ctx)
-	rows := map[scopeKey][]collector.ResourceStatus{}
+	rows := map[scopeKey][]registry.ResourceStatus{}
 	collErrs := map[string]error{}
 	for _, u := range f.collectors {
 		rs, err := f.collectorStatus(ctx, u)
@@ -121,7 +121,7 @@ func (f *fleet) poll(ctx context.Context) {
 	f.polled = true
 	f.wmErr = wmErr
 	if wmErr == nil {
-		f.watermarks = map[pairKey]indexer.Watermark{}
+		f.watermarks = map[pairKey]store.Watermark{}
 		for _, w := range wms {
 			f.watermarks[pairKey{w.Cluster, w.Group, w.Resource}] = w
 		}
@@ -163,7 +163,7 @@ func (f *fleet) poll(ctx context.Context) {
 	f.behindSince, f.collectorRVs = behind, rvs
 }
 
-func lowestRV(rs []collector.ResourceStatus) int64 {
+func lowestRV(rs []registry.ResourceStatus) int64 {
 	var low int64
 	for i, r := range rs {
 		rv, _ := strconv.ParseInt(r.ResourceVersion, 10, 64)
@@ -188,7 +188,7 @@ func (f *fleet) indexedRV(k scopeKey) int64 {
 	return 0
 }
 
-func (f *fleet) collectorStatus(ctx context.Context, url string) ([]collector.ResourceStatus, error) {
+func (f *fleet) collectorStatus(ctx context.Context, url string) ([]registry.ResourceStatus, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -206,7 +206,7 @@ func (f *fleet) collectorStatus(ctx context.Context, url string) ([]collector.Re
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	var status struct {
-		Items []collector.ResourceStatus `json:"items"`
+		Items []registry.ResourceStatus `json:"items"`
 	}
 	if err := json.Unmarshal(body, &status); err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
@@ -252,7 +252,7 @@ func comparePairs(a, b pairKey) int {
 
 // pair is called with f.mu held.
 func (f *fleet) pair(k pairKey, now time.Time) PairStatus {
-	p := PairStatus{Cluster: k.cluster, Group: k.group, Resource: k.resource, State: collector.StateUnknown}
+	p := PairStatus{Cluster: k.cluster, Group: k.group, Resource: k.resource, State: registry.StateUnknown}
 	if w, ok := f.watermarks[k]; ok {
 		p.Kind, p.Listing, p.IndexedResourceVersion = w.Kind, w.Listing, w.ResourceVersion
 		if w.Epoch > 0 {
@@ -290,9 +290,9 @@ func (f *fleet) pair(k pairKey, now time.Time) PairStatus {
 
 func stateRank(s string) int {
 	switch s {
-	case collector.StateRunning:
+	case registry.StateRunning:
 		return 0
-	case collector.StateUnknown:
+	case registry.StateUnknown:
 		return 1
 	}
 	return 2 // Failed
@@ -352,13 +352,13 @@ func (f *fleet) freshness(q *query.Query) ([]ClusterFreshness, []string) {
 			gr += "." + p.Group
 		}
 		switch {
-		case p.State == collector.StateFailed:
+		case p.State == registry.StateFailed:
 			warnings = append(warnings, fmt.Sprintf("cluster %s: %s: collection Failed: %s", p.Cluster, gr, p.Reason))
 		case p.Listing:
 			warnings = append(warnings, fmt.Sprintf("cluster %s: %s: list in progress, results may be incomplete", p.Cluster, gr))
 		case p.LagSeconds != nil && *p.LagSeconds > f.staleAfter.Seconds():
 			warnings = append(warnings, fmt.Sprintf("cluster %s: %s: index %.0fs behind collection", p.Cluster, gr, *p.LagSeconds))
-		case p.State == collector.StateUnknown && hasCollectors:
+		case p.State == registry.StateUnknown && hasCollectors:
 			warnings = append(warnings, fmt.Sprintf("cluster %s: %s: no collector reports it", p.Cluster, gr))
 		}
 	}

@@ -11,25 +11,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubesearch/kubesearch/collector"
-	"github.com/kubesearch/kubesearch/indexer"
 	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 // fakeSources stand in for the indexer's watermarks and a collector's /status.
 type fakeSources struct {
 	mu   sync.Mutex
-	wms  []indexer.Watermark
-	rows []collector.ResourceStatus
+	wms  []store.Watermark
+	rows []registry.ResourceStatus
 }
 
 func (f *fakeSources) set(wmRV int64, collectedRV string, publishedAt time.Time, state string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.wms = []indexer.Watermark{{Cluster: "member1", Resource: "pods", Kind: "Pod", ResourceVersion: wmRV, Epoch: 1,
-		Scopes: []indexer.WatermarkScope{{ResourceVersion: wmRV, Epoch: 1, Synced: true}}}}
-	f.rows = []collector.ResourceStatus{{Registry: "r", Cluster: "member1", Resource: "pods", Kind: "Pod", State: state,
-		Reason:          map[bool]string{true: "connection refused"}[state == collector.StateFailed],
+	f.wms = []store.Watermark{{Cluster: "member1", Resource: "pods", Kind: "Pod", ResourceVersion: wmRV, Epoch: 1,
+		Scopes: []store.WatermarkScope{{ResourceVersion: wmRV, Epoch: 1, Synced: true}}}}
+	f.rows = []registry.ResourceStatus{{Registry: "r", Cluster: "member1", Resource: "pods", Kind: "Pod", State: state,
+		Reason:          map[bool]string{true: "connection refused"}[state == registry.StateFailed],
 		ResourceVersion: collectedRV, PublishedAt: &publishedAt}}
 }
 
@@ -41,7 +41,7 @@ func newTestFleet(t *testing.T, src *fakeSources, now *time.Time) *fleet {
 	}))
 	t.Cleanup(srv.Close)
 	return &fleet{
-		readWatermarks: func(context.Context) ([]indexer.Watermark, error) {
+		readWatermarks: func(context.Context) ([]store.Watermark, error) {
 			src.mu.Lock()
 			defer src.mu.Unlock()
 			return src.wms, nil
@@ -57,17 +57,17 @@ func TestFreshnessLagAndWarnings(t *testing.T) {
 	f := newTestFleet(t, src, &now)
 	q := &query.Query{Resources: []query.Resource{{Resource: "pods", AnyGroup: true}}}
 
-	src.set(100, "100", now, collector.StateRunning)
+	src.set(100, "100", now, registry.StateRunning)
 	f.poll(t.Context())
 	clusters, warnings := f.freshness(q)
-	if len(clusters) != 1 || clusters[0].State != collector.StateRunning || *clusters[0].LagSeconds != 0 || len(warnings) != 0 {
+	if len(clusters) != 1 || clusters[0].State != registry.StateRunning || *clusters[0].LagSeconds != 0 || len(warnings) != 0 {
 		t.Fatalf("caught up: %+v %q", clusters, warnings)
 	}
 
 	// The collector publishes rv 105 at 12:00:10; the index stays at 100.
 	published := now.Add(10 * time.Second)
 	now = published.Add(time.Second)
-	src.set(100, "105", published, collector.StateRunning)
+	src.set(100, "105", published, registry.StateRunning)
 	f.poll(t.Context())
 	now = published.Add(45 * time.Second)
 	f.poll(t.Context()) // still behind: the lag is counted from the first time it was seen
@@ -80,16 +80,16 @@ func TestFreshnessLagAndWarnings(t *testing.T) {
 	}
 
 	// The index catches up: no lag, no warning.
-	src.set(105, "105", published, collector.StateRunning)
+	src.set(105, "105", published, registry.StateRunning)
 	f.poll(t.Context())
 	if clusters, warnings = f.freshness(q); *clusters[0].LagSeconds != 0 || len(warnings) != 0 {
 		t.Errorf("caught up again: %+v %q", clusters[0], warnings)
 	}
 
 	// A failed collection is a warning with its reason; a query for other resources is not concerned.
-	src.set(105, "105", published, collector.StateFailed)
+	src.set(105, "105", published, registry.StateFailed)
 	f.poll(t.Context())
-	if clusters, warnings = f.freshness(q); clusters[0].State != collector.StateFailed || len(warnings) != 1 || !strings.Contains(warnings[0], "connection refused") {
+	if clusters, warnings = f.freshness(q); clusters[0].State != registry.StateFailed || len(warnings) != 1 || !strings.Contains(warnings[0], "connection refused") {
 		t.Errorf("failed: %+v %q", clusters, warnings)
 	}
 	if clusters, warnings = f.freshness(&query.Query{Resources: []query.Resource{{Resource: "services", AnyGroup: true}}}); len(clusters)+len(warnings) != 0 {

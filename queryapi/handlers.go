@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 // APIVersion and kinds of the REST search's own responses.
@@ -84,10 +84,10 @@ type SearchResult struct {
 		Continue string `json:"continue,omitempty"`
 	} `json:"metadata"`
 	// Total counts every match (all pages); TotalIsLowerBound says it is only a lower bound.
-	Total             int64                 `json:"total"`
-	TotalIsLowerBound bool                  `json:"totalIsLowerBound,omitempty"`
-	Items             []json.RawMessage     `json:"items"`
-	Facets            []osstore.FacetResult `json:"facets,omitempty"`
+	Total             int64               `json:"total"`
+	TotalIsLowerBound bool                `json:"totalIsLowerBound,omitempty"`
+	Items             []json.RawMessage   `json:"items"`
+	Facets            []store.FacetResult `json:"facets,omitempty"`
 	// Clusters says, for each cluster the query covers, how complete and fresh its part is.
 	Clusters []ClusterFreshness `json:"clusters"`
 }
@@ -214,14 +214,14 @@ func writeParamErrors(c *gin.Context, err error) {
 
 func (s *Server) writeStoreError(c *gin.Context, err error) {
 	switch {
-	case errors.Is(err, osstore.ErrBadToken):
+	case errors.Is(err, store.ErrBadToken):
 		writeStatus(c, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error(),
 			[]metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid, Field: query.ParamContinue, Message: err.Error()}})
-	case errors.Is(err, osstore.ErrExpired):
+	case errors.Is(err, store.ErrExpired):
 		writeStatus(c, http.StatusGone, metav1.StatusReasonExpired, err.Error(), nil)
-	case errors.Is(err, osstore.ErrRejected):
+	case errors.Is(err, store.ErrRejected):
 		writeStatus(c, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error(), nil)
-	case errors.Is(err, osstore.ErrUnavailable):
+	case errors.Is(err, store.ErrUnavailable):
 		writeStatus(c, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, err.Error(), nil)
 	case errors.Is(err, context.DeadlineExceeded):
 		writeStatus(c, http.StatusGatewayTimeout, metav1.StatusReasonTimeout,

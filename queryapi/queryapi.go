@@ -20,8 +20,9 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/kubesearch/kubesearch/indexer"
 	"github.com/kubesearch/kubesearch/internal/osstore"
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 // Options configure the query API.
@@ -31,7 +32,7 @@ type Options struct {
 	// OpenSearchAddresses are node URLs.
 	OpenSearchAddresses []string
 	// OpenSearch holds credentials and TLS settings, as the indexer takes them.
-	OpenSearch indexer.OpenSearchSecurity
+	OpenSearch osstore.Security
 	// IndexPrefix is the indexer's --index-prefix.
 	IndexPrefix string
 	// CollectorStatusURLs are the collectors' /status endpoints; without them, collection state is
@@ -100,12 +101,19 @@ func (o *Options) Validate() error {
 type Server struct {
 	opts     Options
 	log      *slog.Logger
-	store    *osstore.Store
+	store    searcher
 	client   *opensearch.Client
 	fleet    *fleet
 	metrics  *metrics
 	listener net.Listener
 	engine   *gin.Engine
+}
+
+// searcher is what the query API needs of a store backend: searches, and the per-pair counts of the
+// fleet status, each within a subject's scope.
+type searcher interface {
+	Search(ctx context.Context, q *query.Query) (*store.Result, error)
+	Counts(ctx context.Context, scope *query.Scope) ([]store.Count, error)
 }
 
 // New checks the options, reads their files and binds the listen address.
@@ -140,7 +148,7 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opensearch client: %w", err)
 	}
-	store, err := osstore.New(osstore.Options{Client: client, Prefix: o.IndexPrefix, TokenKey: key, KeepAlive: o.PageKeepAlive})
+	backend, err := osstore.New(osstore.Options{Client: client, Prefix: o.IndexPrefix, TokenKey: key, KeepAlive: o.PageKeepAlive})
 	if err != nil {
 		return nil, err
 	}
@@ -148,12 +156,10 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--listen: %w", err)
 	}
-	s := &Server{opts: o, log: log, store: store, client: client, listener: l, metrics: newMetrics()}
+	s := &Server{opts: o, log: log, store: backend, client: client, listener: l, metrics: newMetrics()}
 	s.fleet = &fleet{
-		readWatermarks: func(ctx context.Context) ([]indexer.Watermark, error) {
-			return indexer.ReadWatermarks(ctx, client, o.IndexPrefix)
-		},
-		collectors: o.CollectorStatusURLs, client: &http.Client{Timeout: 5 * time.Second},
+		readWatermarks: backend.Watermarks,
+		collectors:     o.CollectorStatusURLs, client: &http.Client{Timeout: 5 * time.Second},
 		interval: o.PollInterval, staleAfter: o.StaleAfter, log: log, now: time.Now,
 	}
 	s.engine = s.routes()

@@ -16,21 +16,12 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
-// Errors a caller turns into HTTP answers.
+// errTooManyPITs: OpenSearch refused another point-in-time; paging goes on without one.
 var (
-	// ErrUnavailable: OpenSearch did not answer, or answered that it cannot serve now (5xx, 429).
-	ErrUnavailable = errors.New("search backend unavailable")
-	// ErrExpired: the continue token's snapshot is gone (Kubernetes answers 410 Gone).
-	ErrExpired = errors.New("continue token expired")
-	// ErrBadToken: the continue token was not issued by this store for this query.
-	ErrBadToken = errors.New("invalid continue token")
-	// ErrRejected: OpenSearch refused the compiled query as malformed or too large (a 400, or an
-	// error type saying so with any status); the message says why. Retrying cannot help.
-	ErrRejected = errors.New("query rejected by the search backend")
-
 	errTooManyPITs = errors.New("too many open point-in-time contexts")
 )
 
@@ -48,11 +39,12 @@ type Options struct {
 
 // Store runs queries against the indices of one kubesearch installation.
 type Store struct {
-	client    *opensearch.Client
-	pattern   string
-	tokens    tokenCodec
-	keepAlive time.Duration
-	now       func() time.Time
+	client     *opensearch.Client
+	pattern    string
+	stateIndex string
+	tokens     tokenCodec
+	keepAlive  time.Duration
+	now        func() time.Time
 }
 
 // New returns a Store.
@@ -67,42 +59,8 @@ func New(o Options) (*Store, error) {
 	if ka <= 0 {
 		ka = 5 * time.Minute
 	}
-	return &Store{client: o.Client, pattern: mappings.IndexBase(o.Prefix) + "*",
+	return &Store{client: o.Client, pattern: mappings.IndexBase(o.Prefix) + "*", stateIndex: mappings.StateIndex(o.Prefix),
 		tokens: tokenCodec{key: o.TokenKey}, keepAlive: ka, now: time.Now}, nil
-}
-
-// Result is one page of a search.
-type Result struct {
-	// Items are the stored objects (mappings.StoredObject), in order.
-	Items []json.RawMessage
-	// Total counts every match of the query in its snapshot; TotalIsLowerBound is set if OpenSearch
-	// could only say "at least".
-	Total             int64
-	TotalIsLowerBound bool
-	// Continue fetches the next page; empty on the last.
-	Continue string
-	// Facets, in the order asked, on the first page only.
-	Facets []FacetResult
-	// Took sums OpenSearch's own "took" over the searches this page needed.
-	Took time.Duration
-	// Warnings say how the answer falls short (for a Warning header).
-	Warnings []string
-}
-
-// FacetResult is the top buckets of one facet.
-type FacetResult struct {
-	Name    string   `json:"name"`
-	Buckets []Bucket `json:"buckets"`
-	// Other counts objects in buckets past the top ones.
-	Other int64 `json:"other"`
-	// ErrorBound is OpenSearch's upper bound of the error of the counts; 0 means exact.
-	ErrorBound int64 `json:"errorBound,omitempty"`
-}
-
-// Bucket is one value of a facet and how many objects have it.
-type Bucket struct {
-	Value string `json:"value"`
-	Count int64  `json:"count"`
 }
 
 // Search answers one page of q.
@@ -111,7 +69,7 @@ type Bucket struct {
 // match fits in one page, one plain search answers it: single-page answers never pay for a
 // point-in-time. Otherwise the page is read inside a new PIT, so the pages that follow read the same
 // snapshot; the count costs far less than fetching the page twice would.
-func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
+func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, error) {
 	if q.Continue != "" {
 		return s.next(ctx, q)
 	}
@@ -126,7 +84,7 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
 		onePage = gjson.GetBytes(resp, "count").Int() <= int64(q.Limit)
 	}
 	var (
-		res  *Result
+		res  *store.Result
 		resp []byte
 		err  error
 	)
@@ -160,10 +118,10 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*Result, error) {
 // firstPagePIT reads a first page inside a new PIT. If the page fails, no token carries the PIT on,
 // so it is closed: left open, it would hold one of OpenSearch's search.max_open_pit_context slots for
 // the whole keep-alive.
-func (s *Store) firstPagePIT(ctx context.Context, q *query.Query, body map[string]any, pit string, tok token) (*Result, error) {
+func (s *Store) firstPagePIT(ctx context.Context, q *query.Query, body map[string]any, pit string, tok token) (*store.Result, error) {
 	body["pit"] = map[string]any{"id": pit, "keep_alive": keepAlive(s.keepAlive)}
 	body["size"] = q.Limit + 1
-	var res *Result
+	var res *store.Result
 	resp, err := s.search(ctx, "/_search", nil, body)
 	if err == nil {
 		res, err = s.result(q, resp)
@@ -177,7 +135,7 @@ func (s *Store) firstPagePIT(ctx context.Context, q *query.Query, body map[strin
 }
 
 // firstPageLive runs a first page on the live indices, without a snapshot.
-func (s *Store) firstPageLive(ctx context.Context, q *query.Query, body map[string]any) (*Result, []byte, error) {
+func (s *Store) firstPageLive(ctx context.Context, q *query.Query, body map[string]any) (*store.Result, []byte, error) {
 	resp, err := s.searchLive(ctx, "_search", body)
 	if err != nil {
 		return nil, nil, err
@@ -197,16 +155,16 @@ const noSnapshotWarning = "pages are not one snapshot: OpenSearch refused anothe
 	"(search.max_open_pit_context); objects changing during the walk may be missed or repeated"
 
 // next answers a page after the first, inside the token's snapshot.
-func (s *Store) next(ctx context.Context, q *query.Query) (*Result, error) {
+func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error) {
 	tok, err := s.tokens.decode(q.Continue)
 	if err != nil {
 		return nil, err
 	}
 	if tok.Query != q.Fingerprint() {
-		return nil, fmt.Errorf("%w: it belongs to another query (selectors, filters and sort must not change between pages)", ErrBadToken)
+		return nil, fmt.Errorf("%w: it belongs to another query (selectors, filters and sort must not change between pages)", store.ErrBadToken)
 	}
 	if s.now().After(time.Unix(0, tok.Expires)) {
-		return nil, fmt.Errorf("%w: the snapshot of this query expired; start again without continue", ErrExpired)
+		return nil, fmt.Errorf("%w: the snapshot of this query expired; start again without continue", store.ErrExpired)
 	}
 	q.Now = time.Unix(0, tok.Now).UTC()
 	body := Compile(q)
@@ -238,7 +196,7 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*Result, error) {
 // page trims a search of Limit+1 hits to Limit and issues the token for the rest, or closes the
 // PIT after the last page. Without a snapshot (plain), a first page has only Limit hits: the total
 // tells whether more follow.
-func (s *Store) page(ctx context.Context, q *query.Query, res *Result, resp []byte, tok token, plain bool) (*Result, error) {
+func (s *Store) page(ctx context.Context, q *query.Query, res *store.Result, resp []byte, tok token, plain bool) (*store.Result, error) {
 	hits := gjson.GetBytes(resp, "hits.hits").Array()
 	pit := gjson.GetBytes(resp, "pit_id").Str
 	last := len(hits) <= q.Limit
@@ -268,9 +226,9 @@ func (s *Store) page(ctx context.Context, q *query.Query, res *Result, resp []by
 func keepAlive(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
 
 // result reads hits, total and facets of a search response.
-func (s *Store) result(q *query.Query, resp []byte) (*Result, error) {
+func (s *Store) result(q *query.Query, resp []byte) (*store.Result, error) {
 	r := gjson.ParseBytes(resp)
-	res := &Result{
+	res := &store.Result{
 		Total:             r.Get("hits.total.value").Int(),
 		TotalIsLowerBound: r.Get("hits.total.relation").Str == "gte",
 		Took:              time.Duration(r.Get("took").Int()) * time.Millisecond,
@@ -284,10 +242,10 @@ func (s *Store) result(q *query.Query, resp []byte) (*Result, error) {
 	}
 	for i, f := range q.Facets {
 		agg := r.Get("aggregations." + facetAggName(i))
-		fr := FacetResult{Name: f.Name(), Buckets: []Bucket{}, Other: agg.Get("sum_other_doc_count").Int(),
+		fr := store.FacetResult{Name: f.Name(), Buckets: []store.Bucket{}, Other: agg.Get("sum_other_doc_count").Int(),
 			ErrorBound: agg.Get("doc_count_error_upper_bound").Int()}
 		for _, b := range agg.Get("buckets").Array() {
-			fr.Buckets = append(fr.Buckets, Bucket{Value: bucketValue(f, b), Count: b.Get("doc_count").Int()})
+			fr.Buckets = append(fr.Buckets, store.Bucket{Value: bucketValue(f, b), Count: b.Get("doc_count").Int()})
 		}
 		res.Facets = append(res.Facets, fr)
 	}
@@ -356,10 +314,10 @@ func (s *Store) search(ctx context.Context, path string, params url.Values, body
 	if sh := gjson.GetBytes(resp, "_shards"); sh.Get("failed").Int() > 0 {
 		// Shards that refused the query (some do when others hold no documents to rewrite it on)
 		// would refuse it on every retry.
-		err := ErrUnavailable
+		err := store.ErrUnavailable
 		for _, f := range sh.Get("failures").Array() {
 			if refused(f.Get("reason")) {
-				err = ErrRejected
+				err = store.ErrRejected
 			}
 		}
 		first := sh.Get("failures.0.reason")
@@ -371,7 +329,7 @@ func (s *Store) search(ctx context.Context, path string, params url.Values, body
 
 // refusals are the error types of a query OpenSearch will not run as written. They are the
 // request's fault whatever the HTTP status (too_many_nested_clauses comes with a 500 when the limit
-// is met while rewriting, as a fuzzy word expands), so they are ErrRejected: a retry fails alike.
+// is met while rewriting, as a fuzzy word expands), so they are store.ErrRejected: a retry fails alike.
 var refusals = map[string]bool{
 	"too_many_clauses":           true, // one bool query, or the whole query, over indices.query.bool.max_clause_count
 	"too_many_nested_clauses":    true, // the same, counted over the whole query (Lucene 9)
@@ -399,13 +357,13 @@ func responseError(method, path string, status int, body []byte) error {
 		// Only a point-in-time search names no index in its path: its snapshot's index was deleted
 		// since (an index roll to a new mapping version deletes the old one).
 		typ == "index_not_found_exception" && path == "/_search":
-		return fmt.Errorf("%w: the snapshot of this query is gone (%s); start again without continue", ErrExpired, reason)
+		return fmt.Errorf("%w: the snapshot of this query is gone (%s); start again without continue", store.ErrExpired, reason)
 	case refused(e):
-		return fmt.Errorf("%w: %s", ErrRejected, msg)
+		return fmt.Errorf("%w: %s", store.ErrRejected, msg)
 	case status == http.StatusTooManyRequests || status >= 500:
-		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
+		return fmt.Errorf("%w: %s", store.ErrUnavailable, msg)
 	case status == http.StatusBadRequest:
-		return fmt.Errorf("%w: %s", ErrRejected, msg)
+		return fmt.Errorf("%w: %s", store.ErrRejected, msg)
 	}
 	return errors.New(msg)
 }
@@ -427,7 +385,7 @@ func refused(cause gjson.Result) bool {
 	return false
 }
 
-// do sends one request; err is set only when no answer came, and then wraps ErrUnavailable.
+// do sends one request; err is set only when no answer came, and then wraps store.ErrUnavailable.
 func (s *Store) do(ctx context.Context, method, path string, params url.Values, body []byte) (int, []byte, error) {
 	u := path
 	if len(params) > 0 {
@@ -449,20 +407,14 @@ func (s *Store) do(ctx context.Context, method, path string, params url.Values, 
 		if ctx.Err() != nil {
 			return 0, nil, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
 		}
-		return 0, nil, fmt.Errorf("%w: %s %s: %v", ErrUnavailable, method, path, err)
+		return 0, nil, fmt.Errorf("%w: %s %s: %v", store.ErrUnavailable, method, path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %s %s: read response: %v", ErrUnavailable, method, path, err)
+		return 0, nil, fmt.Errorf("%w: %s %s: read response: %v", store.ErrUnavailable, method, path, err)
 	}
 	return resp.StatusCode, b, nil
-}
-
-// Count is how many documents one resource of one cluster has in the index.
-type Count struct {
-	Cluster, Group, Resource string
-	Documents                int64
 }
 
 // Counts returns the number of indexed documents per cluster and resource, exact (a composite
@@ -470,9 +422,9 @@ type Count struct {
 //
 // scope limits the counts to what a subject may see (nil: everything), inside the aggregation's
 // query like every search's.
-func (s *Store) Counts(ctx context.Context, scope *query.Scope) ([]Count, error) {
+func (s *Store) Counts(ctx context.Context, scope *query.Scope) ([]store.Count, error) {
 	var (
-		out   []Count
+		out   []store.Count
 		after map[string]any
 	)
 	for {
@@ -495,7 +447,7 @@ func (s *Store) Counts(ctx context.Context, scope *query.Scope) ([]Count, error)
 		agg := gjson.GetBytes(resp, "aggregations.pairs")
 		buckets := agg.Get("buckets").Array()
 		for _, b := range buckets {
-			out = append(out, Count{Cluster: b.Get("key.cluster").String(), Group: b.Get("key.group").String(),
+			out = append(out, store.Count{Cluster: b.Get("key.cluster").String(), Group: b.Get("key.group").String(),
 				Resource: b.Get("key.resource").String(), Documents: b.Get("doc_count").Int()})
 		}
 		ak := agg.Get("after_key")
@@ -506,5 +458,40 @@ func (s *Store) Counts(ctx context.Context, scope *query.Scope) ([]Count, error)
 		if err := json.Unmarshal([]byte(ak.Raw), &after); err != nil {
 			return nil, fmt.Errorf("count documents: after_key: %w", err)
 		}
+	}
+}
+
+// Watermarks reads every stored watermark, ordered by cluster, group and resource. They trail the
+// indexers' progress by about their watermark interval. A missing state index means none yet.
+func (s *Store) Watermarks(ctx context.Context) ([]store.Watermark, error) {
+	var (
+		out   []store.Watermark
+		after []string
+	)
+	for {
+		q := map[string]any{
+			"size": 1000, "sort": []any{map[string]any{"key": "asc"}},
+			// Watermarks only: the state index also holds the indexers' roll leases, which have no key.
+			"query": map[string]any{"exists": map[string]any{"field": "key"}},
+		}
+		if after != nil {
+			q["search_after"] = after
+		}
+		resp, err := s.search(ctx, "/"+s.stateIndex+"/_search", url.Values{"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}, q)
+		if err != nil {
+			return nil, fmt.Errorf("read watermarks: %w", err)
+		}
+		hits := gjson.GetBytes(resp, "hits.hits").Array()
+		for _, h := range hits {
+			var w store.Watermark
+			if err := json.Unmarshal([]byte(h.Get("_source").Raw), &w); err != nil {
+				return nil, fmt.Errorf("read watermarks: document %s: %w", h.Get("_id").Str, err)
+			}
+			out = append(out, w)
+		}
+		if len(hits) < 1000 {
+			return out, nil
+		}
+		after = []string{hits[len(hits)-1].Get("sort.0").String()}
 	}
 }

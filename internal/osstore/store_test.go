@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 func TestResponseError(t *testing.T) {
@@ -32,24 +33,24 @@ func TestResponseError(t *testing.T) {
 		body   []byte
 		want   error
 	}{
-		{"expired PIT", "/_search", 404, []byte(`{"error":{"root_cause":[{"type":"search_context_missing_exception","reason":"No search context found for id [1]"}]},"status":404}`), ErrExpired},
-		{"PIT of a deleted index (an index roll)", "/_search", 404, notFound, ErrExpired},
+		{"expired PIT", "/_search", 404, []byte(`{"error":{"root_cause":[{"type":"search_context_missing_exception","reason":"No search context found for id [1]"}]},"status":404}`), store.ErrExpired},
+		{"PIT of a deleted index (an index roll)", "/_search", 404, notFound, store.ErrExpired},
 		{"a named index that is missing is no expiry", "/kubernetes-pod/_search", 404, notFound, nil},
 		{"too many PITs", "/kubernetes-*/_search/point_in_time", 429, []byte(`{"error":{"type":"rejected_execution_exception","reason":"Trying to create too many Point In Time contexts"}}`), errTooManyPITs},
-		{"overloaded", "/_search", 429, []byte(`{"error":{"type":"es_rejected_execution_exception"}}`), ErrUnavailable},
-		{"refused query", "/_search", 400, []byte(`{"error":{"type":"parsing_exception"}}`), ErrRejected},
-		{"too many clauses, answered 500", "/kubernetes-*/_count", 500, tooManyClauses, ErrRejected},
-		{"too many clauses in one bool, answered 500", "/_search", 500, []byte(`{"error":{"root_cause":[{"type":"too_many_clauses","reason":"maxClauseCount is set to 1024"}],"type":"search_phase_execution_exception","reason":"all shards failed"},"status":500}`), ErrRejected},
-		{"a cause deep in the chain", "/_search", 500, []byte(`{"error":{"type":"search_phase_execution_exception","reason":"all shards failed","caused_by":{"type":"query_shard_exception","reason":"failed to create query","caused_by":{"type":"too_many_clauses"}}},"status":500}`), ErrRejected},
-		{"illegal argument, answered 500", "/_search", 500, []byte(`{"error":{"root_cause":[{"type":"illegal_argument_exception","reason":"field [x] not searchable"}],"type":"illegal_argument_exception"},"status":500}`), ErrRejected},
-		{"unparsable body", "/_search", 500, []byte(`{"error":{"root_cause":[{"type":"x_content_parse_exception","reason":"[1:10] unknown field"}],"type":"x_content_parse_exception"},"status":500}`), ErrRejected},
-		{"all shards failed on a lost node", "/_search", 503, []byte(`{"error":{"root_cause":[{"type":"node_disconnected_exception","reason":"disconnected"}],"type":"search_phase_execution_exception","reason":"all shards failed"},"status":503}`), ErrUnavailable},
-		{"no shard available", "/_search", 503, []byte(`{"error":{"root_cause":[],"type":"search_phase_execution_exception","reason":"all shards failed","phase":"query","grouped":true,"failed_shards":[]},"status":503}`), ErrUnavailable},
-		{"a proxy's error page", "/_search", 502, []byte(`<html>Bad Gateway</html>`), ErrUnavailable},
+		{"overloaded", "/_search", 429, []byte(`{"error":{"type":"es_rejected_execution_exception"}}`), store.ErrUnavailable},
+		{"refused query", "/_search", 400, []byte(`{"error":{"type":"parsing_exception"}}`), store.ErrRejected},
+		{"too many clauses, answered 500", "/kubernetes-*/_count", 500, tooManyClauses, store.ErrRejected},
+		{"too many clauses in one bool, answered 500", "/_search", 500, []byte(`{"error":{"root_cause":[{"type":"too_many_clauses","reason":"maxClauseCount is set to 1024"}],"type":"search_phase_execution_exception","reason":"all shards failed"},"status":500}`), store.ErrRejected},
+		{"a cause deep in the chain", "/_search", 500, []byte(`{"error":{"type":"search_phase_execution_exception","reason":"all shards failed","caused_by":{"type":"query_shard_exception","reason":"failed to create query","caused_by":{"type":"too_many_clauses"}}},"status":500}`), store.ErrRejected},
+		{"illegal argument, answered 500", "/_search", 500, []byte(`{"error":{"root_cause":[{"type":"illegal_argument_exception","reason":"field [x] not searchable"}],"type":"illegal_argument_exception"},"status":500}`), store.ErrRejected},
+		{"unparsable body", "/_search", 500, []byte(`{"error":{"root_cause":[{"type":"x_content_parse_exception","reason":"[1:10] unknown field"}],"type":"x_content_parse_exception"},"status":500}`), store.ErrRejected},
+		{"all shards failed on a lost node", "/_search", 503, []byte(`{"error":{"root_cause":[{"type":"node_disconnected_exception","reason":"disconnected"}],"type":"search_phase_execution_exception","reason":"all shards failed"},"status":503}`), store.ErrUnavailable},
+		{"no shard available", "/_search", 503, []byte(`{"error":{"root_cause":[],"type":"search_phase_execution_exception","reason":"all shards failed","phase":"query","grouped":true,"failed_shards":[]},"status":503}`), store.ErrUnavailable},
+		{"a proxy's error page", "/_search", 502, []byte(`<html>Bad Gateway</html>`), store.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		err := responseError("POST", tt.path, tt.status, tt.body)
-		for _, sentinel := range []error{ErrExpired, errTooManyPITs, ErrUnavailable, ErrRejected} {
+		for _, sentinel := range []error{store.ErrExpired, errTooManyPITs, store.ErrUnavailable, store.ErrRejected} {
 			if got := errors.Is(err, sentinel); got != (sentinel == tt.want) {
 				t.Errorf("%s: errors.Is(%v, %v) = %v", tt.name, err, sentinel, got)
 			}
@@ -143,14 +144,14 @@ func TestSearchClosesPITWhenFirstPageFails(t *testing.T) {
 		{"the search is refused", func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprint(w, `{"error":{"root_cause":[{"type":"too_many_nested_clauses","reason":"maxClauseCount is set to 1024"}],"type":"search_phase_execution_exception"},"status":500}`)
-		}, t.Context(), ErrRejected},
+		}, t.Context(), store.ErrRejected},
 		{"OpenSearch is overloaded", func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusTooManyRequests)
 			fmt.Fprint(w, `{"error":{"type":"es_rejected_execution_exception"},"status":429}`)
-		}, t.Context(), ErrUnavailable},
+		}, t.Context(), store.ErrUnavailable},
 		{"some shards failed", func(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprint(w, `{"_shards":{"total":2,"successful":1,"failed":1,"failures":[{"reason":{"type":"node_disconnected_exception"}}]},"hits":{"hits":[]}}`)
-		}, t.Context(), ErrUnavailable},
+		}, t.Context(), store.ErrUnavailable},
 		{"a document cannot be read", func(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprint(w, hits(query.DefaultLimit+1, `{"name":"no object"}`, true))
 		}, t.Context(), nil},
@@ -204,7 +205,7 @@ func TestSearchRejectsWhatShardsRefuse(t *testing.T) {
 	}}
 	s := newFakeStore(t, f)
 	q, _ := query.Parse(url.Values{}, now)
-	if _, err := s.Search(t.Context(), q); !errors.Is(err, ErrRejected) || errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Search error %v; want ErrRejected only", err)
+	if _, err := s.Search(t.Context(), q); !errors.Is(err, store.ErrRejected) || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Search error %v; want store.ErrRejected only", err)
 	}
 }

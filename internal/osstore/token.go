@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 // token is the state of a paged query between two pages. It travels to the client and back, so it
@@ -53,19 +55,19 @@ func (c tokenCodec) sign(payload string) []byte {
 func (c tokenCodec) decode(s string) (token, error) {
 	p, sig, ok := strings.Cut(s, ".")
 	if !ok {
-		return token{}, fmt.Errorf("%w: not a token of this API", ErrBadToken)
+		return token{}, fmt.Errorf("%w: not a token of this API", store.ErrBadToken)
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil || !hmac.Equal(got, c.sign(p)) {
-		return token{}, fmt.Errorf("%w: signature does not match (changed, or issued by another installation)", ErrBadToken)
+		return token{}, fmt.Errorf("%w: signature does not match (changed, or issued by another installation)", store.ErrBadToken)
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(p)
 	if err != nil {
-		return token{}, fmt.Errorf("%w: %v", ErrBadToken, err)
+		return token{}, fmt.Errorf("%w: %v", store.ErrBadToken, err)
 	}
 	var t token
 	if err := json.Unmarshal(payload, &t); err != nil || t.V != tokenVersion || len(t.After) == 0 {
-		return token{}, fmt.Errorf("%w: unknown token version or content", ErrBadToken)
+		return token{}, fmt.Errorf("%w: unknown token version or content", store.ErrBadToken)
 	}
 	return t, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/queryapi"
 	"github.com/kubesearch/kubesearch/tests/testbed"
@@ -187,7 +188,7 @@ func TestQueryCapsOnOpenSearch(t *testing.T) {
 			labels[i] = query.Requirement{Key: "a", Op: query.Equals, Values: []string{"b"}}
 		}
 		for _, p := range []struct{ name, prefix string }{{"some shards refuse", prefix}, {"every shard refuses", capsIndices(t, env, false)}} {
-			store, err := osstore.New(osstore.Options{Client: client, Prefix: p.prefix, TokenKey: []byte("0123456789abcdef")})
+			backend, err := osstore.New(osstore.Options{Client: client, Prefix: p.prefix, TokenKey: []byte("0123456789abcdef")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +196,7 @@ func TestQueryCapsOnOpenSearch(t *testing.T) {
 				"12,000 label requirements": {Labels: labels, Limit: 10, Now: time.Now()},
 				"25 fuzzy words":            {FuzzyName: strings.Join(fuzzyWords, "-"), Limit: 10, Now: time.Now()},
 			} {
-				if _, err := store.Search(t.Context(), q); !errors.Is(err, osstore.ErrRejected) || errors.Is(err, osstore.ErrUnavailable) {
+				if _, err := backend.Search(t.Context(), q); !errors.Is(err, store.ErrRejected) || errors.Is(err, store.ErrUnavailable) {
 					t.Errorf("%s, %s: %v; want ErrRejected", p.name, name, err)
 				}
 			}

@@ -1,0 +1,36 @@
+package registry
+
+import "time"
+
+// Collection states, as in Karmada's ClusterCacheStatus.
+const (
+	StateRunning = "Running"
+	StateFailed  = "Failed"
+	StateUnknown = "Unknown"
+)
+
+// ResourceStatus is the seeds' ClusterCacheStatus: the state of one resource of one cluster, as
+// selected by one registry. The collector reports it (its /status rows), the query API reads it to
+// say how fresh each cluster's part of an answer is.
+type ResourceStatus struct {
+	Registry   string    `json:"registry"`
+	Cluster    string    `json:"cluster"`
+	Group      string    `json:"group"`
+	Version    string    `json:"version"`
+	Resource   string    `json:"resource"`
+	Kind       string    `json:"kind"`
+	Namespace  string    `json:"namespace,omitempty"`
+	State      string    `json:"state"`
+	Reason     string    `json:"reason,omitempty"`
+	TotalNum   int       `json:"totalNum"`
+	UpdateTime time.Time `json:"updateTime"`
+	Epoch      int64     `json:"epoch,omitempty"`
+	// ResourceVersion is the member resourceVersion of the last event published: a watch event's
+	// object, or a completed list. PublishedAt is when it was handed to the publisher. A reader
+	// comparing them with the indexer's watermarks tells how far the index is behind.
+	ResourceVersion string     `json:"resourceVersion,omitempty"`
+	PublishedAt     *time.Time `json:"publishedAt,omitempty"`
+	// Unpublished names the objects Kafka will never take (too large), "namespace/name: reason",
+	// since the last list began; they are missing from the index while State may be Running.
+	Unpublished []string `json:"unpublished,omitempty"`
+}

@@ -1,0 +1,113 @@
+// Package store is kubesearch's storage contract (DESIGN section 1): the types that every store
+// backend — OpenSearch (internal/osstore, and the indexer's write half until it moves there), and the
+// embedded store of the standalone mode — and every user of one share: the pair of one resource of
+// one member cluster, watermarks, the results of a search, and the error vocabulary. It holds no
+// backend code and knows no wire protocol.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Pair is one resource of one member cluster: the unit of the stream's partition key, of a
+// watermark, of a status row, and of the per-pair counts.
+type Pair struct {
+	Cluster  string `json:"cluster"`
+	Group    string `json:"group"`
+	Resource string `json:"resource"`
+}
+
+// ID is the pair as one string, "cluster/group/resource": the stream's message key and the stored
+// watermark's id.
+func (p Pair) ID() string { return p.Cluster + "/" + p.Group + "/" + p.Resource }
+
+// Errors every backend answers with, and every caller turns into HTTP answers (queryapi): callers
+// switch on these, never on one backend's own errors.
+var (
+	// ErrUnavailable: the backend did not answer, or cannot serve now (for OpenSearch: 5xx, 429).
+	ErrUnavailable = errors.New("search backend unavailable")
+	// ErrExpired: the continue token's snapshot is gone (Kubernetes answers 410 Gone).
+	ErrExpired = errors.New("continue token expired")
+	// ErrBadToken: the continue token was not issued by this store for this query.
+	ErrBadToken = errors.New("invalid continue token")
+	// ErrRejected: the backend refused the compiled query as malformed or too large; the message
+	// says why. Retrying cannot help (Kubernetes answers 400).
+	ErrRejected = errors.New("query rejected by the search backend")
+)
+
+// Watermark says how far the index is for one resource of one member cluster (DESIGN section 5):
+// every event of the pair up to ResourceVersion is written and searchable. A LIST answered from the
+// index may claim this resourceVersion for the pair, and no more.
+type Watermark struct {
+	Cluster  string `json:"cluster"`
+	Group    string `json:"group"`
+	Resource string `json:"resource"`
+	Kind     string `json:"kind"`
+	// ResourceVersion is the member's resourceVersion up to which the index is complete; 0 when not
+	// known yet, or when the resource's versions are not integers.
+	ResourceVersion int64 `json:"resourceVersion"`
+	// Epoch is the epoch of the last completed list (SYNC marker).
+	Epoch int64 `json:"epoch"`
+	// Listing is true while a list is in progress (objects of a newer epoch than the last SYNC are
+	// arriving), or before any list completed. ResourceVersion does not move meanwhile.
+	Listing   bool      `json:"listing"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	// Scopes are the namespace scopes of the pair (one, "", for a cluster-wide selection);
+	// ResourceVersion is their minimum, 0 while one has never completed a list.
+	Scopes []WatermarkScope `json:"scopes,omitempty"`
+}
+
+// WatermarkScope is the progress of one namespace scope of a pair: its own list and watch.
+type WatermarkScope struct {
+	Namespace       string `json:"namespace"`
+	ResourceVersion int64  `json:"resourceVersion"`
+	Epoch           int64  `json:"epoch"`
+	Listing         bool   `json:"listing"`
+	// Synced is false until the scope's first SYNC marker was seen.
+	Synced bool `json:"synced"`
+}
+
+// Pair is the watermark's pair.
+func (w Watermark) Pair() Pair { return Pair{w.Cluster, w.Group, w.Resource} }
+
+// Result is one page of a search.
+type Result struct {
+	// Items are the stored objects (mappings.StoredObject), in order.
+	Items []json.RawMessage
+	// Total counts every match of the query in its snapshot; TotalIsLowerBound is set if OpenSearch
+	// could only say "at least".
+	Total             int64
+	TotalIsLowerBound bool
+	// Continue fetches the next page; empty on the last.
+	Continue string
+	// Facets, in the order asked, on the first page only.
+	Facets []FacetResult
+	// Took sums OpenSearch's own "took" over the searches this page needed.
+	Took time.Duration
+	// Warnings say how the answer falls short (for a Warning header).
+	Warnings []string
+}
+
+// FacetResult is the top buckets of one facet.
+type FacetResult struct {
+	Name    string   `json:"name"`
+	Buckets []Bucket `json:"buckets"`
+	// Other counts objects in buckets past the top ones.
+	Other int64 `json:"other"`
+	// ErrorBound is OpenSearch's upper bound of the error of the counts; 0 means exact.
+	ErrorBound int64 `json:"errorBound,omitempty"`
+}
+
+// Bucket is one value of a facet and how many objects have it.
+type Bucket struct {
+	Value string `json:"value"`
+	Count int64  `json:"count"`
+}
+
+// Count is how many documents one resource of one cluster has in the index.
+type Count struct {
+	Cluster, Group, Resource string
+	Documents                int64
+}
