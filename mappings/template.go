@@ -220,3 +220,12 @@ func StoredObject(source []byte) ([]byte, error) {
 	}
 	return nil, ErrNoObject
 }
+
+// StateIndex is the index holding the watermarks and roll leases: "kubesearch-state", or
+// "<prefix>-kubesearch-state". It lies outside the pattern of the document template.
+func StateIndex(prefix string) string {
+	if prefix == "" {
+		return "kubesearch-state"
+	}
+	return prefix + "-kubesearch-state"
+}
