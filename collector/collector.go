@@ -178,7 +178,7 @@ func New(opts Options) (*Collector, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Collector{opts: opts, log: opts.Logger, epochs: &epochs{now: time.Now}, members: map[string]*memberRun{}}
+	c := &Collector{opts: opts, log: opts.Logger, members: map[string]*memberRun{}}
 	plan, digest, err := c.loadPlan()
 	if err != nil {
 		return nil, err
@@ -192,7 +192,7 @@ func New(opts Options) (*Collector, error) {
 	c.pub.metrics = c.metrics
 	c.pub.dropped = c.refused
 	c.ledger = newLedger(c.pub.client, opts.Brokers, opts.Topic, opts.Name, nil, c.log)
-	c.epochs.reserve = c.ledger.reserve
+	c.epochs = newEpochs(time.Now, c.ledger.reserve)
 	if opts.ListenAddr != "" {
 		l, err := net.Listen("tcp", opts.ListenAddr)
 		if err != nil {
@@ -351,16 +351,23 @@ func (c *Collector) apply(ctx context.Context, from, to registry.Plan) {
 		var purges []ledgerEntry
 		for _, s := range ch.Removed {
 			e, known := c.ledger.entry(ch.Cluster, s.SelectionKey)
-			switch {
-			case known:
-			case mr != nil:
+			if !known && mr != nil {
 				e = mr.m.entry(s.SelectionKey, s.Version) // collected by a build without the ledger
-			default:
-				continue // never collected: nothing to purge
+			}
+			if e.Resource == "" {
+				// Never resolved here, so never collected by this build. Its PURGE could not name
+				// the resource, whose partition orders it with a later collection of the same kind.
+				if mr != nil {
+					c.log.Warn("selection removed before it was ever collected: nothing to purge", "cluster", ch.Cluster, "selection", s.String())
+				}
+				continue
 			}
 			purges = append(purges, e)
 		}
 		if err := c.purge(ctx, ch.Cluster, purges); err != nil {
+			if ctx.Err() != nil {
+				return // shutting down; the ledger keeps the selections, and the next start purges them
+			}
 			c.log.Error("purge not acknowledged by Kafka; the ledger keeps the selections, so the next start purges them",
 				"cluster", ch.Cluster, "err", err)
 		}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,17 +18,18 @@ import (
 	"github.com/kubesearch/kubesearch/internal/registry"
 )
 
-// ledger is the collector's durable memory, kept in a compacted Kafka topic (LedgerTopic: one
-// record per member cluster, the cluster's name as key):
-//   - the selections of the cluster it started collecting and has not purged since (with the
-//     resource they resolved to, which names their partition), so a restarted collector PURGEs what
-//     it no longer selects — a configuration edited while it was down, a PURGE still buffered when
-//     SIGTERM came, or written but not acknowledged before kill -9;
-//   - how far epochs were reserved, so a restarted collector hands out epochs above every epoch an
-//     earlier run used, whatever the clock did meanwhile.
+// ledger is the collector's durable memory, kept in a compacted Kafka topic (LedgerTopic):
+//   - one record per selection it started collecting and has not purged since (key
+//     "selection/<cluster>/<group>/<kind>/<namespace>", with the resource it resolved to, which names
+//     its partition), so a restarted collector PURGEs what it no longer selects — a configuration
+//     edited while it was down, a PURGE still buffered when SIGTERM came, or written but not
+//     acknowledged before kill -9. A purged selection's record becomes a tombstone;
+//   - one record per member cluster saying how far epochs were reserved (key "epochs/<cluster>",
+//     never deleted), so a restarted collector hands out epochs above every epoch an earlier run
+//     used, whatever the clock did meanwhile.
 //
-// An entry is added before its collection publishes anything, and removed only once its PURGE was
-// acknowledged by Kafka. Records are small (a few hundred bytes per selection) and written rarely:
+// A selection's record is written before its collection publishes anything, and deleted only once
+// its PURGE was acknowledged by Kafka. Records are small (a few hundred bytes) and written rarely:
 // when a collection starts, a selection is removed, or every reserveAhead of epochs.
 type ledger struct {
 	client *kafka.Client
@@ -36,37 +39,57 @@ type ledger struct {
 	owner string
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	records  map[string]*ledgerRecord // by cluster; loaded ones of every collector, and ours
-	reserved int64                    // the highest epoch reserved, written into every record of ours
-	ours     map[string]bool          // the clusters this collector serves now
+	// writing serialises writes (each waits for Kafka) without blocking readers of the maps; taken
+	// with a select on ctx, so a caller being stopped never waits behind a write to an absent Kafka.
+	writing chan struct{}
+
+	mu      sync.Mutex                                       // guards the fields below; never held while waiting for Kafka
+	entries map[string]map[registry.SelectionKey]ledgerEntry // by cluster: what may have documents
+	ours    []string                                         // the clusters this collector serves now, sorted
 }
 
 // LedgerVersion is the version of the ledger records this build writes and reads.
 const LedgerVersion = 1
 
-// ledgerRecord is the value of one cluster's record.
-type ledgerRecord struct {
-	V       int    `json:"v"`
-	Cluster string `json:"cluster"`
-	Owner   string `json:"owner,omitempty"`
-	// EpochsReserved: no epoch above it was handed out by the collector that wrote the record.
-	EpochsReserved int64         `json:"epochsReserved"`
-	Selections     []ledgerEntry `json:"selections"`
-	UpdatedAt      time.Time     `json:"updatedAt"`
-}
-
-// ledgerEntry is one selection that may have documents in the index.
+// ledgerEntry is one selection that may have documents in the index: the value of its record.
 type ledgerEntry struct {
-	Group     string `json:"group"`
-	Version   string `json:"version"`
-	Resource  string `json:"resource"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace,omitempty"`
+	V         int       `json:"v"`
+	Cluster   string    `json:"cluster"`
+	Owner     string    `json:"owner,omitempty"`
+	Group     string    `json:"group"`
+	Version   string    `json:"version"`
+	Resource  string    `json:"resource"`
+	Kind      string    `json:"kind"`
+	Namespace string    `json:"namespace,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 }
 
 func (e ledgerEntry) key() registry.SelectionKey {
 	return registry.SelectionKey{Group: e.Group, Kind: e.Kind, Namespace: e.Namespace}
+}
+
+// same says two entries record the same selection resolved alike.
+func (e ledgerEntry) same(o ledgerEntry) bool {
+	return e.Cluster == o.Cluster && e.Owner == o.Owner && e.Group == o.Group && e.Version == o.Version &&
+		e.Resource == o.Resource && e.Kind == o.Kind && e.Namespace == o.Namespace
+}
+
+// epochsRecord is the value of a cluster's epochs record.
+type epochsRecord struct {
+	V              int       `json:"v"`
+	Cluster        string    `json:"cluster"`
+	Owner          string    `json:"owner,omitempty"`
+	EpochsReserved int64     `json:"epochsReserved"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+}
+
+const (
+	selectionPrefix = "selection/"
+	epochsPrefix    = "epochs/"
+)
+
+func selectionRecordKey(cluster string, k registry.SelectionKey) string {
+	return selectionPrefix + cluster + "/" + k.Group + "/" + k.Kind + "/" + k.Namespace
 }
 
 // LedgerTopic is the ledger's topic for an event topic.
@@ -80,7 +103,8 @@ func newLedger(client *kafka.Client, brokers []string, topic, owner string, tran
 			RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, MaxAttempts: 3,
 			WriteTimeout: 30 * time.Second, Transport: transport,
 		},
-		records: map[string]*ledgerRecord{}, ours: map[string]bool{},
+		writing: make(chan struct{}, 1),
+		entries: map[string]map[registry.SelectionKey]ledgerEntry{},
 	}
 }
 
@@ -132,7 +156,8 @@ func (l *ledger) read(ctx context.Context) (int64, error) {
 		}
 		first, end = p.FirstOffset, p.LastOffset
 	}
-	records := map[string]*ledgerRecord{}
+	entries := map[string]map[registry.SelectionKey]ledgerEntry{}
+	var floor int64
 	for offset := first; offset < end; {
 		f, err := l.client.Fetch(ctx, &kafka.FetchRequest{Topic: l.topic, Partition: 0, Offset: offset, MaxBytes: 4 << 20})
 		if err != nil {
@@ -144,8 +169,12 @@ func (l *ledger) read(ctx context.Context) (int64, error) {
 		n := 0
 		for {
 			r, err := f.Records.ReadRecord()
+			if errors.Is(err, io.EOF) {
+				break
+			}
 			if err != nil {
-				break // io.EOF at the end of the fetched batch
+				// Not the end: stopping here would skip the rest of the ledger and its purges.
+				return 0, fmt.Errorf("read record after offset %d: %w", offset, err)
 			}
 			n++
 			offset = r.Offset + 1
@@ -157,18 +186,7 @@ func (l *ledger) read(ctx context.Context) (int64, error) {
 			if err != nil {
 				return 0, fmt.Errorf("record at offset %d: %w", r.Offset, err)
 			}
-			if value == nil {
-				delete(records, string(key)) // a tombstone: the cluster was purged
-				continue
-			}
-			var rec ledgerRecord
-			if err := json.Unmarshal(value, &rec); err != nil || rec.V != LedgerVersion {
-				// Not ours to read (a newer version's, or damaged): keeping it unread is safe, its
-				// selections are then only purged by that version.
-				l.log.Warn("collector ledger record not understood, ignored", "topic", l.topic, "offset", r.Offset, "err", err, "v", rec.V)
-				continue
-			}
-			records[string(key)] = &rec
+			floor = max(floor, l.apply(entries, string(key), value, r.Offset))
 		}
 		if n == 0 {
 			// Nothing readable below the end (compaction or aborted transactions left a gap).
@@ -177,139 +195,174 @@ func (l *ledger) read(ctx context.Context) (int64, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.records = records
-	var floor int64
-	for _, r := range records {
-		floor = max(floor, r.EpochsReserved)
-	}
-	l.reserved = max(l.reserved, floor)
+	l.entries = entries
 	return floor, nil
 }
 
+// apply adds one record to entries and returns the epoch it reserves, if it is an epochs record.
+func (l *ledger) apply(entries map[string]map[registry.SelectionKey]ledgerEntry, key string, value []byte, offset int64) int64 {
+	switch {
+	case strings.HasPrefix(key, selectionPrefix):
+		if value == nil {
+			// A tombstone: the selection was purged. Its key names it.
+			parts := strings.SplitN(strings.TrimPrefix(key, selectionPrefix), "/", 4)
+			if len(parts) == 4 {
+				delete(entries[parts[0]], registry.SelectionKey{Group: parts[1], Kind: parts[2], Namespace: parts[3]})
+			}
+			return 0
+		}
+		var e ledgerEntry
+		if err := json.Unmarshal(value, &e); err != nil || e.V != LedgerVersion {
+			// Not ours to read (a newer version's, or damaged): left alone, its selection is then
+			// only purged by that version.
+			l.log.Warn("collector ledger record not understood, ignored", "topic", l.topic, "offset", offset, "key", key, "err", err, "v", e.V)
+			return 0
+		}
+		if entries[e.Cluster] == nil {
+			entries[e.Cluster] = map[registry.SelectionKey]ledgerEntry{}
+		}
+		entries[e.Cluster][e.key()] = e
+	case strings.HasPrefix(key, epochsPrefix):
+		var r epochsRecord
+		if err := json.Unmarshal(value, &r); err == nil {
+			return r.EpochsReserved
+		}
+	}
+	return 0
+}
+
 // forgotten returns, per cluster, the entries of the ledger the plan no longer selects: those of the
-// plan's clusters it dropped, and every entry of a cluster it dropped whose record this collector
-// owns (only with a name: an unnamed collector cannot tell its records from another's).
+// plan's clusters it dropped, and those of a cluster it dropped that this collector wrote (only with
+// a name: an unnamed collector cannot tell its records from another's).
 func (l *ledger) forgotten(plan registry.Plan) map[string][]ledgerEntry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := map[string][]ledgerEntry{}
-	for cluster, rec := range l.records {
+	for cluster, es := range l.entries {
 		cp, inPlan := plan.Cluster(cluster)
-		if !inPlan && (l.owner == "" || rec.Owner != l.owner) {
-			continue
-		}
 		selected := map[registry.SelectionKey]bool{}
 		for _, s := range cp.Selections {
 			selected[s.SelectionKey] = true
 		}
-		for _, e := range rec.Selections {
-			if !selected[e.key()] {
+		for k, e := range es {
+			if inPlan && !selected[k] || !inPlan && l.owner != "" && e.Owner == l.owner {
 				out[cluster] = append(out[cluster], e)
 			}
 		}
+		slices.SortFunc(out[cluster], func(a, b ledgerEntry) int { return strings.Compare(a.key().String(), b.key().String()) })
 	}
 	return out
 }
 
-// serve sets the clusters this collector serves: the records reserve writes to.
+// serve sets the clusters this collector serves: those whose epochs records reserve writes.
 func (l *ledger) serve(plan registry.Plan) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.ours = map[string]bool{}
+	l.ours = l.ours[:0]
 	for _, c := range plan.Clusters {
-		l.ours[c.Cluster.Name] = true
+		l.ours = append(l.ours, c.Cluster.Name)
 	}
 }
 
-// add records that e's collection is about to publish. It writes only when e is new or resolved to
-// another resource.
+// entry is the ledger's entry of a selection of cluster.
+func (l *ledger) entry(cluster string, k registry.SelectionKey) (ledgerEntry, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.entries[cluster][k]
+	return e, ok
+}
+
+// add records that e's collection is about to publish. It writes only when e is new or resolved
+// otherwise (another resource or version: the older one's documents are covered by the PURGE of the
+// key, which names the kind).
 func (l *ledger) add(ctx context.Context, cluster string, e ledgerEntry) error {
-	return l.update(ctx, cluster, func(rec *ledgerRecord) bool {
-		i := slices.IndexFunc(rec.Selections, func(o ledgerEntry) bool { return o.key() == e.key() })
-		switch {
-		case i < 0:
-			rec.Selections = append(rec.Selections, e)
-		case rec.Selections[i] == e:
-			return false
-		default:
-			// Resolved to another resource (or version) since: the older one's documents are
-			// covered by the PURGE of the key, which names the kind.
-			rec.Selections[i] = e
-		}
-		return true
-	})
-}
-
-// drop records that the PURGEs of keys were acknowledged.
-func (l *ledger) drop(ctx context.Context, cluster string, keys []registry.SelectionKey) error {
-	return l.update(ctx, cluster, func(rec *ledgerRecord) bool {
-		n := len(rec.Selections)
-		rec.Selections = slices.DeleteFunc(rec.Selections, func(e ledgerEntry) bool { return slices.Contains(keys, e.key()) })
-		return len(rec.Selections) != n
-	})
-}
-
-// reserve records that epochs up to upTo may be handed out, in every record of ours.
-func (l *ledger) reserve(ctx context.Context, upTo int64) error {
-	l.mu.Lock()
-	l.reserved = max(l.reserved, upTo)
-	clusters := make([]string, 0, len(l.ours))
-	for c := range l.ours {
-		clusters = append(clusters, c)
-	}
-	l.mu.Unlock()
-	slices.Sort(clusters)
-	for _, c := range clusters {
-		if err := l.update(ctx, c, func(*ledgerRecord) bool { return true }); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// update applies change to a copy of the cluster's record and writes it when change says so,
-// retrying until Kafka acknowledged it or ctx ends. A record left without selections by a cluster
-// this collector no longer serves is written as a tombstone, so compaction forgets the cluster.
-func (l *ledger) update(ctx context.Context, cluster string, change func(*ledgerRecord) bool) error {
-	l.mu.Lock()
-	defer l.mu.Unlock() // held while writing: updates of one collector are few and must not interleave
-	rec := &ledgerRecord{V: LedgerVersion, Cluster: cluster}
-	if cur := l.records[cluster]; cur != nil {
-		*rec = *cur
-		rec.Selections = slices.Clone(cur.Selections)
-	}
-	if !change(rec) && rec.EpochsReserved >= l.reserved {
+	e.V, e.Cluster, e.Owner = LedgerVersion, cluster, l.owner
+	if cur, ok := l.entry(cluster, e.key()); ok && cur.same(e) {
 		return nil
 	}
-	rec.Owner, rec.EpochsReserved, rec.UpdatedAt = l.owner, max(rec.EpochsReserved, l.reserved), time.Now().UTC()
-	msg := kafka.Message{Key: []byte(cluster)}
-	if len(rec.Selections) > 0 || l.ours[cluster] {
-		v, err := json.Marshal(rec)
-		if err != nil {
-			return fmt.Errorf("encode ledger record of %s: %w", cluster, err)
-		}
-		msg.Value = v
+	e.UpdatedAt = time.Now().UTC()
+	value, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encode ledger record of %s %s: %w", cluster, e.key(), err)
 	}
+	return l.write(ctx, []kafka.Message{{Key: []byte(selectionRecordKey(cluster, e.key())), Value: value}}, func() {
+		if l.entries[cluster] == nil {
+			l.entries[cluster] = map[registry.SelectionKey]ledgerEntry{}
+		}
+		l.entries[cluster][e.key()] = e
+	})
+}
+
+// drop records that the PURGEs of keys were acknowledged: their records become tombstones.
+func (l *ledger) drop(ctx context.Context, cluster string, keys []registry.SelectionKey) error {
+	var msgs []kafka.Message
+	for _, k := range keys {
+		if _, ok := l.entry(cluster, k); ok {
+			msgs = append(msgs, kafka.Message{Key: []byte(selectionRecordKey(cluster, k))})
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return l.write(ctx, msgs, func() {
+		for _, k := range keys {
+			delete(l.entries[cluster], k)
+		}
+		if len(l.entries[cluster]) == 0 {
+			delete(l.entries, cluster)
+		}
+	})
+}
+
+// reserve records, in the epochs record of every cluster this collector serves, that epochs up to
+// upTo may be handed out. Serving no cluster, it records nothing: then no collection runs, and the
+// only epochs handed out are PURGEs', which nothing compares.
+func (l *ledger) reserve(ctx context.Context, upTo int64) error {
+	l.mu.Lock()
+	clusters := slices.Clone(l.ours)
+	l.mu.Unlock()
+	now := time.Now().UTC()
+	msgs := make([]kafka.Message, 0, len(clusters))
+	for _, c := range clusters {
+		v, err := json.Marshal(epochsRecord{V: LedgerVersion, Cluster: c, Owner: l.owner, EpochsReserved: upTo, UpdatedAt: now})
+		if err != nil {
+			return fmt.Errorf("encode epochs record of %s: %w", c, err)
+		}
+		msgs = append(msgs, kafka.Message{Key: []byte(epochsPrefix + c), Value: v})
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return l.write(ctx, msgs, func() {})
+}
+
+// write writes msgs, retrying until Kafka acknowledged them or ctx ends, then applies done under
+// l.mu. Writes are serialised, so the ledger in memory follows the order of the topic.
+func (l *ledger) write(ctx context.Context, msgs []kafka.Message, done func()) error {
+	select {
+	case l.writing <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("write the collector ledger: %w", ctx.Err())
+	}
+	defer func() { <-l.writing }()
 	bo := ledgerBackoff()
 	for {
-		err := l.writer.WriteMessages(ctx, msg)
+		err := l.writer.WriteMessages(ctx, msgs...)
 		if err == nil {
 			break
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("write ledger record of %s: %w", cluster, ctx.Err())
+			return fmt.Errorf("write the collector ledger: %w", ctx.Err())
 		}
 		delay := bo.Step()
-		l.log.Warn("cannot write the collector ledger, retrying", "topic", l.topic, "cluster", cluster, "retryIn", delay.Round(time.Millisecond), "err", err)
+		l.log.Warn("cannot write the collector ledger, retrying", "topic", l.topic, "records", len(msgs), "retryIn", delay.Round(time.Millisecond), "err", err)
 		if err := pause(ctx, delay); err != nil {
-			return fmt.Errorf("write ledger record of %s: %w", cluster, err)
+			return fmt.Errorf("write the collector ledger: %w", err)
 		}
 	}
-	if msg.Value == nil {
-		delete(l.records, cluster)
-	} else {
-		l.records[cluster] = rec
-	}
+	l.mu.Lock()
+	done()
+	l.mu.Unlock()
 	return nil
 }
 
@@ -327,18 +380,4 @@ func pause(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// entry is the ledger's entry of a selection of cluster.
-func (l *ledger) entry(cluster string, k registry.SelectionKey) (ledgerEntry, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if rec := l.records[cluster]; rec != nil {
-		for _, e := range rec.Selections {
-			if e.key() == k {
-				return e, true
-			}
-		}
-	}
-	return ledgerEntry{}, false
 }

@@ -109,8 +109,8 @@ func TestLedgerRemembersAcrossRestarts(t *testing.T) {
 	if got := third.forgotten(next); len(got) != 0 {
 		t.Fatalf("forgotten after the purges: %+v", got)
 	}
-	if _, ok := third.records["member2"]; ok {
-		t.Error("member2's record survived its last purge")
+	if _, ok := third.entry("member2", cms); ok {
+		t.Error("member2's record survived its purge")
 	}
 	if e, ok := third.entry("member1", deploys); !ok || e.Resource != "deployments" {
 		t.Errorf("member1's deployments: %+v %v", e, ok)

@@ -117,8 +117,11 @@ func (m *member) run(ctx context.Context) {
 	for {
 		delay := m.c.opts.DiscoveryInterval
 		if err := m.reconcile(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
 			delay = backoff.Step()
-			m.log.Warn("member cluster unreachable, retrying", "retryIn", delay.Round(time.Millisecond), "err", err)
+			m.log.Warn("cannot reconcile the member's collections, retrying", "retryIn", delay.Round(time.Millisecond), "err", err)
 		} else {
 			backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Cap: time.Minute, Steps: 1 << 30}
 		}
@@ -154,7 +157,7 @@ func (m *member) reconcile(ctx context.Context) error {
 	// is no longer selected. Written without m.mu: it waits for Kafka, and /status must answer.
 	for _, st := range starts {
 		if err := m.c.ledger.add(ctx, m.cluster.Name, st.entry(m.cluster.Name)); err != nil {
-			return err
+			return fmt.Errorf("record %s in the collector ledger before collecting it: %w", st.key, err)
 		}
 	}
 	m.mu.Lock()
@@ -244,7 +247,7 @@ func (m *member) stop(k registry.SelectionKey, r *running) {
 
 // remove stops collecting the selections keys at once, before the caller publishes their PURGEs: a
 // collection must not publish after its PURGE, and waiting for the next reconcile (a discovery round
-// trip, never if discovery fails) would let it. Their resolved versions are kept for purgeEvent.
+// trip, never if discovery fails) would let it. Their resolved versions are kept for entry.
 func (m *member) remove(keys []registry.SelectionKey) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -94,15 +94,18 @@ func (s *store) listed(obj *unstructured.Unstructured) error {
 		return fmt.Errorf("object %s listed outside a list", k)
 	}
 	changed := changedAt(obj)
-	if ok && known.uid == st.uid && known.rv == st.rv && known.changed != 0 {
+	switch {
+	case ok && known.uid == st.uid && known.rv == st.rv && known.changed != 0:
 		changed = time.UnixMicro(known.changed).UTC()
+	case changed.IsZero():
+		// The object does not say: it changed at the latest now, and an unchanged re-list within this
+		// process keeps that time.
+		changed = time.Now().UTC().Truncate(time.Microsecond) // as kept in keyState
 	}
 	if err := s.publish(envelope.Added, obj, l.epoch, changed); err != nil {
 		return err
 	}
-	if !changed.IsZero() {
-		st.changed = changed.UnixMicro()
-	}
+	st.changed = changed.UnixMicro()
 	s.mu.Lock()
 	l.seen[k] = st
 	s.mu.Unlock()
@@ -111,9 +114,8 @@ func (s *store) listed(obj *unstructured.Unstructured) error {
 
 // changedAt is the latest time the object says it changed: its managedFields entries' times (every
 // create, update, patch and status write stamps its manager's entry), its creation and its deletion.
-// Zero when no managedFields entry has a time: creation alone would hide later changes, and the
-// indexer then takes the time the event was observed. It must run before prune, which drops
-// managedFields.
+// Zero when no managedFields entry has a time: creation alone would hide later changes, so the
+// caller takes the time it observed the object. It must run before prune, which drops managedFields.
 func changedAt(obj *unstructured.Unstructured) time.Time {
 	meta, _ := obj.Object["metadata"].(map[string]any)
 	mf, _ := meta["managedFields"].([]any) // read in place: NestedSlice would deep-copy it
@@ -239,7 +241,9 @@ func key(obj *unstructured.Unstructured) string {
 // starts above what its predecessor recorded (restore). A clock stepped back therefore only makes
 // epochs count on from the last one, never go lower.
 type epochs struct {
-	mu       sync.Mutex
+	// turn serialises next (a reservation waits for Kafka) and is taken with a select on ctx, so a
+	// collection being stopped never waits behind another's reservation.
+	turn     chan struct{}
 	last     int64
 	reserved int64
 	now      func() time.Time
@@ -247,19 +251,28 @@ type epochs struct {
 	reserve func(ctx context.Context, upTo int64) error
 }
 
-// reserveAhead is how far ahead of the clock epochs are reserved: one ledger write per this much time.
+func newEpochs(now func() time.Time, reserve func(ctx context.Context, upTo int64) error) *epochs {
+	return &epochs{turn: make(chan struct{}, 1), now: now, reserve: reserve}
+}
+
+// reserveAhead is how far ahead of the clock epochs are reserved: one ledger write per served
+// cluster every this much time.
 const reserveAhead = 10 * time.Minute
 
-// restore makes every later epoch higher than floor.
+// restore makes every later epoch higher than floor. Call it before the first next.
 func (e *epochs) restore(floor int64) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.turn <- struct{}{}
+	defer func() { <-e.turn }()
 	e.last, e.reserved = max(e.last, floor), max(e.reserved, floor)
 }
 
 func (e *epochs) next(ctx context.Context) (int64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	select {
+	case e.turn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("next epoch: %w", ctx.Err())
+	}
+	defer func() { <-e.turn }()
 	n := max(e.now().UnixMicro(), e.last+1)
 	if e.reserve != nil && n > e.reserved {
 		upTo := n + reserveAhead.Microseconds()

@@ -50,7 +50,7 @@ func pod(ns, name, uid, rv string) *unstructured.Unstructured {
 func newTestStore(s sink) *store {
 	sc := scope{cluster: "member1", gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, kind: "Pod"}
 	tick := time.Unix(1_700_000_000, 0)
-	ep := &epochs{now: func() time.Time { return tick }}
+	ep := newEpochs(func() time.Time { return tick }, nil)
 	return newStore(context.Background(), sc, s, ep, newStatusEntry(registry.ResourceStatus{}, []string{"r"}))
 }
 
@@ -220,7 +220,7 @@ func TestPruneSecrets(t *testing.T) {
 // always supersede the previous ones as long as its clock is not behind by more than the restart took.
 func TestEpochsIncrease(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	e := &epochs{now: func() time.Time { return now }}
+	e := newEpochs(func() time.Time { return now }, nil)
 	next := func() int64 {
 		n, err := e.next(t.Context())
 		if err != nil {
@@ -290,12 +290,14 @@ func TestStoreChangeTimesSurviveRelists(t *testing.T) {
 	}
 	at := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, s); return v }
 
-	// A fresh process: the objects' own times (the latest entry; none at all means unknown).
+	// A fresh process: the objects' own times (the latest entry); without any, the time it is seen.
+	seen := time.Now()
 	got := list(withManaged(pod("a", "web-1", "u1", "10"), "2026-03-01T10:00:00Z", "2026-05-01T10:00:00Z"),
 		withManaged(pod("a", "web-2", "u2", "11"), "2026-02-01T10:00:00Z"), pod("a", "bare", "u3", "12"))
-	if !got["web-1"].Equal(at("2026-05-01T10:00:00Z")) || !got["web-2"].Equal(at("2026-02-01T10:00:00Z")) || !got["bare"].IsZero() {
+	if !got["web-1"].Equal(at("2026-05-01T10:00:00Z")) || !got["web-2"].Equal(at("2026-02-01T10:00:00Z")) || got["bare"].Before(seen.Truncate(time.Microsecond)) {
 		t.Fatalf("first list change times: %v", got)
 	}
+	bareSeen := got["bare"]
 
 	// web-2 changes under a watch; then everything is re-listed.
 	before := time.Now()
@@ -307,7 +309,10 @@ func TestStoreChangeTimesSurviveRelists(t *testing.T) {
 		t.Fatalf("watch event change time %v is before the change was seen (%v)", watched, before)
 	}
 	got = list(withManaged(pod("a", "web-1", "u1", "10"), "2026-03-01T10:00:00Z", "2026-05-01T10:00:00Z"),
-		withManaged(pod("a", "web-2", "u2", "13"), "2026-02-01T10:00:00Z"))
+		withManaged(pod("a", "web-2", "u2", "13"), "2026-02-01T10:00:00Z"), pod("a", "bare", "u3", "12"))
+	if !got["bare"].Equal(bareSeen) {
+		t.Errorf("unchanged bare object re-listed with change time %v, want the first sighting's %v", got["bare"], bareSeen)
+	}
 	if !got["web-1"].Equal(at("2026-05-01T10:00:00Z")) {
 		t.Errorf("unchanged web-1 re-listed with change time %v, want its own 2026-05-01T10:00:00Z", got["web-1"])
 	}
@@ -324,7 +329,7 @@ func TestEpochsIncreaseAcrossRestartsWhateverTheClock(t *testing.T) {
 	var ledger int64 // what the ledger holds across the restart
 	reserve := func(_ context.Context, upTo int64) error { ledger = max(ledger, upTo); return nil }
 	now := time.Unix(1_700_000_000, 0)
-	first := &epochs{now: func() time.Time { return now }, reserve: reserve}
+	first := newEpochs(func() time.Time { return now }, reserve)
 	var last int64
 	for range 3 {
 		n, err := first.next(t.Context())
@@ -339,7 +344,7 @@ func TestEpochsIncreaseAcrossRestartsWhateverTheClock(t *testing.T) {
 	}
 
 	now = now.Add(-6 * time.Hour) // the clock steps back across the restart
-	second := &epochs{now: func() time.Time { return now }, reserve: reserve}
+	second := newEpochs(func() time.Time { return now }, reserve)
 	second.restore(ledger)
 	n, err := second.next(t.Context())
 	if err != nil {
@@ -349,8 +354,37 @@ func TestEpochsIncreaseAcrossRestartsWhateverTheClock(t *testing.T) {
 		t.Fatalf("after the restart epoch %d, not above the previous run's %d", n, last)
 	}
 
-	failing := &epochs{now: time.Now, reserve: func(context.Context, int64) error { return errors.New("kafka away") }}
+	failing := newEpochs(time.Now, func(context.Context, int64) error { return errors.New("kafka away") })
 	if _, err := failing.next(t.Context()); err == nil {
 		t.Error("an epoch was handed out although it could not be reserved")
 	}
+}
+
+// A collection being stopped is never held up by another's epoch reservation waiting for an absent
+// Kafka: its next returns once its context ends.
+func TestEpochsNextGivesUpWhenStopped(t *testing.T) {
+	release := make(chan struct{})
+	e := newEpochs(time.Now, func(ctx context.Context, _ int64) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	go func() { _, _ = e.next(context.Background()) }() // waits for Kafka, holding its turn
+	time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, err := e.next(ctx); done <- err }()
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("an epoch was handed out to a stopped collection")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("next waited behind another reservation after its context ended")
+	}
+	close(release)
 }

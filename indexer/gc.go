@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
@@ -42,19 +43,20 @@ func gcFilter(ev *envelope.Event) ([]any, error) {
 	return filter, nil
 }
 
-// gcSearch is one page of the documents matching filter, after the uid after (nil for the first):
-// ids, concrete indices and versions only, in uid order (uid is the _id, so the order is total).
-func gcSearch(filter []any, size int, after string) map[string]any {
+// gcSearch is one page of the documents matching filter, after the sort values of the last hit of
+// the page before (nil for the first): ids, concrete indices and versions only, in (uid, index)
+// order — total even when an alias reaches several indices holding the same uid.
+func gcSearch(filter []any, size int, after json.RawMessage) map[string]any {
 	body := map[string]any{
 		"size":             size,
 		"_source":          false,
 		"version":          true,
 		"track_total_hits": false,
 		"query":            map[string]any{"bool": map[string]any{"filter": filter}},
-		"sort":             []any{map[string]any{"uid": "asc"}},
+		"sort":             []any{map[string]any{"uid": "asc"}, map[string]any{"_index": "asc"}},
 	}
-	if after != "" {
-		body["search_after"] = []string{after}
+	if after != nil {
+		body["search_after"] = after
 	}
 	return body
 }

@@ -28,7 +28,7 @@ func TestMarkerQueriesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, err := json.Marshal(gcSearch(filter, gcPageSize, "after-uid"))
+			body, err := json.Marshal(gcSearch(filter, gcPageSize, json.RawMessage(`["after-uid","kubernetes-pod-v1"]`)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -112,13 +112,13 @@ func (f *fakeOpenSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reply(404, `{"error":{"type":"index_not_found_exception","reason":"no such index"},"status":404}`)
 			return
 		}
-		after := gjson.GetBytes(body, "search_after.0").Str
+		after := gjson.GetBytes(body, "search_after.0").Str // one index here: the uid orders alone
 		hits := []any{}
 		for _, d := range f.match(parts[0], gjson.GetBytes(body, "query.bool.filter")) {
 			if d.id <= after || len(hits) == int(gjson.GetBytes(body, "size").Int()) {
 				continue
 			}
-			hits = append(hits, map[string]any{"_index": parts[0], "_id": d.id, "_version": f.engine.version(docKey{parts[0], d.id}), "sort": []string{d.id}})
+			hits = append(hits, map[string]any{"_index": parts[0], "_id": d.id, "_version": f.engine.version(docKey{parts[0], d.id}), "sort": []string{d.id, parts[0]}})
 		}
 		reply(200, map[string]any{"_shards": map[string]any{"total": 1, "successful": 1, "failed": 0}, "hits": map[string]any{"hits": hits}})
 	case len(parts) == 2 && parts[1] == "_search":

@@ -324,7 +324,7 @@ func (c *osClient) deleteMatching(ctx context.Context, index string, filter []an
 		return 0, err
 	}
 	path := "/" + url.PathEscape(index) + "/_search"
-	after := ""
+	var after json.RawMessage
 	for {
 		body, err := json.Marshal(gcSearch(filter, gcPageSize, after))
 		if err != nil {
@@ -340,10 +340,13 @@ func (c *osClient) deleteMatching(ctx context.Context, index string, filter []an
 		case status != http.StatusOK:
 			return deleted, apiError("POST", path, status, resp)
 		}
+		// Documents on failed shards, or past a timed-out search, would survive unseen.
 		if sh := gjson.GetBytes(resp, "_shards"); sh.Get("failed").Int() > 0 {
-			// Documents on the failed shards would survive unseen.
 			return deleted, &requestError{status: 503, err: fmt.Errorf("POST %s: %d of %d shards failed: %s", path,
 				sh.Get("failed").Int(), sh.Get("total").Int(), sh.Get("failures.0.reason.reason").Str)}
+		}
+		if gjson.GetBytes(resp, "timed_out").Bool() {
+			return deleted, &requestError{status: 503, err: fmt.Errorf("POST %s: timed out", path)}
 		}
 		hits := gjson.GetBytes(resp, "hits.hits").Array()
 		if len(hits) > 0 {
@@ -356,7 +359,7 @@ func (c *osClient) deleteMatching(ctx context.Context, index string, filter []an
 		if len(hits) < gcPageSize {
 			break
 		}
-		after = hits[len(hits)-1].Get("_id").Str
+		after = json.RawMessage(hits[len(hits)-1].Get("sort").Raw)
 	}
 	if deleted > 0 {
 		return deleted, c.refresh(ctx, index)

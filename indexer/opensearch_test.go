@@ -184,7 +184,7 @@ func TestDeleteMatching(t *testing.T) {
 	page := func(ids ...string) string {
 		var hits []string
 		for _, id := range ids {
-			hits = append(hits, `{"_index":"kubernetes-pod-v1","_id":"`+id+`","_version":7,"sort":["`+id+`"]}`)
+			hits = append(hits, `{"_index":"kubernetes-pod-v1","_id":"`+id+`","_version":7,"sort":["`+id+`","kubernetes-pod-v1"]}`)
 		}
 		return `{"_shards":{"total":1,"successful":1,"failed":0},"hits":{"hits":[` + strings.Join(hits, ",") + `]}}`
 	}

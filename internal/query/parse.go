@@ -77,6 +77,9 @@ const (
 	MaxListValues = 1000
 	// MaxResources bounds the resource types of one query (absent means every type).
 	MaxResources = 100
+	// MaxFacets bounds the facets of one query: each is an aggregation of up to MaxFacetSize
+	// buckets, and a dashboard asks for a handful.
+	MaxFacets = 20
 	// MaxRequirements bounds the requirements of a label selector, and those of a field selector.
 	MaxRequirements = 50
 	// MaxSelectorLength bounds the length of each selector, in bytes: an in of 1000 label values
@@ -416,7 +419,7 @@ func (p *parser) bool(name string) bool {
 // facets reads "cluster,namespace,resource,labels,label:app.kubernetes.io/name".
 func (p *parser) facets(size int) []Facet {
 	var out []Facet
-	for _, s := range p.list(ParamFacets, MaxListValues) {
+	for _, s := range p.list(ParamFacets, MaxFacets) {
 		dim, key, hasKey := strings.Cut(s, ":")
 		f := Facet{Dimension: dim, Key: key, Size: size}
 		switch {

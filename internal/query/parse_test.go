@@ -208,3 +208,18 @@ func TestWords(t *testing.T) {
 		}
 	}
 }
+
+// Each facet is an aggregation of up to MaxFacetSize buckets: a query asks for at most MaxFacets.
+func TestParseBoundsFacets(t *testing.T) {
+	var keys []string
+	for i := range MaxFacets + 1 {
+		keys = append(keys, fmt.Sprintf("label:k%d", i))
+	}
+	_, err := Parse(url.Values{ParamFacets: {strings.Join(keys, ",")}}, time.Now())
+	if err == nil || !strings.Contains(err.Error(), "facets:") {
+		t.Fatalf("%d facets: %v; want an error naming facets", len(keys), err)
+	}
+	if _, err := Parse(url.Values{ParamFacets: {strings.Join(keys[:MaxFacets], ",")}}, time.Now()); err != nil {
+		t.Fatalf("%d facets: %v", MaxFacets, err)
+	}
+}
