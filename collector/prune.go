@@ -2,13 +2,12 @@ package collector
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubesearch/kubesearch/internal/document"
 )
 
-const (
-	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
-	// RedactedAnnotation marks a Secret whose values were blanked before publishing.
-	RedactedAnnotation = "kubesearch.io/data-redacted"
-)
+// RedactedAnnotation marks a Secret whose values were blanked before publishing.
+const RedactedAnnotation = "kubesearch.io/data-redacted"
 
 // prune drops what no search needs and what would only bloat every event: managedFields (often half of
 // an object) and kubectl's last-applied copy of the whole object. Secrets lose their values unless the
@@ -18,8 +17,8 @@ const (
 func prune(obj *unstructured.Unstructured, redactSecret bool) {
 	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
 	if ann := obj.GetAnnotations(); ann != nil {
-		if _, ok := ann[lastAppliedAnnotation]; ok {
-			delete(ann, lastAppliedAnnotation)
+		if _, ok := ann[document.LastAppliedAnnotation]; ok {
+			delete(ann, document.LastAppliedAnnotation)
 			if len(ann) == 0 {
 				ann = nil
 			}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/registry"
 )
@@ -159,7 +160,7 @@ func TestStorePublishesPrunedObjects(t *testing.T) {
 	s := newTestStore(sink)
 	s.beginList()
 	p := pod("a", "web-1", "u1", "10")
-	p.SetAnnotations(map[string]string{lastAppliedAnnotation: `{"huge":"copy"}`, "team": "x"})
+	p.SetAnnotations(map[string]string{document.LastAppliedAnnotation: `{"huge":"copy"}`, "team": "x"})
 	if err := s.listed(p); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package indexer
 
 import (
 	"strconv"
+
+	"github.com/kubesearch/kubesearch/internal/document"
 )
 
 // action is what a _bulk operation does to a document.
@@ -74,9 +76,9 @@ func appendBulk(dst []byte, ops []*op) []byte {
 		dst = append(dst, `{"`...)
 		dst = append(dst, o.action.String()...)
 		dst = append(dst, `":{"_index":`...)
-		dst = appendString(dst, o.index)
+		dst = document.AppendString(dst, o.index)
 		dst = append(dst, `,"_id":`...)
-		dst = appendString(dst, o.id)
+		dst = document.AppendString(dst, o.id)
 		switch {
 		case o.cas:
 			dst = append(dst, `,"if_seq_no":`...)

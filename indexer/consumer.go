@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/mappings"
 )
@@ -319,10 +320,10 @@ func (c *consumer) decode(m kafka.Message, seq int) *item {
 	}
 	it.ev = ev
 	c.metrics.messages.WithLabelValues(string(ev.Type)).Inc()
-	index := IndexName(c.prefix, ev.Kind)
+	index := mappings.IndexName(c.prefix, ev.Kind)
 	switch ev.Type {
 	case envelope.Added, envelope.Modified:
-		doc, err := buildDocument(ev, true) // envelope.Unmarshal validated the object
+		doc, err := document.BuildDecoded(ev) // envelope.Unmarshal validated the object
 		if err != nil {
 			it.dead = &deadLetter{msg: m, reason: ReasonMalformedObject, err: err.Error(), index: index}
 			return it
@@ -337,11 +338,11 @@ func (c *consumer) decode(m kafka.Message, seq int) *item {
 		it.op.versioned, it.op.version = true, rv
 	} else {
 		k := pairOf(ev)
-		c.metrics.unversioned.WithLabelValues(ev.Cluster, groupResource(ev)).Inc()
+		c.metrics.unversioned.WithLabelValues(ev.Cluster, ev.GroupResource()).Inc()
 		if !c.unversioned[k] {
 			c.unversioned[k] = true
 			c.log.Warn("resourceVersion is not an integer: writing without external versioning, so a replayed event can overwrite newer state until the next list",
-				"cluster", ev.Cluster, "resource", groupResource(ev), "resourceVersion", ev.ResourceVersion)
+				"cluster", ev.Cluster, "resource", ev.GroupResource(), "resourceVersion", ev.ResourceVersion)
 		}
 	}
 	return it
@@ -363,7 +364,7 @@ func (c *consumer) checkContinuity(m kafka.Message) {
 // good (a 4xx other than 429) is dead-lettered rather than stalling the partition.
 func (c *consumer) marker(ctx context.Context, it *item) error {
 	ev := it.ev
-	index := IndexName(c.prefix, ev.Kind)
+	index := mappings.IndexName(c.prefix, ev.Kind)
 	filter, err := gcFilter(ev)
 	if err != nil {
 		return fmt.Errorf("%s marker: %w", ev.Type, err)
@@ -375,7 +376,7 @@ func (c *consumer) marker(ctx context.Context, it *item) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s marker for cluster %s resource %s: %w", ev.Type, ev.Cluster, groupResource(ev), ctx.Err())
+			return fmt.Errorf("%s marker for cluster %s resource %s: %w", ev.Type, ev.Cluster, ev.GroupResource(), ctx.Err())
 		}
 		var re *requestError
 		if errors.As(err, &re) && re.status >= 400 && !transient(re.status, "") {
@@ -397,7 +398,7 @@ func (c *consumer) applyMarker(ctx context.Context, it *item, index string, filt
 		return err
 	}
 	c.metrics.gcDeleted.WithLabelValues(index, string(ev.Type)).Add(float64(deleted))
-	attrs := []any{"cluster", ev.Cluster, "resource", groupResource(ev), "kind", ev.Kind, "namespace", ev.Namespace,
+	attrs := []any{"cluster", ev.Cluster, "resource", ev.GroupResource(), "kind", ev.Kind, "namespace", ev.Namespace,
 		"epoch", ev.Epoch, "index", index, "deleted", deleted}
 	if ev.Type == envelope.Sync {
 		c.wm.synced(ev, it.msg.Partition)
@@ -495,7 +496,7 @@ func (c *consumer) refreshWatermarks(ctx context.Context) {
 	if kinds := c.wm.unrefreshed(); len(kinds) > 0 {
 		indices := make([]string, len(kinds))
 		for i, k := range kinds {
-			indices[i] = IndexName(c.prefix, k)
+			indices[i] = mappings.IndexName(c.prefix, k)
 		}
 		if err := c.os.refresh(ctx, indices...); err != nil {
 			c.log.Warn("refresh failed; watermarks wait for the next one", "err", err)

@@ -45,21 +45,3 @@ func TestDecodeRefusesInvalidObject(t *testing.T) {
 		t.Errorf("document has a line break: %s", it.op.doc)
 	}
 }
-
-// BenchmarkDecode measures what the consumer does for each message before any request: decode the
-// envelope and build the document. About half of it is envelope.Unmarshal (encoding/json).
-func BenchmarkDecode(b *testing.B) {
-	value, err := benchPod(b).Marshal()
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := newDecodeConsumer()
-	m := kafka.Message{Value: value}
-	b.SetBytes(int64(len(value)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if it := c.decode(m, 0); it.dead != nil {
-			b.Fatal(it.dead.err)
-		}
-	}
-}

@@ -27,7 +27,7 @@ const (
 const (
 	ReasonMalformedEnvelope  = "malformed-envelope"           // not JSON, or fields missing (envelope.ErrMalformed)
 	ReasonUnsupportedVersion = "unsupported-envelope-version" // written by a collector of another envelope version
-	ReasonMalformedObject    = "malformed-object"             // the object cannot become a document (ErrMalformedObject)
+	ReasonMalformedObject    = "malformed-object"             // the object cannot become a document (document.ErrMalformed)
 	ReasonRejected           = "rejected"                     // OpenSearch refused it for good (a mapping conflict, say)
 )
 

@@ -4,11 +4,10 @@
 //
 // It covers:
 //
-//   - The document an ADDED or MODIFIED event becomes (BuildDocument) and the index it goes to
-//     (IndexName); the fields are listed in mappings/README.md.
 //   - Setup: the index template of package mappings, put when missing or older (never over a newer
 //     one); indices created on the first event of their kind as "<IndexName>-v<mappings.Version>"
-//     behind the alias IndexName, its write index, so a mapping change can roll to a new index.
+//     behind the alias mappings.IndexName, its write index, so a mapping change can roll to a new
+//     index. The document an event becomes is package document's.
 //   - Consumption: kafka-go's Reader in a consumer group, FetchMessage and CommitMessages; events
 //     batched by count, bytes and time into _bulk requests; a batch's offsets committed only once all
 //     of it is written (or dead-lettered). Batches are applied one at a time, in order; the next one
@@ -26,17 +25,18 @@
 //     index: the delete's tombstone keeps the old, higher version for index.gc_deletes, and would
 //     refuse that index too.
 //   - SYNC and PURGE markers, applied in partition order: everything before a marker is written
-//     first; a SYNC refreshes the index, then deletes the documents of its (cluster, resource,
-//     namespace scope) from older epochs; a PURGE deletes every document of its (cluster, group, kind)
-//     or one namespace of it. Nothing is deleted before its marker.
-//   - Delivery: per-item results of a _bulk request; 429 and 5xx retried with backoff (those items
+//     first; the index is refreshed, then a SYNC deletes the documents of its (cluster, resource,
+//     namespace scope) from older epochs, a PURGE every document of its (cluster, group, kind) or one
+//     namespace of it, each at its own _version (gc.go says why not _delete_by_query). Nothing is
+//     deleted before its marker.
+//   - Delivery: per-item results of a _bulk request; 429, 5xx, 401 and 403 retried with backoff (those items
 //     only), OpenSearch away retried with backoff without committing anything; what OpenSearch will
 //     never accept (a mapping conflict), malformed envelopes and objects, and envelopes of an unknown
 //     version go to the dead-letter topic with the reason and their origin in headers (HeaderReason
 //     and others), so no event stalls its partition.
 //   - Watermarks (DESIGN section 5): per (cluster, resource), the resourceVersion up to which every
 //     event is written and searchable, made so by a refresh every WatermarkInterval and stored in
-//     StateIndex; ReadWatermarks reads them for the query API.
+//     mappings.StateIndex; internal/osstore reads them for the query API.
 //   - Rolls (roll.go): at start, before consuming, every alias whose index is of an older
 //     mappings.Version moves to a new index, hidden while documents are copied and rebuilt from their
 //     stored objects, swapped in atomically; writes to the old index are blocked meanwhile, and a

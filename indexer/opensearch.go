@@ -17,6 +17,7 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/tidwall/gjson"
 
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
@@ -374,9 +375,9 @@ func (c *osClient) deleteVersioned(ctx context.Context, hits []gjson.Result) (in
 	var body []byte
 	for _, h := range hits {
 		body = append(body, `{"delete":{"_index":`...)
-		body = appendString(body, h.Get("_index").Str)
+		body = document.AppendString(body, h.Get("_index").Str)
 		body = append(body, `,"_id":`...)
-		body = appendString(body, h.Get("_id").Str)
+		body = document.AppendString(body, h.Get("_id").Str)
 		body = append(body, `,"version":`...)
 		body = strconv.AppendInt(body, h.Get("_version").Int(), 10)
 		body = append(body, `,"version_type":"external_gte"}}`+"\n"...)

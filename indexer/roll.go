@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
@@ -289,7 +290,7 @@ func (ix *Indexer) copyDocuments(ctx context.Context, p rollPlan, l *lease) (int
 		ops := make([]*op, 0, len(page.hits))
 		size := 0
 		for _, h := range page.hits {
-			doc, err := rebuildDocument([]byte(h.Get("_source").Raw))
+			doc, err := document.Rebuild([]byte(h.Get("_source").Raw))
 			if err != nil {
 				return copied, fmt.Errorf("%w: %s/%s: %v", errRollAborted, h.Get("_index").Str, h.Get("_id").Str, err)
 			}

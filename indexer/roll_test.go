@@ -1,13 +1,13 @@
 package indexer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/tidwall/gjson"
+
+	"github.com/kubesearch/kubesearch/internal/document"
+	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/mappings"
 )
 
 func TestPlanRolls(t *testing.T) {
@@ -153,57 +156,6 @@ func TestVersioned(t *testing.T) {
 	}
 }
 
-// A roll rebuilds every document from what it stores; for a document of this version that must give
-// the same bytes, for every golden object and for the trimmed shape of large objects.
-func TestRebuildDocumentRoundTrip(t *testing.T) {
-	inputs, err := filepath.Glob(filepath.Join("testdata", "*.json"))
-	if err != nil || len(inputs) == 0 {
-		t.Fatalf("no inputs in testdata: %v", err)
-	}
-	docs := map[string][]byte{}
-	for _, in := range inputs {
-		doc, err := BuildDocument(loadEvent(t, in))
-		if err != nil {
-			t.Fatalf("%s: %v", in, err)
-		}
-		docs[filepath.Base(in)] = doc
-	}
-	long := strings.Repeat("x", 40<<10)
-	trimmed, err := BuildDocument(event(t, "", "v1", "ConfigMap",
-		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dash","namespace":"n","uid":"u1","resourceVersion":"9"},"data":{"dashboard.json":"`+long+`"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(trimmed, []byte(`"`+mappings.FieldFullObject+`"`)) {
-		t.Fatal("the large ConfigMap was not trimmed; the test would not cover that shape")
-	}
-	docs["trimmed"] = trimmed
-
-	for name, doc := range docs {
-		got, err := rebuildDocument(doc)
-		if err != nil {
-			t.Errorf("%s: rebuildDocument: %v", name, err)
-			continue
-		}
-		if !bytes.Equal(got, doc) {
-			t.Errorf("%s: rebuilt document differs:\ngot  %.600s\nwant %.600s", name, got, doc)
-		}
-	}
-}
-
-func TestRebuildDocumentErrors(t *testing.T) {
-	for name, src := range map[string]string{
-		"no object":          `{"cluster":"c1","kind":"Pod"}`,
-		"bad lastChangedAt":  `{"cluster":"c1","version":"v1","resource":"pods","kind":"Pod","lastChangedAt":"yesterday","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","uid":"u"}}}`,
-		"object of no kind":  `{"cluster":"c1","version":"v1","resource":"pods","kind":"Pod","object":{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","uid":"u"}}}`,
-		"object without uid": `{"cluster":"c1","version":"v1","resource":"pods","kind":"Pod","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"}}}`,
-	} {
-		if doc, err := rebuildDocument([]byte(src)); err == nil {
-			t.Errorf("%s: no error, got %s", name, doc)
-		}
-	}
-}
-
 // rollFake is just enough OpenSearch for one roll: it serves a scroll of docs from the sources, takes
 // _bulk (refusing the ids in refuse), says whether the alias is swapped already, and records every
 // other request as "METHOD path body".
@@ -288,7 +240,16 @@ func newRollFake(t *testing.T) (*rollFake, *Indexer) {
 	t.Helper()
 	f := &rollFake{docs: map[string][]byte{}, refuse: map[string]bool{}}
 	for _, name := range []string{"pod.json", "deployment.json"} {
-		doc, err := BuildDocument(loadEvent(t, filepath.Join("testdata", name)))
+		// The document package's golden events: a realistic Pod and Deployment.
+		data, err := os.ReadFile(filepath.Join("..", "internal", "document", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := envelope.Unmarshal(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := document.Build(ev)
 		if err != nil {
 			t.Fatal(err)
 		}

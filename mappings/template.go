@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -228,4 +229,11 @@ func StateIndex(prefix string) string {
 		return "kubesearch-state"
 	}
 	return prefix + "-kubesearch-state"
+}
+
+// IndexName is the index (or write alias) that documents of kind go to: "kubernetes-<kind>" with the
+// kind lower-cased, as OpenSearch index names must be, behind the optional prefix
+// ("<prefix>-kubernetes-<kind>"). It matches the pattern of IndexTemplate for the same prefix.
+func IndexName(prefix, kind string) string {
+	return IndexBase(prefix) + strings.ToLower(kind)
 }

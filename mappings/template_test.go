@@ -310,3 +310,21 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+func TestIndexName(t *testing.T) {
+	tests := []struct {
+		prefix, kind, want string
+	}{
+		{"", "Pod", "kubernetes-pod"},
+		{"", "Deployment", "kubernetes-deployment"},
+		{"", "CustomResourceDefinition", "kubernetes-customresourcedefinition"},
+		{"", "event", "kubernetes-event"},
+		{"team1", "Pod", "team1-kubernetes-pod"},
+		{"a.b_c-d", "ConfigMap", "a.b_c-d-kubernetes-configmap"},
+	}
+	for _, tt := range tests {
+		if got := IndexName(tt.prefix, tt.kind); got != tt.want {
+			t.Errorf("IndexName(%q, %q) = %q, want %q", tt.prefix, tt.kind, got, tt.want)
+		}
+	}
+}

@@ -73,6 +73,22 @@ func (e *Event) LastChanged() time.Time {
 	return e.ChangedAt
 }
 
+// GroupResource is "resource.group", or the resource alone in the core group, as kubectl names it.
+func (e *Event) GroupResource() string {
+	if e.Group == "" {
+		return e.Resource
+	}
+	return e.Resource + "." + e.Group
+}
+
+// NamespacedName is "namespace/name", or the name alone for a cluster-scoped object.
+func (e *Event) NamespacedName() string {
+	if e.Namespace == "" {
+		return e.Name
+	}
+	return e.Namespace + "/" + e.Name
+}
+
 // Marshal encodes the event.
 func (e *Event) Marshal() ([]byte, error) {
 	return json.Marshal(e)

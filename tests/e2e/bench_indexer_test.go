@@ -19,6 +19,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -60,7 +61,7 @@ func TestBenchIndexer(t *testing.T) {
 	docs := make([][]byte, n)
 	var docBytes int
 	for i, ev := range events {
-		if docs[i], err = indexer.BuildDocument(ev); err != nil {
+		if docs[i], err = document.Build(ev); err != nil {
 			t.Fatal(err)
 		}
 		docBytes += len(docs[i])
@@ -77,7 +78,7 @@ func TestBenchIndexer(t *testing.T) {
 				resp.Body.Close()
 			}
 		})
-		rawIndex := indexer.VersionedIndexName(indexer.IndexName(rawPrefix, "Pod"))
+		rawIndex := indexer.VersionedIndexName(mappings.IndexName(rawPrefix, "Pod"))
 		mustHTTP(t, "PUT", env.OpenSearchURL+"/"+rawIndex, "")
 		start := time.Now()
 		for i := 0; i < n; i += batch {
@@ -128,7 +129,7 @@ func TestBenchIndexer(t *testing.T) {
 		"--index-prefix", prefix, "--listen", addr, "--batch-size", strconv.Itoa(batch))
 	waitGroupCaughtUp(t, env, topic, topic+"-indexer", 20*time.Minute)
 	viaIndexer := time.Since(start)
-	alias := indexer.IndexName(prefix, "Pod")
+	alias := mappings.IndexName(prefix, "Pod")
 	if got := countDocs(t, env, alias); got != n {
 		t.Fatalf("indexer wrote %d documents, want %d", got, n)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -43,7 +44,7 @@ func TestBenchRoll(t *testing.T) {
 			}
 		}
 	})
-	alias := indexer.IndexName(prefix, "Pod")
+	alias := mappings.IndexName(prefix, "Pod")
 	old := fmt.Sprintf("%s-v%d", alias, mappings.Version-1)
 	mustHTTP(t, "PUT", env.OpenSearchURL+"/"+old, fmt.Sprintf(`{"aliases":{%q:{"is_write_index":true}}}`, alias))
 
@@ -54,7 +55,7 @@ func TestBenchRoll(t *testing.T) {
 	for i := 0; i < n; i += batch {
 		var body bytes.Buffer
 		for _, ev := range events[i:min(i+batch, n)] {
-			doc, err := indexer.BuildDocument(ev)
+			doc, err := document.Build(ev)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kubesearch/kubesearch/indexer"
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
@@ -94,7 +93,7 @@ func (p *pipeline) docs(t *testing.T, kind, cluster, ns string) (map[string]doc,
 	}
 	body, _ := json.Marshal(map[string]any{"size": 10000, "track_total_hits": true,
 		"query": map[string]any{"bool": map[string]any{"filter": filter}}})
-	index := indexer.IndexName(p.prefix, kind)
+	index := mappings.IndexName(p.prefix, kind)
 	if _, err := p.os.Indices.Refresh(t.Context(), &opensearchapi.IndicesRefreshReq{Index: []string{index}}); err != nil {
 		if strings.Contains(err.Error(), "index_not_found") {
 			return map[string]doc{}, nil
@@ -284,7 +283,7 @@ spec: {blob: "%[4]s"}
 		return ok, nil
 	})
 
-	index := indexer.IndexName(p.prefix, "ConfigMap")
+	index := mappings.IndexName(p.prefix, "ConfigMap")
 	count := func(query string) int {
 		t.Helper()
 		res := search(t, p.os, index, query)

@@ -18,7 +18,7 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/tidwall/gjson"
 
-	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/query"
@@ -46,7 +46,7 @@ func seedFuzzyCorpus(t *testing.T, env *testbed.Env, prefix string) {
 	t.Helper()
 	const alternatives = "abcdefghijklmnopqrstuvwxy0123456789" // 35, none the letter replaced last
 	var body bytes.Buffer
-	index := indexer.IndexName(prefix, "ConfigMap")
+	index := mappings.IndexName(prefix, "ConfigMap")
 	for j := range 2 * len(alternatives) {
 		words := make([]string, len(fuzzyWords))
 		for i, w := range fuzzyWords {
@@ -61,7 +61,7 @@ func seedFuzzyCorpus(t *testing.T, env *testbed.Env, prefix string) {
 			"metadata": map[string]any{"name": name, "namespace": "caps", "uid": uid, "resourceVersion": strconv.Itoa(j + 1),
 				"labels": map[string]string{"k0": "a"}, "creationTimestamp": "2026-11-01T10:00:00Z"},
 			"data": map[string]string{"k0": "x"}})
-		doc, err := indexer.BuildDocument(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "member1",
+		doc, err := document.Build(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "member1",
 			Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespace: "caps", Name: name, UID: uid,
 			ResourceVersion: strconv.Itoa(j + 1), Epoch: 1, ObservedAt: time.Now().UTC(), Object: obj})
 		if err != nil {
@@ -94,7 +94,7 @@ func capsIndices(t *testing.T, env *testbed.Env, emptyPods bool) string {
 	})
 	seedFuzzyCorpus(t, env, prefix)
 	if emptyPods {
-		mustHTTP(t, "PUT", env.OpenSearchURL+"/"+indexer.IndexName(prefix, "Pod"), "")
+		mustHTTP(t, "PUT", env.OpenSearchURL+"/"+mappings.IndexName(prefix, "Pod"), "")
 	}
 	return prefix
 }

@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/queryapi"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -298,7 +298,7 @@ func itemOf(t *testing.T, raw json.RawMessage) item {
 	if err := json.Unmarshal(raw, &u.Object); err != nil {
 		t.Fatal(err)
 	}
-	return item{cluster: u.GetAnnotations()[indexer.CachedFromClusterAnnotation], namespace: u.GetNamespace(),
+	return item{cluster: u.GetAnnotations()[document.CachedFromClusterAnnotation], namespace: u.GetNamespace(),
 		name: u.GetName(), uid: string(u.GetUID()), obj: u.Object}
 }
 

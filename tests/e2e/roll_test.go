@@ -41,7 +41,7 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 	const archived = 6000
 	publishArchivePods(t, env, p.topic, archived)
 	p.waitIndexMatchesMembers(t, "after the first lists", 2*time.Minute)
-	pods := indexer.IndexName(p.prefix, "Pod")
+	pods := mappings.IndexName(p.prefix, "Pod")
 	pollUntil(t, "the archive's Pods to be indexed", 2*time.Minute, func(context.Context) (bool, error) {
 		return count(t, env, mappings.IndexBase(p.prefix)+"*", archiveQuery) == archived, nil
 	})
@@ -92,7 +92,7 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 			}
 			n, failedIndex, err := countQuery(url, archiveQuery)
 			polls.Add(1)
-			if failedIndex == indexer.IndexName(p.prefix, "ConfigMap") {
+			if failedIndex == mappings.IndexName(p.prefix, "ConfigMap") {
 				// The one documented exception: the bare concrete index is deleted in the same atomic
 				// request that gives its name to the alias, and a search in flight then fails there.
 				legacyFailures.Add(1)

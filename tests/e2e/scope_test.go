@@ -16,7 +16,7 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/tidwall/gjson"
 
-	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/query"
@@ -73,13 +73,13 @@ func seedScopeCorpus(t *testing.T, env *testbed.Env) (string, []scopeObject) {
 			meta["namespace"] = o.namespace
 		}
 		obj, _ := json.Marshal(map[string]any{"apiVersion": apiVersion, "kind": o.kind, "metadata": meta})
-		doc, err := indexer.BuildDocument(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: o.cluster,
+		doc, err := document.Build(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: o.cluster,
 			Group: o.group, Version: "v1", Resource: o.resource, Kind: o.kind, Namespace: o.namespace, Name: o.name, UID: o.uid,
 			ResourceVersion: strconv.Itoa(i + 1), Epoch: 1, ObservedAt: time.Now().UTC(), Object: obj})
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&body, "{\"index\":{\"_index\":%q,\"_id\":%q}}\n%s\n", indexer.IndexName(prefix, o.kind), o.uid, doc)
+		fmt.Fprintf(&body, "{\"index\":{\"_index\":%q,\"_id\":%q}}\n%s\n", mappings.IndexName(prefix, o.kind), o.uid, doc)
 	}
 	if resp := mustHTTP(t, "POST", env.OpenSearchURL+"/_bulk?refresh=true", body.String()); gjson.GetBytes(resp, "errors").Bool() {
 		t.Fatalf("bulk: %.500s", resp)

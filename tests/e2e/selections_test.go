@@ -14,7 +14,7 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 	"github.com/tidwall/gjson"
 
-	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
 
@@ -44,7 +44,7 @@ spec:
 // countDocsWhere counts the documents of one kind of the pipeline matching a query.
 func (p *pipeline) countDocsWhere(t *testing.T, kind string, query map[string]any) int64 {
 	t.Helper()
-	index := indexer.IndexName(p.prefix, kind)
+	index := mappings.IndexName(p.prefix, kind)
 	_, _ = p.os.Indices.Refresh(t.Context(), &opensearchapi.IndicesRefreshReq{Index: []string{index}})
 	body, _ := json.Marshal(map[string]any{"query": query})
 	out := mustHTTP(t, "POST", p.env.OpenSearchURL+"/"+index+"/_count?ignore_unavailable=true", string(body))

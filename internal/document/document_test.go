@@ -1,4 +1,4 @@
-package indexer
+package document
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func TestBuildDocumentGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(in), ".json")
 		t.Run(name, func(t *testing.T) {
 			ev := loadEvent(t, in)
-			doc, err := BuildDocument(ev)
+			doc, err := Build(ev)
 			if err != nil {
 				t.Fatalf("BuildDocument: %v", err)
 			}
@@ -223,7 +223,7 @@ func TestBuildDocumentStoredObject(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			doc, err := BuildDocument(event(t, "", "v1", "ConfigMap", tt.obj))
+			doc, err := Build(event(t, "", "v1", "ConfigMap", tt.obj))
 			if err != nil {
 				t.Fatalf("BuildDocument: %v", err)
 			}
@@ -340,7 +340,7 @@ func TestBuildDocumentFields(t *testing.T) {
 	props := mappedProperties(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			doc, err := BuildDocument(event(t, tt.group, tt.version, tt.kind, tt.obj))
+			doc, err := Build(event(t, tt.group, tt.version, tt.kind, tt.obj))
 			if err != nil {
 				t.Fatalf("BuildDocument: %v", err)
 			}
@@ -364,7 +364,7 @@ func TestBuildDocumentTrimsLongLeaves(t *testing.T) {
 	obj := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dash","namespace":"n","uid":"u1"},` +
 		`"data":{"small.json":"{}","dashboard.json":"` + long + `","list":["a","` + long + `","b"]}}`
 	ev := event(t, "", "v1", "ConfigMap", obj)
-	doc, err := BuildDocument(ev)
+	doc, err := Build(ev)
 	if err != nil {
 		t.Fatalf("BuildDocument: %v", err)
 	}
@@ -431,7 +431,7 @@ func manyKeysConfigMap(n int) string {
 }
 
 func TestBuildDocumentLargeObjectWithoutLongLeaves(t *testing.T) {
-	doc, err := BuildDocument(event(t, "", "v1", "ConfigMap", manyKeysConfigMap(2000)))
+	doc, err := Build(event(t, "", "v1", "ConfigMap", manyKeysConfigMap(2000)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,12 +480,12 @@ func TestBuildDocumentErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ev := event(t, "", "v1", "ConfigMap", good)
 			tt.mutate(ev)
-			doc, err := BuildDocument(ev)
+			doc, err := Build(ev)
 			if err == nil {
 				t.Fatalf("BuildDocument succeeded: %s", doc)
 			}
-			if !errors.Is(err, ErrMalformedObject) || !errors.Is(err, envelope.ErrMalformed) {
-				t.Errorf("error %q matches neither ErrMalformedObject nor envelope.ErrMalformed", err)
+			if !errors.Is(err, ErrMalformed) || !errors.Is(err, envelope.ErrMalformed) {
+				t.Errorf("error %q matches neither ErrMalformed nor envelope.ErrMalformed", err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not say %q", err, tt.want)
@@ -496,43 +496,25 @@ func TestBuildDocumentErrors(t *testing.T) {
 		})
 	}
 	t.Run("nil event", func(t *testing.T) {
-		if _, err := BuildDocument(nil); !errors.Is(err, ErrMalformedObject) {
-			t.Errorf("error = %v, want ErrMalformedObject", err)
+		if _, err := Build(nil); !errors.Is(err, ErrMalformed) {
+			t.Errorf("error = %v, want ErrMalformed", err)
 		}
 	})
 }
 
-func TestIndexName(t *testing.T) {
-	tests := []struct {
-		prefix, kind, want string
-	}{
-		{"", "Pod", "kubernetes-pod"},
-		{"", "Deployment", "kubernetes-deployment"},
-		{"", "CustomResourceDefinition", "kubernetes-customresourcedefinition"},
-		{"", "event", "kubernetes-event"},
-		{"team1", "Pod", "team1-kubernetes-pod"},
-		{"a.b_c-d", "ConfigMap", "a.b_c-d-kubernetes-configmap"},
-	}
-	for _, tt := range tests {
-		if got := IndexName(tt.prefix, tt.kind); got != tt.want {
-			t.Errorf("IndexName(%q, %q) = %q, want %q", tt.prefix, tt.kind, got, tt.want)
-		}
-	}
-}
-
 func TestAppendEscaped(t *testing.T) {
 	for _, s := range []string{"", "plain", `q"uote\back`, "tab\tnl\ncr\r\x01\x1f", "ü€😀", "bad\xffutf8", "\u2028"} {
-		got := appendString(nil, s)
+		got := AppendString(nil, s)
 		var back string
 		if err := json.Unmarshal(got, &back); err != nil {
-			t.Errorf("appendString(%q) = %s: not JSON: %v", s, got, err)
+			t.Errorf("AppendString(%q) = %s: not JSON: %v", s, got, err)
 			continue
 		}
 		want, _ := json.Marshal(s)
 		var wantBack string
 		_ = json.Unmarshal(want, &wantBack)
 		if back != wantBack {
-			t.Errorf("appendString(%q) decodes to %q, want %q", s, back, wantBack)
+			t.Errorf("AppendString(%q) decodes to %q, want %q", s, back, wantBack)
 		}
 	}
 }
@@ -576,7 +558,7 @@ func bigConfigMap(size int) *envelope.Event {
 	}
 }
 
-func BenchmarkBuildDocument(b *testing.B) {
+func BenchmarkBuild(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		ev   func(*testing.B) *envelope.Event
@@ -592,7 +574,7 @@ func BenchmarkBuildDocument(b *testing.B) {
 			b.SetBytes(int64(len(ev.Object)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := BuildDocument(ev); err != nil {
+				if _, err := Build(ev); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -634,14 +616,14 @@ func TestBuildDocumentLastChangedAt(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ev := event(t, "", "v1", "ConfigMap", obj)
 			ev.ChangedAt = tt.changed
-			doc, err := BuildDocument(ev)
+			doc, err := Build(ev)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := gjson.GetBytes(doc, "lastChangedAt").Str; got != tt.want {
 				t.Errorf("lastChangedAt = %s, want %s", got, tt.want)
 			}
-			re, err := rebuildDocument(doc)
+			re, err := Rebuild(doc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -649,5 +631,26 @@ func TestBuildDocumentLastChangedAt(t *testing.T) {
 				t.Errorf("rebuilt lastChangedAt = %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// BenchmarkDecodeAndBuild measures what the indexer's consumer does for each message before any
+// request: decode the envelope and build the document. About half of it is envelope.Unmarshal
+// (encoding/json).
+func BenchmarkDecodeAndBuild(b *testing.B) {
+	value, err := benchPod(b).Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(value)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ev, err := envelope.Unmarshal(value)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := BuildDecoded(ev); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

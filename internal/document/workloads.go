@@ -1,0 +1,16 @@
+package document
+
+import "github.com/tidwall/gjson"
+
+// replicas writes the replica counts; a missing status count is 0 (the API server omits zero
+// counts), so sorts and ranges such as readyReplicas < replicas work on every document.
+func (w *docWriter) replicas(desired, ready, available, updated gjson.Result, hasUpdated bool) {
+	if desired.Type == gjson.Number {
+		w.int("replicas", desired.Int())
+	}
+	w.int("readyReplicas", ready.Int())
+	w.int("availableReplicas", available.Int())
+	if hasUpdated {
+		w.int("updatedReplicas", updated.Int())
+	}
+}
