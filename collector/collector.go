@@ -32,6 +32,7 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
 // Options configure a Collector. Zero values take the defaults of SetDefaults.
@@ -42,7 +43,9 @@ type Options struct {
 	ClustersFile string
 	Kubeconfig   string
 
-	Brokers         []string
+	Brokers []string
+	// Kafka configures TLS and SASL toward the brokers, as the indexer takes them.
+	Kafka           stream.Security
 	Topic           string
 	TopicPartitions int
 	// MaxMessageBytes must not exceed the broker's message.max.bytes.
@@ -84,10 +87,10 @@ func (o *Options) SetDefaults() {
 		}
 	}
 	if o.Topic == "" {
-		o.Topic = "kubesearch.events"
+		o.Topic = stream.DefaultTopic
 	}
-	def(&o.TopicPartitions, 12)
-	def(&o.MaxMessageBytes, 2<<20)
+	def(&o.TopicPartitions, stream.DefaultPartitions)
+	def(&o.MaxMessageBytes, stream.DefaultMaxMessageBytes)
 	def(&o.PublishBuffer, 1000)
 	def(&o.PublishBatch, 500)
 	def(&o.Burst, 100)
@@ -129,6 +132,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: must be at least 1, got %d", name, v))
 		}
 	}
+	errs = append(errs, o.Kafka.Check()...)
 	if o.MaxMessageBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("--kafka-max-message-bytes: must be at least 1 MiB (Kubernetes objects reach 1.5 MiB), got %d", o.MaxMessageBytes))
 	}
@@ -184,14 +188,20 @@ func New(opts Options) (*Collector, error) {
 		return nil, err
 	}
 	c.plan, c.digest = plan, digest
+	kafkaConn, err := opts.Kafka.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	transport := kafkaConn.Transport()
 	c.pub = newPublisher(publisherOptions{
 		Brokers: opts.Brokers, Topic: opts.Topic, Partitions: opts.TopicPartitions,
 		MaxMessageBytes: opts.MaxMessageBytes, Buffer: opts.PublishBuffer, Batch: opts.PublishBatch,
+		Transport: transport,
 	}, c.log)
 	c.metrics = newMetrics(func() float64 { return float64(len(c.pub.queue)) })
 	c.pub.metrics = c.metrics
 	c.pub.dropped = c.refused
-	c.ledger = newLedger(c.pub.client, opts.Brokers, opts.Topic, opts.Name, nil, c.log)
+	c.ledger = newLedger(c.pub.client, opts.Brokers, opts.Topic, opts.Name, transport, c.log)
 	c.epochs = newEpochs(time.Now, c.ledger.reserve)
 	if opts.ListenAddr != "" {
 		l, err := net.Listen("tcp", opts.ListenAddr)

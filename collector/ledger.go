@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
 // ledger is the collector's durable memory, kept in a compacted Kafka topic (LedgerTopic):
@@ -131,17 +132,9 @@ func (l *ledger) load(ctx context.Context) (int64, error) {
 }
 
 func (l *ledger) read(ctx context.Context) (int64, error) {
-	resp, err := l.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-		Topic: l.topic, NumPartitions: 1, ReplicationFactor: -1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
-	}}})
-	if err == nil {
-		if err = resp.Errors[l.topic]; errors.Is(err, kafka.TopicAlreadyExists) {
-			err = nil
-		}
-	}
-	if err != nil {
-		return 0, fmt.Errorf("create topic: %w", err)
+	if err := stream.CreateTopic(ctx, l.client, stream.Topic{Name: l.topic, Partitions: 1,
+		Config: map[string]string{"cleanup.policy": "compact"}}); err != nil {
+		return 0, err
 	}
 	offs, err := l.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
 		l.topic: {kafka.FirstOffsetOf(0), kafka.LastOffsetOf(0)},

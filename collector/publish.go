@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
 // publisher writes events to Kafka in the order they were handed in. Callers block once the bounded
@@ -73,22 +74,9 @@ type publisherOptions struct {
 	DeadLetterTopic string
 }
 
-// Dead-letter headers: the names and meaning of indexer/deadletter.go, so both components' dead letters
-// read alike (no component imports another; these belong in internal/ once a Kafka package exists).
 const (
-	headerReason       = "kubesearch-dlq-reason"
-	headerError        = "kubesearch-dlq-error"
-	headerTopic        = "kubesearch-dlq-topic" // the topic the event was meant for
-	headerTime         = "kubesearch-dlq-time"
-	headerValueDropped = "kubesearch-dlq-value-dropped"
-	// The collector's own: the value is left out, so these say which object the letter is about.
-	headerNamespace = "kubesearch-dlq-namespace"
-	headerName      = "kubesearch-dlq-name"
-	headerUID       = "kubesearch-dlq-uid"
-
+	// reasonTooLarge is the stream.HeaderReason of an event Kafka refuses for its size.
 	reasonTooLarge = "message-too-large"
-	// maxErrorHeader bounds the error text carried in a header, as the indexer does.
-	maxErrorHeader = 4 << 10
 	// deadLetterAttempts bounds the tries of one dead letter: the event is already counted, logged and
 	// reported, and a dead-letter topic that cannot be written must not stop the stream.
 	deadLetterAttempts = 5
@@ -103,7 +91,7 @@ func newPublisher(o publisherOptions, log *slog.Logger) *publisher {
 		log:   log,
 	}
 	if p.dlqTopic == "" {
-		p.dlqTopic = o.Topic + ".dlq"
+		p.dlqTopic = stream.DeadLetterTopic(o.Topic)
 	}
 	var transport kafka.RoundTripper = kafka.DefaultTransport
 	if o.Transport != nil {
@@ -369,18 +357,18 @@ func (p *publisher) drop(ctx context.Context, it pending, reason string) {
 // too large for Kafka, and a truncated prefix would not be an envelope. Bounded tries: see
 // deadLetterAttempts.
 func (p *publisher) deadLetter(ctx context.Context, it pending, reason string) {
-	if len(reason) > maxErrorHeader {
-		reason = reason[:maxErrorHeader]
+	if len(reason) > stream.MaxErrorHeader {
+		reason = reason[:stream.MaxErrorHeader]
 	}
 	msg := kafka.Message{Topic: p.dlqTopic, Key: it.msg.Key, Headers: []kafka.Header{
-		{Key: headerReason, Value: []byte(reasonTooLarge)},
-		{Key: headerError, Value: []byte(reason)},
-		{Key: headerTopic, Value: []byte(p.topic)},
-		{Key: headerTime, Value: time.Now().UTC().AppendFormat(nil, time.RFC3339)},
-		{Key: headerValueDropped, Value: []byte("true")},
-		{Key: headerNamespace, Value: []byte(it.namespace)},
-		{Key: headerName, Value: []byte(it.name)},
-		{Key: headerUID, Value: []byte(it.uid)},
+		{Key: stream.HeaderReason, Value: []byte(reasonTooLarge)},
+		{Key: stream.HeaderError, Value: []byte(reason)},
+		{Key: stream.HeaderTopic, Value: []byte(p.topic)},
+		{Key: stream.HeaderTime, Value: time.Now().UTC().AppendFormat(nil, time.RFC3339)},
+		{Key: stream.HeaderValueDropped, Value: []byte("true")},
+		{Key: stream.HeaderNamespace, Value: []byte(it.namespace)},
+		{Key: stream.HeaderName, Value: []byte(it.name)},
+		{Key: stream.HeaderUID, Value: []byte(it.uid)},
 	}}
 	backoff := publishBackoff()
 	for attempt := 1; ; attempt++ {
@@ -440,7 +428,7 @@ func (p *publisher) ensureTopics(ctx context.Context) error {
 		err := p.createTopic(ctx, p.topic, p.partitions, p.maxBytes)
 		if err == nil {
 			// One partition, as the indexer creates it; room for an event plus the indexer's headers.
-			err = p.createTopic(ctx, p.dlqTopic, 1, p.maxBytes+64<<10)
+			err = p.createTopic(ctx, p.dlqTopic, 1, p.maxBytes+stream.DeadLetterRoom)
 			var kerr kafka.Error
 			if errors.As(err, &kerr) {
 				p.log.Warn("cannot create the dead-letter topic; assuming it exists", "topic", p.dlqTopic, "err", err)
@@ -462,17 +450,7 @@ func (p *publisher) ensureTopics(ctx context.Context) error {
 }
 
 func (p *publisher) createTopic(ctx context.Context, topic string, partitions, maxBytes int) error {
-	resp, err := p.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-		Topic: topic, NumPartitions: partitions, ReplicationFactor: -1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: strconv.Itoa(maxBytes)}},
-	}}})
-	if err == nil {
-		err = resp.Errors[topic]
-	}
-	if errors.Is(err, kafka.TopicAlreadyExists) {
-		return nil
-	}
-	return err
+	return stream.CreateTopic(ctx, p.client, stream.Topic{Name: topic, Partitions: partitions, Config: stream.MaxMessageBytes(maxBytes)})
 }
 
 // learnLimit lowers the size limit to the topic's max.message.bytes (which is the broker's

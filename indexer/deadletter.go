@@ -7,21 +7,12 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
-// Headers of a dead letter. Its key and value are the original event's, byte for byte.
-const (
-	HeaderReason    = "kubesearch-dlq-reason"    // a short code, see the Reason constants
-	HeaderError     = "kubesearch-dlq-error"     // the error in words
-	HeaderTopic     = "kubesearch-dlq-topic"     // where the event was read
-	HeaderPartition = "kubesearch-dlq-partition" // decimal
-	HeaderOffset    = "kubesearch-dlq-offset"    // decimal
-	HeaderIndex     = "kubesearch-dlq-index"     // the index written to, when there was one
-	HeaderTime      = "kubesearch-dlq-time"      // RFC 3339, when it was dead-lettered
-	// HeaderValueDropped is "true" when the original value did not fit the dead-letter topic and was
-	// left out; the other headers still locate it.
-	HeaderValueDropped = "kubesearch-dlq-value-dropped"
-)
+// A dead letter's key and value are the original event's, byte for byte; its headers are
+// stream's (stream.HeaderReason and the others).
 
 // Reasons a dead letter gives.
 const (
@@ -30,9 +21,6 @@ const (
 	ReasonMalformedObject    = "malformed-object"             // the object cannot become a document (document.ErrMalformed)
 	ReasonRejected           = "rejected"                     // OpenSearch refused it for good (a mapping conflict, say)
 )
-
-// maxErrorHeader bounds the error text carried in a header.
-const maxErrorHeader = 4 << 10
 
 // deadLetter is an event that will never be applied, and why.
 type deadLetter struct {
@@ -45,20 +33,20 @@ type deadLetter struct {
 // message builds the dead letter's Kafka message.
 func (d deadLetter) message(now time.Time) kafka.Message {
 	errText := d.err
-	if len(errText) > maxErrorHeader {
-		errText = errText[:maxErrorHeader]
+	if len(errText) > stream.MaxErrorHeader {
+		errText = errText[:stream.MaxErrorHeader]
 	}
 	h := []kafka.Header{
-		{Key: HeaderReason, Value: []byte(d.reason)},
-		{Key: HeaderError, Value: []byte(errText)},
-		{Key: HeaderTopic, Value: []byte(d.msg.Topic)},
-		{Key: HeaderPartition, Value: strconv.AppendInt(nil, int64(d.msg.Partition), 10)},
-		{Key: HeaderOffset, Value: strconv.AppendInt(nil, d.msg.Offset, 10)},
+		{Key: stream.HeaderReason, Value: []byte(d.reason)},
+		{Key: stream.HeaderError, Value: []byte(errText)},
+		{Key: stream.HeaderTopic, Value: []byte(d.msg.Topic)},
+		{Key: stream.HeaderPartition, Value: strconv.AppendInt(nil, int64(d.msg.Partition), 10)},
+		{Key: stream.HeaderOffset, Value: strconv.AppendInt(nil, d.msg.Offset, 10)},
 	}
 	if d.index != "" {
-		h = append(h, kafka.Header{Key: HeaderIndex, Value: []byte(d.index)})
+		h = append(h, kafka.Header{Key: stream.HeaderIndex, Value: []byte(d.index)})
 	}
-	h = append(h, kafka.Header{Key: HeaderTime, Value: now.UTC().AppendFormat(nil, time.RFC3339)})
+	h = append(h, kafka.Header{Key: stream.HeaderTime, Value: now.UTC().AppendFormat(nil, time.RFC3339)})
 	// The original headers follow ours (the collector sets none today).
 	h = append(h, d.msg.Headers...)
 	return kafka.Message{Key: d.msg.Key, Value: d.msg.Value, Headers: h}
@@ -140,5 +128,5 @@ func dropValue(m *kafka.Message) {
 		return
 	}
 	m.Value = nil
-	m.Headers = append(m.Headers, kafka.Header{Key: HeaderValueDropped, Value: []byte("true")})
+	m.Headers = append(m.Headers, kafka.Header{Key: stream.HeaderValueDropped, Value: []byte("true")})
 }

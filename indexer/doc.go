@@ -32,7 +32,7 @@
 //   - Delivery: per-item results of a _bulk request; 429, 5xx, 401 and 403 retried with backoff (those items
 //     only), OpenSearch away retried with backoff without committing anything; what OpenSearch will
 //     never accept (a mapping conflict), malformed envelopes and objects, and envelopes of an unknown
-//     version go to the dead-letter topic with the reason and their origin in headers (HeaderReason
+//     version go to the dead-letter topic with the reason and their origin in headers (stream.HeaderReason
 //     and others), so no event stalls its partition.
 //   - Watermarks (DESIGN section 5): per (cluster, resource), the resourceVersion up to which every
 //     event is written and searchable, made so by a refresh every WatermarkInterval and stored in

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
@@ -119,7 +120,7 @@ func (ix *Indexer) Run(ctx context.Context) (err error) {
 	}()
 	// The events topic too: a consumer group that joins before its topic exists is assigned no
 	// partitions. Created with the collector's defaults when the indexer comes first.
-	if err := ix.ensureTopic(ctx, ix.opts.Topic, 12); err != nil {
+	if err := ix.ensureTopic(ctx, ix.opts.Topic, stream.DefaultPartitions); err != nil {
 		return err
 	}
 	if err := ix.ensureTopic(ctx, ix.opts.DeadLetterTopic, 1); err != nil {
@@ -245,40 +246,16 @@ func (ix *Indexer) setup(ctx context.Context) error {
 // permission to create topics) is logged: the topic may exist, or be created by the broker.
 func (ix *Indexer) ensureTopic(ctx context.Context, topic string, partitions int) error {
 	client := &kafka.Client{Addr: kafka.TCP(ix.opts.Brokers...), Transport: ix.kafkaTransport(), Timeout: 30 * time.Second}
-	bo := defaultBackoff()
-	for {
-		resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-			Topic: topic, NumPartitions: partitions, ReplicationFactor: -1,
-			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: fmt.Sprint(ix.opts.MaxMessageBytes)}},
-		}}})
-		if err == nil {
-			err = resp.Errors[topic]
-			var kerr kafka.Error
-			switch {
-			case err == nil, errors.Is(err, kafka.TopicAlreadyExists):
-				return nil
-			case errors.As(err, &kerr):
-				ix.log.Warn("cannot create the topic; assuming it exists", "topic", topic, "err", err)
-				return nil
-			}
-		}
-		delay := bo.Step()
-		ix.log.Warn("cannot reach Kafka, retrying", "topic", topic, "retryIn", delay.Round(time.Millisecond), "err", err)
-		if err := sleep(ctx, delay); err != nil {
-			return fmt.Errorf("ensure topic %s: %w", topic, err)
-		}
-	}
+	return stream.EnsureTopic(ctx, client, stream.Topic{Name: topic, Partitions: partitions,
+		Config: stream.MaxMessageBytes(ix.opts.MaxMessageBytes), Optional: true}, ix.log)
 }
 
 func (ix *Indexer) readerConfig() kafka.ReaderConfig {
 	return kafka.ReaderConfig{
-		Brokers: ix.opts.Brokers,
-		GroupID: ix.opts.GroupID,
-		Topic:   ix.opts.Topic,
-		Dialer: &kafka.Dialer{
-			Timeout: 10 * time.Second, DualStack: true,
-			TLS: ix.conn.kafkaTLS, SASLMechanism: ix.conn.kafkaSASL,
-		},
+		Brokers:  ix.opts.Brokers,
+		GroupID:  ix.opts.GroupID,
+		Topic:    ix.opts.Topic,
+		Dialer:   ix.conn.kafka.Dialer(),
 		MinBytes: 1,
 		MaxBytes: ix.opts.FetchMaxBytes,
 		MaxWait:  500 * time.Millisecond,
@@ -294,9 +271,7 @@ func (ix *Indexer) readerConfig() kafka.ReaderConfig {
 	}
 }
 
-func (ix *Indexer) kafkaTransport() *kafka.Transport {
-	return &kafka.Transport{TLS: ix.conn.kafkaTLS, SASL: ix.conn.kafkaSASL, DialTimeout: 10 * time.Second}
-}
+func (ix *Indexer) kafkaTransport() *kafka.Transport { return ix.conn.kafka.Transport() }
 
 func (ix *Indexer) handler() http.Handler {
 	mux := http.NewServeMux()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/osstore"
+	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
 // fakeOpenSearch serves the REST calls the indexer makes, over a fakeEngine: enough of OpenSearch
@@ -247,29 +248,29 @@ func (f *fakeOpenSearch) match(index string, filter gjson.Result) []liveDoc {
 	return out
 }
 
-// stream is a test event stream: a kfake cluster with the event topic, and a writer partitioning
+// testStream is a test event stream: a kfake cluster with the event topic, and a writer partitioning
 // as the collector does.
-type stream struct {
+type testStream struct {
 	brokers []string
 	topic   string
 	w       *kafka.Writer
 }
 
-func newStream(t *testing.T, partitions int32) *stream {
+func newStream(t *testing.T, partitions int32) *testStream {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "events"), kfake.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	s := &stream{brokers: c.ListenAddrs(), topic: "events"}
+	s := &testStream{brokers: c.ListenAddrs(), topic: "events"}
 	s.w = &kafka.Writer{Addr: kafka.TCP(s.brokers...), Topic: "events", Balancer: &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
 	t.Cleanup(func() { s.w.Close() })
 	return s
 }
 
-func (s *stream) publish(t *testing.T, events ...any) {
+func (s *testStream) publish(t *testing.T, events ...any) {
 	t.Helper()
 	var msgs []kafka.Message
 	for _, e := range events {
@@ -290,7 +291,7 @@ func (s *stream) publish(t *testing.T, events ...any) {
 }
 
 // committed is the group's committed offset per partition (-1: none).
-func (s *stream) committed(t *testing.T, group string, partitions int) map[int]int64 {
+func (s *testStream) committed(t *testing.T, group string, partitions int) map[int]int64 {
 	t.Helper()
 	client := &kafka.Client{Addr: kafka.TCP(s.brokers...)}
 	ps := make([]int, partitions)
@@ -309,7 +310,7 @@ func (s *stream) committed(t *testing.T, group string, partitions int) map[int]i
 }
 
 // ends is the end offset per partition.
-func (s *stream) ends(t *testing.T, partitions int) map[int]int64 {
+func (s *testStream) ends(t *testing.T, partitions int) map[int]int64 {
 	t.Helper()
 	client := &kafka.Client{Addr: kafka.TCP(s.brokers...)}
 	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
@@ -363,7 +364,7 @@ type running struct {
 	done chan error
 }
 
-func startIndexer(t *testing.T, s *stream, osURL string) *running {
+func startIndexer(t *testing.T, s *testStream, osURL string) *running {
 	t.Helper()
 	ix, err := New(Options{
 		Brokers: s.brokers, Topic: s.topic, GroupID: "indexers", OpenSearchAddresses: []string{osURL},
@@ -528,14 +529,14 @@ func TestIndexerEndToEnd(t *testing.T) {
 	dl := readAll(t, s.brokers, "events.dlq", 2)
 	reasons := map[string]kafka.Message{}
 	for _, m := range dl {
-		reasons[header(m, HeaderReason)] = m
+		reasons[header(m, stream.HeaderReason)] = m
 	}
 	m, ok := reasons[ReasonMalformedEnvelope]
-	if !ok || !bytes.Equal(m.Value, bad.Value) || !bytes.Equal(m.Key, bad.Key) || header(m, HeaderTopic) != "events" ||
-		header(m, HeaderOffset) == "" || header(m, HeaderPartition) == "" || header(m, HeaderError) == "" {
+	if !ok || !bytes.Equal(m.Value, bad.Value) || !bytes.Equal(m.Key, bad.Key) || header(m, stream.HeaderTopic) != "events" ||
+		header(m, stream.HeaderOffset) == "" || header(m, stream.HeaderPartition) == "" || header(m, stream.HeaderError) == "" {
 		t.Errorf("malformed envelope's dead letter: %+v", m)
 	}
-	if m, ok := reasons[ReasonMalformedObject]; !ok || header(m, HeaderIndex) != "kubernetes-pod" {
+	if m, ok := reasons[ReasonMalformedObject]; !ok || header(m, stream.HeaderIndex) != "kubernetes-pod" {
 		t.Errorf("malformed object's dead letter: %+v", m)
 	}
 }

@@ -1,8 +1,6 @@
 package indexer
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,13 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/segmentio/kafka-go/sasl"
-	"github.com/segmentio/kafka-go/sasl/plain"
-	"github.com/segmentio/kafka-go/sasl/scram"
-
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/registry"
-	"github.com/kubesearch/kubesearch/internal/secrets"
+	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
@@ -35,7 +29,7 @@ type Options struct {
 	// MaxMessageBytes is the largest dead letter written (and the max.message.bytes of the dead-letter
 	// topic when the indexer creates it): an event plus its headers.
 	MaxMessageBytes int
-	Kafka           KafkaSecurity
+	Kafka           stream.Security
 
 	// OpenSearchAddresses are node URLs. Empty takes them from the registries' backendStore.
 	OpenSearchAddresses []string
@@ -66,20 +60,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// KafkaSecurity configures TLS and SASL toward the brokers, for the reader and the dead-letter writer.
-type KafkaSecurity struct {
-	TLS bool
-	// CAFile verifies the brokers' certificates (implies TLS).
-	CAFile string
-	// InsecureSkipVerify accepts any broker certificate (implies TLS); for demos only.
-	InsecureSkipVerify bool
-	// SASLMechanism is "", "plain", "scram-sha-256" or "scram-sha-512".
-	SASLMechanism string
-	// UsernameFile and PasswordFile hold the SASL credentials.
-	UsernameFile string
-	PasswordFile string
-}
-
 // SetDefaults fills the zero fields.
 func (o *Options) SetDefaults() {
 	def := func(p *int, v int) {
@@ -93,16 +73,16 @@ func (o *Options) SetDefaults() {
 		}
 	}
 	if o.Topic == "" {
-		o.Topic = "kubesearch.events"
+		o.Topic = stream.DefaultTopic
 	}
 	if o.GroupID == "" {
 		o.GroupID = "kubesearch-indexer"
 	}
 	if o.DeadLetterTopic == "" {
-		o.DeadLetterTopic = o.Topic + ".dlq"
+		o.DeadLetterTopic = stream.DeadLetterTopic(o.Topic)
 	}
 	def(&o.FetchMaxBytes, 8<<20)
-	def(&o.MaxMessageBytes, 2<<20+64<<10)
+	def(&o.MaxMessageBytes, stream.DefaultMaxMessageBytes+stream.DeadLetterRoom)
 	def(&o.BatchSize, 1000)
 	def(&o.BatchBytes, 8<<20)
 	defDuration(&o.BatchInterval, 200*time.Millisecond)
@@ -137,18 +117,7 @@ func (o *Options) Validate() error {
 	if o.MaxMessageBytes < 1<<20 {
 		add("--kafka-max-message-bytes: must be at least 1 MiB (1048576), got %d", o.MaxMessageBytes)
 	}
-	switch o.Kafka.SASLMechanism {
-	case "":
-		if o.Kafka.UsernameFile != "" || o.Kafka.PasswordFile != "" {
-			add("--kafka-username-file, --kafka-password-file: need --kafka-sasl-mechanism")
-		}
-	case "plain", "scram-sha-256", "scram-sha-512":
-		if o.Kafka.UsernameFile == "" || o.Kafka.PasswordFile == "" {
-			add("--kafka-username-file, --kafka-password-file: both required with --kafka-sasl-mechanism %s", o.Kafka.SASLMechanism)
-		}
-	default:
-		add("--kafka-sasl-mechanism: want plain, scram-sha-256 or scram-sha-512, got %q", o.Kafka.SASLMechanism)
-	}
+	errs = append(errs, o.Kafka.Check()...)
 
 	if len(o.OpenSearchAddresses) == 0 && o.Registry == "" {
 		add("--opensearch-addresses: required unless --registry names an OpenSearch backend")
@@ -215,8 +184,7 @@ type connection struct {
 	caCert             []byte
 	insecure           bool
 
-	kafkaTLS  *tls.Config
-	kafkaSASL sasl.Mechanism
+	kafka stream.Connection
 }
 
 // resolveConnection reads every file the options name, reporting every problem at once.
@@ -236,36 +204,11 @@ func resolveConnection(o *Options) (connection, error) {
 	errs = append(errs, osErrs...)
 	c.insecure = o.OpenSearch.InsecureSkipVerify
 
-	k := o.Kafka
-	if k.TLS || k.CAFile != "" || k.InsecureSkipVerify {
-		c.kafkaTLS = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.InsecureSkipVerify} //nolint:gosec // opt-in, for demos
-		if k.CAFile != "" {
-			pem, err := secrets.ReadPEM(k.CAFile)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("--kafka-ca-file: %w", err))
-			} else {
-				pool := x509.NewCertPool()
-				pool.AppendCertsFromPEM(pem)
-				c.kafkaTLS.RootCAs = pool
-			}
-		}
+	kc, err := o.Kafka.Resolve()
+	if err != nil {
+		errs = append(errs, err)
 	}
-	if k.SASLMechanism != "" {
-		user, uerr := secrets.ReadValue(k.UsernameFile)
-		pass, perr := secrets.ReadValue(k.PasswordFile)
-		if uerr != nil {
-			errs = append(errs, fmt.Errorf("--kafka-username-file: %w", uerr))
-		}
-		if perr != nil {
-			errs = append(errs, fmt.Errorf("--kafka-password-file: %w", perr))
-		}
-		if uerr == nil && perr == nil {
-			c.kafkaSASL, err = saslMechanism(k.SASLMechanism, user, pass)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("--kafka-sasl-mechanism: %w", err))
-			}
-		}
-	}
+	c.kafka = kc
 	return c, errors.Join(errs...)
 }
 
@@ -310,16 +253,4 @@ func sameAddresses(a, b []string) bool {
 		return slices.Compact(out)
 	}
 	return slices.Equal(norm(a), norm(b))
-}
-
-func saslMechanism(name, user, pass string) (sasl.Mechanism, error) {
-	switch name {
-	case "plain":
-		return plain.Mechanism{Username: user, Password: pass}, nil
-	case "scram-sha-256":
-		return scram.Mechanism(scram.SHA256, user, pass)
-	case "scram-sha-512":
-		return scram.Mechanism(scram.SHA512, user, pass)
-	}
-	return nil, fmt.Errorf("unknown mechanism %q", name)
 }

@@ -16,6 +16,7 @@ func collectorCommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) erro
 	fs.StringVar(&o.ClustersFile, "clusters", "", "clusters file listing the member clusters")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose every context is a member cluster (instead of --clusters)")
 	fs.Var(&brokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers")
+	kafkaSecurityFlags(fs, &o.Kafka)
 	fs.StringVar(&o.Topic, "topic", o.Topic, "Kafka topic of the event stream")
 	fs.IntVar(&o.TopicPartitions, "topic-partitions", o.TopicPartitions, "partitions of the topic when the collector creates it")
 	fs.IntVar(&o.MaxMessageBytes, "kafka-max-message-bytes", o.MaxMessageBytes, "largest event published; at most the broker's message.max.bytes")

@@ -20,12 +20,7 @@ func indexerCommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) error 
 	fs.StringVar(&o.DeadLetterTopic, "dlq-topic", "", "topic of events that can never be indexed (default <topic>.dlq)")
 	fs.IntVar(&o.FetchMaxBytes, "kafka-fetch-max-bytes", o.FetchMaxBytes, "largest fetch from one partition; at least 4 MiB, above the largest event")
 	fs.IntVar(&o.MaxMessageBytes, "kafka-max-message-bytes", o.MaxMessageBytes, "largest dead letter (an event plus headers); the dead-letter topic's max.message.bytes when the indexer creates it")
-	fs.BoolVar(&o.Kafka.TLS, "kafka-tls", false, "connect to Kafka with TLS")
-	fs.StringVar(&o.Kafka.CAFile, "kafka-ca-file", "", "PEM CA certificates that sign the brokers' certificates (implies --kafka-tls)")
-	fs.BoolVar(&o.Kafka.InsecureSkipVerify, "kafka-insecure-skip-verify", false, "accept any broker certificate (implies --kafka-tls); for demos only")
-	fs.StringVar(&o.Kafka.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: plain, scram-sha-256 or scram-sha-512")
-	fs.StringVar(&o.Kafka.UsernameFile, "kafka-username-file", "", "file holding the SASL username")
-	fs.StringVar(&o.Kafka.PasswordFile, "kafka-password-file", "", "file holding the SASL password")
+	kafkaSecurityFlags(fs, &o.Kafka)
 
 	fs.Var(&addresses, "opensearch-addresses", "comma-separated OpenSearch node URLs (default: the registries' spec.backendStore.openSearch.addresses)")
 	fs.StringVar(&o.Registry, "registry", "", "ResourceRegistry file or folder whose spec.backendStore.openSearch names the OpenSearch to write to")

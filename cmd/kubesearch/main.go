@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"k8s.io/klog/v2"
+
+	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
 // command is one subcommand: it registers its flags, then runs with the parsed values.
@@ -99,4 +101,14 @@ func (s *stringList) Set(v string) error {
 		}
 	}
 	return nil
+}
+
+// kafkaSecurityFlags registers the Kafka TLS and SASL flags, the same for every component.
+func kafkaSecurityFlags(fs *flag.FlagSet, s *stream.Security) {
+	fs.BoolVar(&s.TLS, "kafka-tls", false, "connect to Kafka with TLS")
+	fs.StringVar(&s.CAFile, "kafka-ca-file", "", "PEM CA certificates that sign the brokers' certificates (implies --kafka-tls)")
+	fs.BoolVar(&s.InsecureSkipVerify, "kafka-insecure-skip-verify", false, "accept any broker certificate (implies --kafka-tls); for demos only")
+	fs.StringVar(&s.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: plain, scram-sha-256 or scram-sha-512")
+	fs.StringVar(&s.UsernameFile, "kafka-username-file", "", "file holding the SASL username")
+	fs.StringVar(&s.PasswordFile, "kafka-password-file", "", "file holding the SASL password")
 }

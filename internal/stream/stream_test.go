@@ -1,0 +1,83 @@
+package stream
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func TestSecurityResolve(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	user, pass, notPEM := write("user", "collector\n"), write("pass", "s3cret\n"), write("ca", "not a certificate")
+	c, err := Security{SASLMechanism: "scram-sha-512", UsernameFile: user, PasswordFile: pass, InsecureSkipVerify: true}.Resolve()
+	if err != nil || c.SASL == nil || c.SASL.Name() != "SCRAM-SHA-512" || c.TLS == nil || !c.TLS.InsecureSkipVerify {
+		t.Fatalf("scram over TLS: %+v, %v", c, err)
+	}
+	if c, err := (Security{}).Resolve(); err != nil || c.TLS != nil || c.SASL != nil {
+		t.Fatalf("plaintext: %+v, %v", c, err)
+	}
+	// Every bad file is reported at once, each by its flag.
+	_, err = Security{CAFile: notPEM, SASLMechanism: "plain", UsernameFile: "/nonexistent/u", PasswordFile: pass}.Resolve()
+	for _, want := range []string{"--kafka-ca-file:", "no PEM certificate", "--kafka-username-file:"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bad files: %v; want %q", err, want)
+		}
+	}
+}
+
+func TestSecurityCheck(t *testing.T) {
+	for _, tt := range []struct {
+		s    Security
+		want string
+	}{
+		{Security{SASLMechanism: "gssapi"}, `--kafka-sasl-mechanism: want plain, scram-sha-256 or scram-sha-512, got "gssapi"`},
+		{Security{SASLMechanism: "plain"}, "both required with --kafka-sasl-mechanism plain"},
+		{Security{UsernameFile: "u"}, "need --kafka-sasl-mechanism"},
+	} {
+		errs := tt.s.Check()
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tt.want) {
+			t.Errorf("%+v: %v; want %q", tt.s, errs, tt.want)
+		}
+	}
+	if errs := (Security{SASLMechanism: "plain", UsernameFile: "u", PasswordFile: "p"}).Check(); len(errs) != 0 {
+		t.Errorf("complete options refused: %v", errs)
+	}
+}
+
+// Creating a topic is idempotent: the second collector or indexer to start finds it there.
+func TestEnsureTopicIsIdempotent(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	client := &kafka.Client{Addr: kafka.TCP(c.ListenAddrs()...), Timeout: 10 * time.Second}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	topic := Topic{Name: "events", Partitions: DefaultPartitions, Config: MaxMessageBytes(DefaultMaxMessageBytes)}
+	for range 2 {
+		if err := EnsureTopic(t.Context(), client, topic, log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md, err := client.Metadata(t.Context(), &kafka.MetadataRequest{Topics: []string{"events"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(md.Topics) != 1 || len(md.Topics[0].Partitions) != DefaultPartitions {
+		t.Fatalf("topic metadata: %+v", md.Topics)
+	}
+}
