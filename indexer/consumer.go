@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
@@ -54,8 +55,8 @@ type consumer struct {
 	batchInterval time.Duration
 	wmInterval    time.Duration
 
-	next        map[int]int64    // per partition, the offset expected next
-	unversioned map[pairKey]bool // pairs already logged as written without versioning
+	next        map[int]int64       // per partition, the offset expected next
+	unversioned map[store.Pair]bool // pairs already logged as written without versioning
 }
 
 // run consumes until ctx is done, then writes and commits what was fetched (work bounds that) and
@@ -337,7 +338,7 @@ func (c *consumer) decode(m kafka.Message, seq int) *item {
 	if rv, ok := parseRV(ev.ResourceVersion); ok {
 		it.op.versioned, it.op.version = true, rv
 	} else {
-		k := pairOf(ev)
+		k := ev.Pair()
 		c.metrics.unversioned.WithLabelValues(ev.Cluster, ev.GroupResource()).Inc()
 		if !c.unversioned[k] {
 			c.unversioned[k] = true
@@ -437,10 +438,10 @@ func (c *consumer) commit(ctx context.Context, msgs []kafka.Message) {
 
 // loadWatermarks loads the stored watermarks of the pairs of a batch that are not tracked yet.
 func (c *consumer) loadWatermarks(ctx context.Context, items []*item) error {
-	var keys []pairKey
+	var keys []store.Pair
 	for _, it := range items {
 		if it.ev != nil && it.ev.Resource != "" {
-			keys = append(keys, pairOf(it.ev))
+			keys = append(keys, it.ev.Pair())
 		}
 	}
 	keys = c.wm.missing(keys)
@@ -481,7 +482,7 @@ func (c *consumer) purgeWatermarks(ctx context.Context, ev *envelope.Event) erro
 		if err != nil {
 			return err
 		}
-		k := pairKey{w.Cluster, w.Group, w.Resource}
+		k := w.Pair()
 		if _, ok := c.wm.pairs[k]; !ok {
 			c.wm.load(k, &w)
 		}

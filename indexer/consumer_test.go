@@ -7,10 +7,12 @@ import (
 	"testing"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 func newDecodeConsumer() *consumer {
-	return &consumer{metrics: newMetrics(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), unversioned: map[pairKey]bool{}}
+	return &consumer{metrics: newMetrics(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), unversioned: map[store.Pair]bool{}}
 }
 
 // The consumer builds documents without checking the object's JSON again (buildDocument with

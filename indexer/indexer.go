@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/mappings"
 )
@@ -184,7 +185,7 @@ func (ix *Indexer) newConsumer(reader messageReader, dlq messageWriter) *consume
 		prefix: ix.opts.Index.Prefix, topic: ix.opts.Topic,
 		batchSize: ix.opts.BatchSize, batchBytes: ix.opts.BatchBytes, batchInterval: ix.opts.BatchInterval,
 		wmInterval: ix.opts.WatermarkInterval,
-		next:       map[int]int64{}, unversioned: map[pairKey]bool{},
+		next:       map[int]int64{}, unversioned: map[store.Pair]bool{},
 	}
 }
 

@@ -39,15 +39,6 @@ func (c *osClient) search(ctx context.Context, index string, query any) ([]gjson
 	return gjson.GetBytes(resp, "hits.hits").Array(), nil
 }
 
-// pairKey is one resource of one member cluster: the unit of a Kafka partition key, and of a
-// watermark.
-type pairKey struct{ cluster, group, resource string }
-
-func pairOf(ev *envelope.Event) pairKey { return pairKey{ev.Cluster, ev.Group, ev.Resource} }
-
-// id is the watermark document's _id.
-func (k pairKey) id() string { return k.cluster + "/" + k.group + "/" + k.resource }
-
 // scopeState is the progress of one namespace scope.
 type scopeState struct {
 	store.WatermarkScope
@@ -57,7 +48,7 @@ type scopeState struct {
 }
 
 type pairState struct {
-	key       pairKey
+	key       store.Pair
 	kind      string
 	scopes    map[string]*scopeState
 	partition int
@@ -69,17 +60,17 @@ type pairState struct {
 // watermarks tracks every pair seen in this process (DESIGN section 5). Events reach it only once
 // they are written, in partition order. It is used by one goroutine.
 type watermarks struct {
-	pairs map[pairKey]*pairState
+	pairs map[store.Pair]*pairState
 	now   func() time.Time
 }
 
 func newWatermarks() *watermarks {
-	return &watermarks{pairs: map[pairKey]*pairState{}, now: time.Now}
+	return &watermarks{pairs: map[store.Pair]*pairState{}, now: time.Now}
 }
 
 // missing returns the keys not tracked yet, to be loaded from the state index.
-func (w *watermarks) missing(keys []pairKey) []pairKey {
-	var out []pairKey
+func (w *watermarks) missing(keys []store.Pair) []store.Pair {
+	var out []store.Pair
 	for _, k := range keys {
 		if _, ok := w.pairs[k]; !ok && !slices.Contains(out, k) {
 			out = append(out, k)
@@ -89,7 +80,7 @@ func (w *watermarks) missing(keys []pairKey) []pairKey {
 }
 
 // load tracks a pair as stored (nil: never stored).
-func (w *watermarks) load(k pairKey, stored *store.Watermark) {
+func (w *watermarks) load(k store.Pair, stored *store.Watermark) {
 	p := &pairState{key: k, scopes: map[string]*scopeState{}}
 	if stored != nil {
 		p.kind, p.updatedAt = stored.Kind, stored.UpdatedAt
@@ -103,7 +94,7 @@ func (w *watermarks) load(k pairKey, stored *store.Watermark) {
 // forgetPartition drops the pairs of a partition another consumer may have moved on meanwhile; they
 // are loaded again from the state index on their next event.
 func (w *watermarks) forgetPartition(partition int) {
-	maps.DeleteFunc(w.pairs, func(_ pairKey, p *pairState) bool { return p.partition == partition })
+	maps.DeleteFunc(w.pairs, func(_ store.Pair, p *pairState) bool { return p.partition == partition })
 }
 
 // scope returns the scope an object event belongs to: the cluster-wide scope when there is one,
@@ -122,7 +113,7 @@ func (p *pairState) scope(ns string) *scopeState {
 }
 
 func (w *watermarks) pair(ev *envelope.Event, partition int) *pairState {
-	k := pairOf(ev)
+	k := ev.Pair()
 	p := w.pairs[k]
 	if p == nil {
 		w.load(k, nil)
@@ -178,10 +169,10 @@ func (w *watermarks) synced(ev *envelope.Event, partition int) {
 
 // purged removes what a PURGE marker removes: every scope of the pairs of (cluster, group, kind), or
 // one namespace scope. It returns the pairs left without scope, whose documents go.
-func (w *watermarks) purged(ev *envelope.Event) []pairKey {
-	var gone []pairKey
+func (w *watermarks) purged(ev *envelope.Event) []store.Pair {
+	var gone []store.Pair
 	for k, p := range w.pairs {
-		if k.cluster != ev.Cluster || k.group != ev.Group || p.kind != ev.Kind {
+		if k.Cluster != ev.Cluster || k.Group != ev.Group || p.kind != ev.Kind {
 			continue
 		}
 		if ev.Namespace == "" {
@@ -196,7 +187,7 @@ func (w *watermarks) purged(ev *envelope.Event) []pairKey {
 		}
 		p.dirty, p.urgent = true, true
 	}
-	slices.SortFunc(gone, func(a, b pairKey) int { return cmp.Compare(a.id(), b.id()) })
+	slices.SortFunc(gone, func(a, b store.Pair) int { return cmp.Compare(a.ID(), b.ID()) })
 	return gone
 }
 
@@ -247,7 +238,7 @@ func (w *watermarks) toStore(urgentOnly bool) []store.Watermark {
 // stored records that the watermarks were stored.
 func (w *watermarks) stored(ws []store.Watermark) {
 	for _, wm := range ws {
-		if p := w.pairs[pairKey{wm.Cluster, wm.Group, wm.Resource}]; p != nil && p.updatedAt.Equal(wm.UpdatedAt) {
+		if p := w.pairs[wm.Pair()]; p != nil && p.updatedAt.Equal(wm.UpdatedAt) {
 			p.dirty, p.urgent = false, false
 		}
 	}
@@ -256,7 +247,7 @@ func (w *watermarks) stored(ws []store.Watermark) {
 // watermark summarises the scopes: the lowest resourceVersion of them all (a scope that never
 // synced has none: 0), listing while any scope lists or never synced.
 func (p *pairState) watermark() store.Watermark {
-	wm := store.Watermark{Cluster: p.key.cluster, Group: p.key.group, Resource: p.key.resource, Kind: p.kind, UpdatedAt: p.updatedAt,
+	wm := store.Watermark{Cluster: p.key.Cluster, Group: p.key.Group, Resource: p.key.Resource, Kind: p.kind, UpdatedAt: p.updatedAt,
 		Listing: len(p.scopes) == 0}
 	for i, ns := range slices.Sorted(maps.Keys(p.scopes)) {
 		s := p.scopes[ns]
@@ -274,7 +265,7 @@ func (p *pairState) watermark() store.Watermark {
 	return wm
 }
 
-func watermarkKey(w store.Watermark) string { return pairKey{w.Cluster, w.Group, w.Resource}.id() }
+func watermarkKey(w store.Watermark) string { return w.Pair().ID() }
 
 // parseRV reads a resourceVersion as the integer it is for kube-apiservers; some aggregated APIs use
 // other strings, which cannot be compared.
@@ -324,10 +315,10 @@ func parseWatermark(source string) (store.Watermark, error) {
 }
 
 // loadWatermarks reads the stored watermarks of keys; those never stored are absent.
-func (c *osClient) loadWatermarks(ctx context.Context, index string, keys []pairKey) (map[pairKey]*store.Watermark, error) {
+func (c *osClient) loadWatermarks(ctx context.Context, index string, keys []store.Pair) (map[store.Pair]*store.Watermark, error) {
 	dks := make([]docKey, len(keys))
 	for i, k := range keys {
-		dks[i] = docKey{index, k.id()}
+		dks[i] = docKey{index, k.ID()}
 	}
 	body, err := json.Marshal(map[string]any{"ids": idsOf(dks)})
 	if err != nil {
@@ -338,7 +329,7 @@ func (c *osClient) loadWatermarks(ctx context.Context, index string, keys []pair
 	if err != nil {
 		return nil, err
 	}
-	out := map[pairKey]*store.Watermark{}
+	out := map[store.Pair]*store.Watermark{}
 	switch {
 	case status == http.StatusNotFound && errorType(resp) == "index_not_found_exception":
 		return out, nil
@@ -380,10 +371,10 @@ func (c *osClient) storeWatermarks(ctx context.Context, index string, ws []store
 }
 
 // deleteWatermarks deletes the watermark documents of pairs that are gone.
-func (c *osClient) deleteWatermarks(ctx context.Context, index string, keys []pairKey) error {
+func (c *osClient) deleteWatermarks(ctx context.Context, index string, keys []store.Pair) error {
 	ops := make([]*op, len(keys))
 	for i, k := range keys {
-		ops[i] = &op{action: actionDelete, index: index, id: k.id()}
+		ops[i] = &op{action: actionDelete, index: index, id: k.ID()}
 	}
 	return c.stateBulk(ctx, ops)
 }

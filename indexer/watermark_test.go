@@ -21,7 +21,7 @@ func ev(typ envelope.Type, ns string, epoch int64, rv string) *envelope.Event {
 
 // wmOf is the pair's watermark as it would be stored now.
 func wmOf(w *watermarks) store.Watermark {
-	return w.pairs[pairKey{"m1", "", "pods"}].watermark()
+	return w.pairs[store.Pair{Cluster: "m1", Group: "", Resource: "pods"}].watermark()
 }
 
 // TestWatermarkLifecycle follows one pair through its first list, watch events, refreshes, a re-list
@@ -29,7 +29,7 @@ func wmOf(w *watermarks) store.Watermark {
 // while a list is in progress.
 func TestWatermarkLifecycle(t *testing.T) {
 	w := newWatermarks()
-	w.load(pairKey{"m1", "", "pods"}, nil)
+	w.load(store.Pair{Cluster: "m1", Group: "", Resource: "pods"}, nil)
 	step := func(name string, wantRV int64, wantListing bool) {
 		t.Helper()
 		got := wmOf(w)
@@ -45,7 +45,7 @@ func TestWatermarkLifecycle(t *testing.T) {
 
 	w.synced(ev(envelope.Sync, "", 100, "10"), 0)
 	step("list done: its resourceVersion is written and searchable", 10, false)
-	if !w.pairs[pairKey{"m1", "", "pods"}].urgent {
+	if !w.pairs[store.Pair{Cluster: "m1", Group: "", Resource: "pods"}].urgent {
 		t.Error("a SYNC must be stored before its offset is committed")
 	}
 
@@ -88,7 +88,7 @@ func TestWatermarkLifecycle(t *testing.T) {
 // list and watch; the pair's watermark is their minimum, and listing while any lists.
 func TestWatermarkScopes(t *testing.T) {
 	w := newWatermarks()
-	w.load(pairKey{"m1", "", "pods"}, nil)
+	w.load(store.Pair{Cluster: "m1", Group: "", Resource: "pods"}, nil)
 	w.written(ev(envelope.Added, "a", 100, "5"), 0)
 	w.written(ev(envelope.Added, "b", 101, "6"), 0)
 	w.synced(ev(envelope.Sync, "a", 100, "50"), 0)
@@ -113,7 +113,7 @@ func TestWatermarkScopes(t *testing.T) {
 		t.Errorf("after purging a: gone %v, watermark %+v", gone, wmOf(w))
 	}
 	gone = w.purged(&envelope.Event{Type: envelope.Purge, Cluster: "m1", Kind: "Pod"})
-	if len(gone) != 1 || gone[0] != (pairKey{"m1", "", "pods"}) || len(w.pairs) != 0 {
+	if len(gone) != 1 || gone[0] != (store.Pair{Cluster: "m1", Group: "", Resource: "pods"}) || len(w.pairs) != 0 {
 		t.Errorf("after purging all: gone %v, pairs %v", gone, w.pairs)
 	}
 }
@@ -122,7 +122,7 @@ func TestWatermarkScopes(t *testing.T) {
 // namespaces; a cluster-wide SYNC replaces the guesses.
 func TestWatermarkProvisionalScopes(t *testing.T) {
 	w := newWatermarks()
-	w.load(pairKey{"m1", "", "pods"}, nil)
+	w.load(store.Pair{Cluster: "m1", Group: "", Resource: "pods"}, nil)
 	w.written(ev(envelope.Added, "a", 100, "5"), 0)
 	w.written(ev(envelope.Added, "b", 100, "6"), 0)
 	w.synced(ev(envelope.Sync, "", 100, "9"), 0)
@@ -141,7 +141,7 @@ func TestWatermarkProvisionalScopes(t *testing.T) {
 func TestWatermarkStoredRoundTrip(t *testing.T) {
 	w := newWatermarks()
 	w.now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
-	w.load(pairKey{"m1", "", "pods"}, nil)
+	w.load(store.Pair{Cluster: "m1", Group: "", Resource: "pods"}, nil)
 	w.synced(ev(envelope.Sync, "a", 100, "50"), 0)
 	w.written(ev(envelope.Added, "b", 101, "6"), 0)
 	ws := w.toStore(true)
@@ -167,10 +167,10 @@ func TestWatermarkStoredRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	w2 := newWatermarks()
-	w2.load(pairKey{"m1", "", "pods"}, &stored)
+	w2.load(store.Pair{Cluster: "m1", Group: "", Resource: "pods"}, &stored)
 	w2.written(ev(envelope.Modified, "a", 100, "60"), 0)
 	w2.refreshed([]string{"Pod"})
-	got := w2.pairs[pairKey{"m1", "", "pods"}].watermark()
+	got := w2.pairs[store.Pair{Cluster: "m1", Group: "", Resource: "pods"}].watermark()
 	if got.ResourceVersion != 0 || !got.Listing {
 		t.Errorf("after reload: %+v, want 0 and listing while b never listed", got)
 	}
@@ -187,7 +187,7 @@ func TestWatermarkForgetPartition(t *testing.T) {
 	other.Resource = "services"
 	w.written(other, 4)
 	w.forgetPartition(3)
-	if missing := w.missing([]pairKey{{"m1", "", "pods"}, {"m1", "", "services"}}); len(missing) != 1 || missing[0].resource != "pods" {
+	if missing := w.missing([]store.Pair{{Cluster: "m1", Group: "", Resource: "pods"}, {Cluster: "m1", Group: "", Resource: "services"}}); len(missing) != 1 || missing[0].Resource != "pods" {
 		t.Errorf("missing after forgetting partition 3: %v", missing)
 	}
 }

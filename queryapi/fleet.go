@@ -54,10 +54,8 @@ type ClusterFreshness struct {
 	LagSeconds *float64 `json:"lagSeconds,omitempty"`
 }
 
-type pairKey struct{ cluster, group, resource string }
-
 type scopeKey struct {
-	pairKey
+	store.Pair
 	namespace string
 }
 
@@ -73,10 +71,10 @@ type fleet struct {
 
 	mu           sync.Mutex
 	polled       bool
-	watermarks   map[pairKey]store.Watermark
+	watermarks   map[store.Pair]store.Watermark
 	wmErr        error
 	rows         map[scopeKey][]registry.ResourceStatus
-	scopesOf     map[pairKey][]scopeKey // the keys of rows, by pair
+	scopesOf     map[store.Pair][]scopeKey // the keys of rows, by pair
 	collErrs     map[string]error
 	behindSince  map[scopeKey]time.Time
 	collectorRVs map[scopeKey]int64
@@ -110,7 +108,7 @@ func (f *fleet) poll(ctx context.Context) {
 			continue
 		}
 		for _, r := range rs {
-			k := scopeKey{pairKey{r.Cluster, r.Group, r.Resource}, r.Namespace}
+			k := scopeKey{r.Pair(), r.Namespace}
 			rows[k] = append(rows[k], r)
 		}
 	}
@@ -121,9 +119,9 @@ func (f *fleet) poll(ctx context.Context) {
 	f.polled = true
 	f.wmErr = wmErr
 	if wmErr == nil {
-		f.watermarks = map[pairKey]store.Watermark{}
+		f.watermarks = map[store.Pair]store.Watermark{}
 		for _, w := range wms {
-			f.watermarks[pairKey{w.Cluster, w.Group, w.Resource}] = w
+			f.watermarks[w.Pair()] = w
 		}
 	} else {
 		f.log.Warn("read watermarks", "err", wmErr)
@@ -134,9 +132,9 @@ func (f *fleet) poll(ctx context.Context) {
 	f.collErrs = collErrs
 	if len(collErrs) < len(f.collectors) || len(f.collectors) == 0 {
 		f.rows = rows
-		f.scopesOf = map[pairKey][]scopeKey{}
+		f.scopesOf = map[store.Pair][]scopeKey{}
 		for k := range rows {
-			f.scopesOf[k.pairKey] = append(f.scopesOf[k.pairKey], k)
+			f.scopesOf[k.Pair] = append(f.scopesOf[k.Pair], k)
 		}
 	}
 	// behindSince remembers when a scope was first seen behind: the index then misses an event
@@ -176,7 +174,7 @@ func lowestRV(rs []registry.ResourceStatus) int64 {
 
 // indexedRV is the watermark of a scope: its own, or the cluster-wide scope's.
 func (f *fleet) indexedRV(k scopeKey) int64 {
-	w, ok := f.watermarks[k.pairKey]
+	w, ok := f.watermarks[k.Pair]
 	if !ok {
 		return 0
 	}
@@ -231,12 +229,12 @@ func (f *fleet) ready() error {
 func (f *fleet) pairs() []PairStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	keys := map[pairKey]bool{}
+	keys := map[store.Pair]bool{}
 	for k := range f.watermarks {
 		keys[k] = true
 	}
 	for k := range f.rows {
-		keys[k.pairKey] = true
+		keys[k.Pair] = true
 	}
 	now := f.now()
 	var out []PairStatus
@@ -246,13 +244,13 @@ func (f *fleet) pairs() []PairStatus {
 	return out
 }
 
-func comparePairs(a, b pairKey) int {
-	return cmp.Or(cmp.Compare(a.cluster, b.cluster), cmp.Compare(a.group, b.group), cmp.Compare(a.resource, b.resource))
+func comparePairs(a, b store.Pair) int {
+	return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Resource, b.Resource))
 }
 
 // pair is called with f.mu held.
-func (f *fleet) pair(k pairKey, now time.Time) PairStatus {
-	p := PairStatus{Cluster: k.cluster, Group: k.group, Resource: k.resource, State: registry.StateUnknown}
+func (f *fleet) pair(k store.Pair, now time.Time) PairStatus {
+	p := PairStatus{Cluster: k.Cluster, Group: k.Group, Resource: k.Resource, State: registry.StateUnknown}
 	if w, ok := f.watermarks[k]; ok {
 		p.Kind, p.Listing, p.IndexedResourceVersion = w.Kind, w.Listing, w.ResourceVersion
 		if w.Epoch > 0 {

@@ -174,20 +174,20 @@ func (s *Server) fleetStatus(c *gin.Context) {
 		s.writeStoreError(c, err)
 		return
 	}
-	docs := map[pairKey]int64{}
+	docs := map[store.Pair]int64{}
 	for _, n := range counts {
-		docs[pairKey{n.Cluster, n.Group, n.Resource}] = n.Documents
+		docs[n.Pair()] = n.Documents
 	}
 	pairs := s.fleet.pairs()
-	seen := map[pairKey]bool{}
+	seen := map[store.Pair]bool{}
 	for i := range pairs {
-		k := pairKey{pairs[i].Cluster, pairs[i].Group, pairs[i].Resource}
+		k := store.Pair{Cluster: pairs[i].Cluster, Group: pairs[i].Group, Resource: pairs[i].Resource}
 		n := docs[k]
 		pairs[i].Documents, seen[k] = &n, true
 	}
 	// Documents of pairs nobody reports any more (a cluster removed without PURGE) are shown too.
 	for _, n := range counts {
-		if k := (pairKey{n.Cluster, n.Group, n.Resource}); !seen[k] {
+		if k := (n.Pair()); !seen[k] {
 			d := n.Documents
 			pairs = append(pairs, PairStatus{Cluster: n.Cluster, Group: n.Group, Resource: n.Resource, State: "Unknown", Documents: &d})
 		}

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 // Version is the envelope version this build writes and understands.
@@ -59,10 +61,13 @@ type Event struct {
 	Object json.RawMessage `json:"object,omitempty"`
 }
 
-// Key is the Kafka message key: all events of one resource type of one cluster share a partition, so
-// they are totally ordered, which SYNC garbage collection relies on.
-func (e *Event) Key() []byte {
-	return []byte(e.Cluster + "/" + e.Group + "/" + e.Resource)
+// Key is the Kafka message key, the pair's ID: all events of one resource type of one cluster share a
+// partition, so they are totally ordered, which SYNC garbage collection relies on.
+func (e *Event) Key() []byte { return []byte(e.Pair().ID()) }
+
+// Pair is the (cluster, group, resource) the event is about.
+func (e *Event) Pair() store.Pair {
+	return store.Pair{Cluster: e.Cluster, Group: e.Group, Resource: e.Resource}
 }
 
 // LastChanged is ChangedAt, or ObservedAt for an event that does not say.

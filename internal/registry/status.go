@@ -1,6 +1,10 @@
 package registry
 
-import "time"
+import (
+	"time"
+
+	"github.com/kubesearch/kubesearch/internal/store"
+)
 
 // Collection states, as in Karmada's ClusterCacheStatus.
 const (
@@ -33,4 +37,9 @@ type ResourceStatus struct {
 	// Unpublished names the objects Kafka will never take (too large), "namespace/name: reason",
 	// since the last list began; they are missing from the index while State may be Running.
 	Unpublished []string `json:"unpublished,omitempty"`
+}
+
+// Pair is the row's pair.
+func (r ResourceStatus) Pair() store.Pair {
+	return store.Pair{Cluster: r.Cluster, Group: r.Group, Resource: r.Resource}
 }

@@ -111,3 +111,6 @@ type Count struct {
 	Cluster, Group, Resource string
 	Documents                int64
 }
+
+// Pair is the count's pair.
+func (c Count) Pair() Pair { return Pair{c.Cluster, c.Group, c.Resource} }
