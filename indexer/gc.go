@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/envelope"
 )
 
@@ -28,17 +29,17 @@ func gcFilter(ev *envelope.Event) ([]any, error) {
 	var filter []any
 	switch ev.Type {
 	case envelope.Sync:
-		filter = []any{term("cluster", ev.Cluster), term("group", ev.Group), term("resource", ev.Resource)}
+		filter = []any{term(document.FieldCluster, ev.Cluster), term(document.FieldGroup, ev.Group), term(document.FieldResource, ev.Resource)}
 	case envelope.Purge:
-		filter = []any{term("cluster", ev.Cluster), term("group", ev.Group), term("kind", ev.Kind)}
+		filter = []any{term(document.FieldCluster, ev.Cluster), term(document.FieldGroup, ev.Group), term(document.FieldKind, ev.Kind)}
 	default:
 		return nil, fmt.Errorf("garbage collection for a %s event", ev.Type)
 	}
 	if ev.Namespace != "" {
-		filter = append(filter, term("namespace", ev.Namespace))
+		filter = append(filter, term(document.FieldNamespace, ev.Namespace))
 	}
 	if ev.Type == envelope.Sync {
-		filter = append(filter, map[string]any{"range": map[string]any{"epoch": map[string]any{"lt": ev.Epoch}}})
+		filter = append(filter, map[string]any{"range": map[string]any{document.FieldEpoch: map[string]any{"lt": ev.Epoch}}})
 	}
 	return filter, nil
 }
@@ -53,7 +54,7 @@ func gcSearch(filter []any, size int, after json.RawMessage) map[string]any {
 		"version":          true,
 		"track_total_hits": false,
 		"query":            map[string]any{"bool": map[string]any{"filter": filter}},
-		"sort":             []any{map[string]any{"uid": "asc"}, map[string]any{"_index": "asc"}},
+		"sort":             []any{map[string]any{document.FieldUID: "asc"}, map[string]any{"_index": "asc"}},
 	}
 	if after != nil {
 		body["search_after"] = after

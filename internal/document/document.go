@@ -183,12 +183,12 @@ func build(ev *envelope.Event, objectValid bool) ([]byte, error) {
 	var textBuf [32]string
 	text := stringSet{items: textBuf[:0]}
 
-	w.str("cluster", ev.Cluster)
-	w.str("group", ev.Group)
-	w.str("version", ev.Version)
-	w.str("resource", ev.Resource)
-	w.str("kind", kind)
-	w.key("apiVersion")
+	w.str(FieldCluster, ev.Cluster)
+	w.str(FieldGroup, ev.Group)
+	w.str(FieldVersion, ev.Version)
+	w.str(FieldResource, ev.Resource)
+	w.str(FieldKind, kind)
+	w.key(FieldAPIVersion)
 	w.b = append(w.b, '"')
 	if ev.Group != "" {
 		w.b = appendEscaped(w.b, ev.Group)
@@ -197,16 +197,16 @@ func build(ev *envelope.Event, objectValid bool) ([]byte, error) {
 	w.b = appendEscaped(w.b, ev.Version)
 	w.b = append(w.b, '"')
 	if v.namespace.Str != "" {
-		w.str("namespace", v.namespace.Str)
+		w.str(FieldNamespace, v.namespace.Str)
 	}
-	w.str("name", v.name.Str)
-	w.str("uid", v.uid.Str)
-	w.int("resourceVersion", parseResourceVersion(v.resourceVersion.Str))
-	w.int("epoch", ev.Epoch)
-	w.timestamp("creationTimestamp", v.creation)
-	w.timestamp("deletionTimestamp", v.deletion)
+	w.str(FieldName, v.name.Str)
+	w.str(FieldUID, v.uid.Str)
+	w.int(FieldResourceVersion, parseResourceVersion(v.resourceVersion.Str))
+	w.int(FieldEpoch, ev.Epoch)
+	w.timestamp(FieldCreationTimestamp, v.creation)
+	w.timestamp(FieldDeletionTimestamp, v.deletion)
 	if changed := ev.LastChanged(); !changed.IsZero() {
-		w.key("lastChangedAt")
+		w.key(FieldLastChangedAt)
 		w.b = append(w.b, '"')
 		w.b = changed.UTC().AppendFormat(w.b, "2006-01-02T15:04:05.000Z07:00")
 		w.b = append(w.b, '"')
@@ -223,11 +223,11 @@ func build(ev *envelope.Event, objectValid bool) ([]byte, error) {
 	pick(v.status, statusKeys[:], st[:])
 	w.conditions(st[stConditions])
 	if p := st[stPhase]; p.Type == gjson.String {
-		w.str("phase", p.Str)
+		w.str(FieldPhase, p.Str)
 	}
 	w.kindFields(ev.Group, kind, &v, &st, &text)
 
-	l := w.list("text")
+	l := w.list(FieldText)
 	for _, s := range text.items {
 		l.add(s)
 	}
@@ -526,7 +526,7 @@ func Rebuild(source []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	top := gjson.GetManyBytes(source, "cluster", "group", "version", "resource", "kind", "epoch", "lastChangedAt")
+	top := gjson.GetManyBytes(source, FieldCluster, FieldGroup, FieldVersion, FieldResource, FieldKind, FieldEpoch, FieldLastChangedAt)
 	meta := gjson.GetManyBytes(obj, "metadata.namespace", "metadata.name", "metadata.uid", "metadata.resourceVersion")
 	ev := &envelope.Event{
 		V: envelope.Version, Type: envelope.Modified,

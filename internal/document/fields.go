@@ -25,7 +25,7 @@ func (w *docWriter) labels(labels gjson.Result, text *stringSet) {
 	if !labels.IsObject() {
 		return
 	}
-	l := w.list("labels")
+	l := w.list(FieldLabels)
 	labels.ForEach(func(k, val gjson.Result) bool {
 		if val.Type != gjson.String {
 			return true
@@ -35,7 +35,7 @@ func (w *docWriter) labels(labels gjson.Result, text *stringSet) {
 		return true
 	})
 	l.end()
-	l = w.list("labelKeys")
+	l = w.list(FieldLabelKeys)
 	labels.ForEach(func(k, val gjson.Result) bool {
 		if val.Type == gjson.String {
 			l.add(k.Str)
@@ -48,7 +48,7 @@ func (w *docWriter) labels(labels gjson.Result, text *stringSet) {
 // annotationKeys lists the keys of the annotations as stored, so with the cache-source annotation and
 // without the last-applied one.
 func (w *docWriter) annotationKeys(ann gjson.Result) {
-	l := w.list("annotationKeys")
+	l := w.list(FieldAnnotationKeys)
 	forEach(ann, func(k, _ gjson.Result) bool {
 		if k.Str != CachedFromClusterAnnotation && k.Str != LastAppliedAnnotation {
 			l.add(k.Str)
@@ -65,19 +65,19 @@ func (w *docWriter) owners(refs gjson.Result) {
 	}
 	var kindBuf [4]string
 	kinds := stringSet{items: kindBuf[:0]}
-	l := w.list("ownerUIDs")
+	l := w.list(FieldOwnerUIDs)
 	refs.ForEach(func(_, r gjson.Result) bool {
 		l.add(r.Get("uid").Str)
 		kinds.add(r.Get("kind").Str)
 		return true
 	})
 	l.end()
-	l = w.list("ownerKinds")
+	l = w.list(FieldOwnerKinds)
 	for _, k := range kinds.items {
 		l.add(k)
 	}
 	l.end()
-	l = w.list("ownerRefs")
+	l = w.list(FieldOwnerRefs)
 	refs.ForEach(func(_, r gjson.Result) bool {
 		k, n := r.Get("kind").Str, r.Get("name").Str
 		if k != "" && n != "" {
@@ -94,7 +94,7 @@ func (w *docWriter) conditions(conds gjson.Result) {
 	if !conds.IsArray() {
 		return
 	}
-	l := w.list("conditions")
+	l := w.list(FieldConditions)
 	conds.ForEach(func(_, c gjson.Result) bool {
 		t, s := c.Get("type").Str, c.Get("status").Str
 		if t != "" && s != "" {

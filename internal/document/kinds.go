@@ -113,18 +113,18 @@ func (w *docWriter) kindFields(group, kind string, v *objectView, st *[stCount]g
 			w.pod(&sp, st, text)
 		case "Node":
 			if kv := st[stNodeInfo].Get("kubeletVersion").Str; kv != "" {
-				w.str("kubeletVersion", kv)
+				w.str(FieldKubeletVersion, kv)
 			}
-			w.bool("unschedulable", sp[spUnschedulable].Bool())
-			w.bool("ready", conditionTrue(st[stConditions], "Ready"))
+			w.bool(FieldUnschedulable, sp[spUnschedulable].Bool())
+			w.bool(FieldReady, conditionTrue(st[stConditions], "Ready"))
 		case "Service":
 			if t := sp[spType].Str; t != "" {
-				w.str("type", t)
+				w.str(FieldType, t)
 			}
-			w.ips("clusterIP", sp[spClusterIPs], "", sp[spClusterIP])
+			w.ips(FieldClusterIP, sp[spClusterIPs], "", sp[spClusterIP])
 		case "Secret":
 			if v.typ.Str != "" {
-				w.str("type", v.typ.Str)
+				w.str(FieldType, v.typ.Str)
 			}
 		case "Event":
 			w.event(v)
@@ -155,9 +155,9 @@ func (w *docWriter) kindFields(group, kind string, v *objectView, st *[stCount]g
 
 func (w *docWriter) event(v *objectView) {
 	if v.typ.Str != "" {
-		w.str("type", v.typ.Str)
+		w.str(FieldType, v.typ.Str)
 	}
 	if v.reason.Str != "" {
-		w.str("reason", v.reason.Str)
+		w.str(FieldReason, v.reason.Str)
 	}
 }

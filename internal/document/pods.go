@@ -6,13 +6,13 @@ import "github.com/tidwall/gjson"
 // counts them) and the Ready condition. podTemplate and containers serve the workload kinds too.
 func (w *docWriter) pod(sp *[spCount]gjson.Result, st *[stCount]gjson.Result, text *stringSet) {
 	if n := sp[spNodeName].Str; n != "" {
-		w.str("nodeName", n)
+		w.str(FieldNodeName, n)
 		text.add(n)
 	}
-	w.ips("podIP", st[stPodIPs], "ip", st[stPodIP])
-	w.ips("hostIP", st[stHostIPs], "ip", st[stHostIP])
+	w.ips(FieldPodIP, st[stPodIPs], "ip", st[stPodIP])
+	w.ips(FieldHostIP, st[stHostIPs], "ip", st[stHostIP])
 	if q := st[stQOSClass].Str; q != "" {
-		w.str("qosClass", q)
+		w.str(FieldQOSClass, q)
 	}
 	w.containers((*[3]gjson.Result)(sp[spInitContainers:spEphemeralContainers+1]), text)
 	// As kubectl's RESTARTS column: regular and init containers.
@@ -23,8 +23,8 @@ func (w *docWriter) pod(sp *[spCount]gjson.Result, st *[stCount]gjson.Result, te
 			return true
 		})
 	}
-	w.int("restarts", restarts)
-	w.bool("ready", conditionTrue(st[stConditions], "Ready"))
+	w.int(FieldRestarts, restarts)
+	w.bool(FieldReady, conditionTrue(st[stConditions], "Ready"))
 }
 
 // podTemplate writes containerNames and images of the Pod spec of a workload's template.
@@ -55,13 +55,13 @@ func (w *docWriter) containers(lists *[3]gjson.Result, text *stringSet) {
 			return true
 		})
 	}
-	l := w.list("containerNames")
+	l := w.list(FieldContainerNames)
 	for _, s := range names.items {
 		l.add(s)
 		text.add(s)
 	}
 	l.end()
-	l = w.list("images")
+	l = w.list(FieldImages)
 	for _, s := range images.items {
 		l.add(s)
 		text.add(s)

@@ -6,11 +6,11 @@ import "github.com/tidwall/gjson"
 // counts), so sorts and ranges such as readyReplicas < replicas work on every document.
 func (w *docWriter) replicas(desired, ready, available, updated gjson.Result, hasUpdated bool) {
 	if desired.Type == gjson.Number {
-		w.int("replicas", desired.Int())
+		w.int(FieldReplicas, desired.Int())
 	}
-	w.int("readyReplicas", ready.Int())
-	w.int("availableReplicas", available.Int())
+	w.int(FieldReadyReplicas, ready.Int())
+	w.int(FieldAvailableReplicas, available.Int())
 	if hasUpdated {
-		w.int("updatedReplicas", updated.Int())
+		w.int(FieldUpdatedReplicas, updated.Int())
 	}
 }

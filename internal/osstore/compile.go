@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/mappings"
 )
@@ -20,9 +21,9 @@ const object = mappings.FieldObject
 // typedPaths are field selector paths answered from typed top-level fields: the same values as the
 // object's, cheaper to match, and with an exact "missing" for cluster-scoped objects' namespace.
 var typedPaths = map[string]string{
-	"metadata.name":      "name",
-	"metadata.namespace": "namespace",
-	"metadata.uid":       "uid",
+	"metadata.name":      document.FieldName,
+	"metadata.namespace": document.FieldNamespace,
+	"metadata.uid":       document.FieldUID,
 }
 
 // Compile translates q into the body of an OpenSearch _search request for its first page: query,
@@ -88,22 +89,22 @@ func compileQuery(q *query.Query) map[string]any {
 		b.filter = append(b.filter, compileResources(q.Resources))
 	}
 	if len(q.Clusters) > 0 {
-		b.filter = append(b.filter, terms("cluster", q.Clusters))
+		b.filter = append(b.filter, terms(document.FieldCluster, q.Clusters))
 	}
 	if len(q.Namespaces) > 0 {
-		b.filter = append(b.filter, terms("namespace", q.Namespaces))
+		b.filter = append(b.filter, terms(document.FieldNamespace, q.Namespaces))
 	}
 	if len(q.Names) > 0 {
-		b.filter = append(b.filter, terms("name", q.Names))
+		b.filter = append(b.filter, terms(document.FieldName, q.Names))
 	}
 	if q.NamePrefix != "" {
-		b.filter = append(b.filter, map[string]any{"prefix": map[string]any{"name": q.NamePrefix}})
+		b.filter = append(b.filter, map[string]any{"prefix": map[string]any{document.FieldName: q.NamePrefix}})
 	}
 	if q.FuzzyName != "" {
 		b.filter = append(b.filter, anyOf(
-			map[string]any{"wildcard": map[string]any{"name": map[string]any{
+			map[string]any{"wildcard": map[string]any{document.FieldName: map[string]any{
 				"value": "*" + escapeWildcard(q.FuzzyName) + "*", "case_insensitive": true}}},
-			map[string]any{"match": map[string]any{"name.text": map[string]any{
+			map[string]any{"match": map[string]any{document.FieldNameText: map[string]any{
 				"query": q.FuzzyName, "fuzziness": "AUTO", "operator": "and"}}},
 		))
 	}
@@ -115,21 +116,21 @@ func compileQuery(q *query.Query) map[string]any {
 	}
 	if q.Text != "" {
 		// match, not query_string: user text is words, never syntax that can fail to parse.
-		b.must = append(b.must, map[string]any{"match": map[string]any{"text": map[string]any{
+		b.must = append(b.must, map[string]any{"match": map[string]any{document.FieldText: map[string]any{
 			"query": q.Text, "operator": "and"}}})
 	}
 	if o := q.Owner; o != nil {
 		if o.UID != "" {
-			b.filter = append(b.filter, term("ownerUIDs", o.UID))
+			b.filter = append(b.filter, term(document.FieldOwnerUIDs, o.UID))
 		} else {
-			b.filter = append(b.filter, term("ownerRefs", o.Kind+"/"+o.Name))
+			b.filter = append(b.filter, term(document.FieldOwnerRefs, o.Kind+"/"+o.Name))
 		}
 	}
 	if r := timeRange(q.Now, q.CreatedSince, q.CreatedBefore); r != nil {
-		b.filter = append(b.filter, map[string]any{"range": map[string]any{"creationTimestamp": r}})
+		b.filter = append(b.filter, map[string]any{"range": map[string]any{document.FieldCreationTimestamp: r}})
 	}
 	if r := timeRange(q.Now, q.ChangedSince, nil); r != nil {
-		b.filter = append(b.filter, map[string]any{"range": map[string]any{"lastChangedAt": r}})
+		b.filter = append(b.filter, map[string]any{"range": map[string]any{document.FieldLastChangedAt: r}})
 	}
 	return b.build()
 }
@@ -139,10 +140,10 @@ func compileResources(rs []query.Resource) map[string]any {
 	types := make([]any, len(rs))
 	for i, r := range rs {
 		if r.AnyGroup {
-			types[i] = term("resource", r.Resource)
+			types[i] = term(document.FieldResource, r.Resource)
 			continue
 		}
-		types[i] = map[string]any{"bool": map[string]any{"filter": []any{term("resource", r.Resource), term("group", r.Group)}}}
+		types[i] = map[string]any{"bool": map[string]any{"filter": []any{term(document.FieldResource, r.Resource), term(document.FieldGroup, r.Group)}}}
 	}
 	if len(types) == 1 {
 		return types[0].(map[string]any)
@@ -161,7 +162,7 @@ func compileScope(s *query.Scope) map[string]any {
 	for i, g := range s.Grants {
 		var gb boolQuery
 		if len(g.Clusters) > 0 {
-			gb.filter = append(gb.filter, terms("cluster", g.Clusters))
+			gb.filter = append(gb.filter, terms(document.FieldCluster, g.Clusters))
 		}
 		if len(g.Namespaces) > 0 {
 			var named []string
@@ -173,14 +174,14 @@ func compileScope(s *query.Scope) map[string]any {
 					named = append(named, ns)
 				}
 			}
-			noNamespace := map[string]any{"bool": map[string]any{"must_not": map[string]any{"exists": map[string]any{"field": "namespace"}}}}
+			noNamespace := map[string]any{"bool": map[string]any{"must_not": map[string]any{"exists": map[string]any{"field": document.FieldNamespace}}}}
 			switch {
 			case clusterScoped && len(named) > 0:
-				gb.filter = append(gb.filter, anyOf(terms("namespace", named), noNamespace))
+				gb.filter = append(gb.filter, anyOf(terms(document.FieldNamespace, named), noNamespace))
 			case clusterScoped:
 				gb.filter = append(gb.filter, noNamespace)
 			default:
-				gb.filter = append(gb.filter, terms("namespace", named))
+				gb.filter = append(gb.filter, terms(document.FieldNamespace, named))
 			}
 		}
 		if len(g.Resources) > 0 {
@@ -204,13 +205,13 @@ func compileLabel(b *boolQuery, r query.Requirement) {
 	}
 	switch r.Op {
 	case query.Equals, query.In:
-		b.filter = append(b.filter, terms("labels", pairs))
+		b.filter = append(b.filter, terms(document.FieldLabels, pairs))
 	case query.NotEquals, query.NotIn:
-		b.mustNot = append(b.mustNot, terms("labels", pairs))
+		b.mustNot = append(b.mustNot, terms(document.FieldLabels, pairs))
 	case query.Exists:
-		b.filter = append(b.filter, term("labelKeys", r.Key))
+		b.filter = append(b.filter, term(document.FieldLabelKeys, r.Key))
 	case query.NotExists:
-		b.mustNot = append(b.mustNot, term("labelKeys", r.Key))
+		b.mustNot = append(b.mustNot, term(document.FieldLabelKeys, r.Key))
 	}
 }
 
@@ -280,7 +281,7 @@ func compileSort(q *query.Query) []any {
 		// them first ascending and last descending.
 		out = append(out, map[string]any{s.Field: map[string]any{"order": order, "missing": "_last"}})
 	}
-	return append(out, map[string]any{"uid": map[string]any{"order": "asc"}})
+	return append(out, map[string]any{document.FieldUID: map[string]any{"order": "asc"}})
 }
 
 func compileSource(q *query.Query) map[string]any {
@@ -310,12 +311,12 @@ func compileFacets(facets []query.Facet) map[string]any {
 			agg = map[string]any{"terms": map[string]any{"field": f.Dimension, "size": size, "shard_size": shard}}
 		case query.FacetResource:
 			agg = map[string]any{"multi_terms": map[string]any{"terms": []any{
-				map[string]any{"field": "resource"}, map[string]any{"field": "group", "missing": ""}},
+				map[string]any{"field": document.FieldResource}, map[string]any{"field": document.FieldGroup, "missing": ""}},
 				"size": size, "shard_size": shard}}
 		case query.FacetLabels:
-			agg = map[string]any{"terms": map[string]any{"field": "labels", "size": size, "shard_size": shard}}
+			agg = map[string]any{"terms": map[string]any{"field": document.FieldLabels, "size": size, "shard_size": shard}}
 		case query.FacetLabel:
-			agg = map[string]any{"terms": map[string]any{"field": "labels", "size": size, "shard_size": shard,
+			agg = map[string]any{"terms": map[string]any{"field": document.FieldLabels, "size": size, "shard_size": shard,
 				"include": escapeRegexp(f.Key) + "=.*"}}
 		}
 		aggs[facetAggName(i)] = agg

@@ -15,6 +15,7 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/tidwall/gjson"
 
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/mappings"
@@ -429,9 +430,9 @@ func (s *Store) Counts(ctx context.Context, scope *query.Scope) ([]store.Count, 
 	)
 	for {
 		comp := map[string]any{"size": 1000, "sources": []any{
-			map[string]any{"cluster": map[string]any{"terms": map[string]any{"field": "cluster"}}},
-			map[string]any{"group": map[string]any{"terms": map[string]any{"field": "group", "missing_bucket": true}}},
-			map[string]any{"resource": map[string]any{"terms": map[string]any{"field": "resource"}}},
+			map[string]any{"cluster": map[string]any{"terms": map[string]any{"field": document.FieldCluster}}},
+			map[string]any{"group": map[string]any{"terms": map[string]any{"field": document.FieldGroup, "missing_bucket": true}}},
+			map[string]any{"resource": map[string]any{"terms": map[string]any{"field": document.FieldResource}}},
 		}}
 		if after != nil {
 			comp["after"] = after
