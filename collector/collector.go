@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/registry"
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
@@ -224,75 +225,55 @@ func (c *Collector) Addr() string {
 // Run collects until ctx is done, then stops the collections, flushes the buffered events (bounded by
 // ShutdownTimeout) and returns.
 func (c *Collector) Run(ctx context.Context) error {
-	pubCtx, abortPub := context.WithCancel(context.WithoutCancel(ctx))
-	defer abortPub()
-	pubDone := make(chan error, 1)
-	go func() { pubDone <- c.pub.run(pubCtx) }()
-
+	g := lifecycle.New(ctx)
 	// The server answers at once (/healthz; /readyz says what it waits for), also while Kafka is
-	// away and the ledger cannot be read yet.
-	var srv *http.Server
-	srvDone := make(chan error, 1)
+	// away and the ledger cannot be read yet, and stops last, so /metrics and /status answer while the
+	// collector drains.
 	if c.listener != nil {
-		srv = &http.Server{Handler: c.handler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() { srvDone <- srv.Serve(c.listener) }()
-	} else {
-		srvDone <- http.ErrServerClosed
+		g.Serve("http", &http.Server{Handler: c.handler(), ReadHeaderTimeout: 10 * time.Second}, c.listener)
 	}
+	g.OnStop("kafka writers", func(context.Context) error {
+		return errors.Join(c.pub.writer.Close(), c.ledger.close())
+	})
+	// Flushes what the collections handed it once they stopped; aborted (what is left is lost, and the
+	// next list of each collection repairs the index) when the flush outlasts ShutdownTimeout.
+	g.Start("publisher", c.pub.run, func(context.Context) error {
+		c.log.Info("flushing buffered events")
+		c.pub.close()
+		return nil
+	})
+	g.Go("collect", c.collect)
+	return g.Wait(c.opts.ShutdownTimeout)
+}
 
+// collect starts the collections, applies configuration changes until ctx is done, then stops every
+// collection: after it returns nothing calls Publish any more.
+func (c *Collector) collect(ctx context.Context) error {
+	defer func() {
+		c.log.Info("shutting down: stopping collections")
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for name, mr := range c.members {
+			mr.cancel()
+			<-mr.done
+			delete(c.members, name)
+		}
+	}()
 	if err := c.start(ctx); err != nil {
 		c.log.Warn("stopped before the first plan was applied", "err", err)
-	} else {
-		c.log.Info("collector started", "clusters", len(c.plan.Clusters), "topic", c.opts.Topic, "listen", c.Addr())
-		ticker := time.NewTicker(c.opts.ReloadInterval)
-		defer ticker.Stop()
-	loop:
-		for {
-			select {
-			case <-ctx.Done():
-				break loop
-			case <-ticker.C:
-				c.reload(ctx)
-			case err := <-pubDone:
-				return fmt.Errorf("publisher stopped: %w", err) // only on abort, which only Run does
-			}
+		return nil
+	}
+	c.log.Info("collector started", "clusters", len(c.plan.Clusters), "topic", c.opts.Topic, "listen", c.Addr())
+	ticker := time.NewTicker(c.opts.ReloadInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			c.reload(ctx)
 		}
 	}
-
-	c.log.Info("shutting down: stopping collections, flushing buffered events")
-	c.mu.Lock()
-	for name, mr := range c.members {
-		mr.cancel()
-		<-mr.done
-		delete(c.members, name)
-	}
-	c.mu.Unlock()
-	c.pub.close()
-	var err error
-	select {
-	case err = <-pubDone:
-	case <-time.After(c.opts.ShutdownTimeout):
-		abortPub()
-		err = fmt.Errorf("flush on shutdown: %w", <-pubDone)
-	}
-	if cerr := c.pub.writer.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close kafka writer: %w", cerr)
-	}
-	if cerr := c.ledger.close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close ledger writer: %w", cerr)
-	}
-	// Servers last, so /metrics and /status answer while the collector drains.
-	if srv != nil {
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if serr := srv.Shutdown(shutdownCtx); serr != nil && err == nil {
-			err = fmt.Errorf("http shutdown: %w", serr)
-		}
-	}
-	if serr := <-srvDone; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = fmt.Errorf("http: %w", serr)
-	}
-	return err
 }
 
 // start reads the ledger, purges what it holds and no registry selects any more, and applies the

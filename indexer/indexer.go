@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/mappings"
@@ -83,45 +84,34 @@ func (ix *Indexer) Addr() string {
 // Run indexes until ctx is done: it installs the index template and the state index (waiting for
 // OpenSearch), joins the consumer group and consumes. Once ctx is done it writes and commits the
 // batch in flight (bounded by ShutdownTimeout), leaves the group and returns. Call it once.
-func (ix *Indexer) Run(ctx context.Context) (err error) {
-	defer func() {
-		if cerr := ix.os.close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close opensearch client: %w", cerr)
-		}
-	}()
+func (ix *Indexer) Run(ctx context.Context) error {
+	g := lifecycle.New(ctx)
+	g.OnStop("opensearch client", func(context.Context) error { return ix.os.close() })
 	// Servers last, so /metrics answers while the indexer drains.
-	srvDone := make(chan error, 1)
 	if ix.listener != nil {
-		srv := &http.Server{Handler: ix.handler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() { srvDone <- srv.Serve(ix.listener) }()
-		defer func() {
-			shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if serr := srv.Shutdown(shutdownCtx); serr != nil && err == nil {
-				err = fmt.Errorf("http shutdown: %w", serr)
-			}
-			if serr := <-srvDone; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-				err = fmt.Errorf("http: %w", serr)
-			}
-		}()
+		g.Serve("http", &http.Server{Handler: ix.handler(), ReadHeaderTimeout: 10 * time.Second}, ix.listener)
 	}
+	g.Go("index", func(ctx context.Context) error { return ix.index(ctx, g) })
+	return g.Wait(ix.opts.ShutdownTimeout)
+}
 
+// index sets up, then consumes until ctx is done and the batch in flight is written and committed.
+// Its Kafka clients are closed by stop steps of g, after it returned.
+func (ix *Indexer) index(ctx context.Context, g *lifecycle.Group) error {
 	if err := ix.setup(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before anything was consumed
 		}
 		return err
 	}
-
 	dlq := ix.deadLetterWriter()
-	defer func() {
-		if cerr := dlq.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close dead-letter writer: %w", cerr)
-		}
-	}()
+	g.OnStop("dead-letter writer", func(context.Context) error { return dlq.Close() })
 	// The events topic too: a consumer group that joins before its topic exists is assigned no
 	// partitions. Created with the collector's defaults when the indexer comes first.
 	if err := ix.ensureTopic(ctx, ix.opts.Topic, stream.DefaultPartitions); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	if err := ix.ensureTopic(ctx, ix.opts.DeadLetterTopic, 1); err != nil {
@@ -130,15 +120,10 @@ func (ix *Indexer) Run(ctx context.Context) (err error) {
 		}
 		return err
 	}
-
 	reader := kafka.NewReader(ix.readerConfig())
-	defer func() {
-		// Leaves the group, so the partitions move to the other members without waiting for the
-		// session timeout.
-		if cerr := reader.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close kafka reader: %w", cerr)
-		}
-	}()
+	// Closing leaves the group, so the partitions move to the other members without waiting for the
+	// session timeout.
+	g.OnStop("kafka reader", func(context.Context) error { return reader.Close() })
 
 	work, stop := shutdownGrace(ctx, ix.opts.ShutdownTimeout)
 	defer stop()

@@ -18,8 +18,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/opensearch-project/opensearch-go/v4"
-	"golang.org/x/sync/errgroup"
 
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
@@ -171,28 +171,13 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 
 // Run serves until ctx is done, then lets requests in flight finish (bounded by ShutdownTimeout).
 func (s *Server) Run(ctx context.Context) error {
-	defer s.client.Close()
-	srv := &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		s.fleet.run(gctx)
+	g := lifecycle.New(ctx)
+	g.OnStop("opensearch client", func(context.Context) error { return s.client.Close() })
+	s.log.Info("query API listening", "addr", s.Addr())
+	g.Serve("http", &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second}, s.listener)
+	g.Go("fleet status", func(ctx context.Context) error {
+		s.fleet.run(ctx)
 		return nil
 	})
-	g.Go(func() error {
-		s.log.Info("query API listening", "addr", s.Addr())
-		if err := srv.Serve(s.listener); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve: %w", err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			return fmt.Errorf("shutdown: %w", err)
-		}
-		return nil
-	})
-	return g.Wait()
+	return g.Wait(s.opts.ShutdownTimeout)
 }
