@@ -193,7 +193,7 @@ func (ix *Indexer) deadLetterWriter() *kafka.Writer {
 // version (roll.go), retrying until OpenSearch answers. Concrete indices are created later, on the
 // first event of each kind.
 func (ix *Indexer) setup(ctx context.Context) error {
-	stateBody, err := stateIndexBody(ix.opts.Index)
+	stateBody, err := mappings.StateIndexBody(ix.opts.Index)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/store"
-	"github.com/kubesearch/kubesearch/mappings"
 )
 
 // search runs a query on index and returns its hits; a missing index has none.
@@ -281,29 +280,6 @@ func watermarkDocument(w store.Watermark) ([]byte, error) {
 		store.Watermark
 	}{watermarkKey(w), w}
 	return json.Marshal(doc)
-}
-
-// stateIndexBody is the body that creates the state index.
-func stateIndexBody(o mappings.Options) ([]byte, error) {
-	return json.Marshal(map[string]any{
-		"settings": map[string]any{"index": map[string]any{"number_of_shards": 1, "number_of_replicas": o.Replicas}},
-		"mappings": map[string]any{
-			"dynamic": false,
-			"_meta":   map[string]any{"managed_by": "kubesearch", "version": 1},
-			"properties": map[string]any{
-				"key":             map[string]any{"type": "keyword"},
-				"cluster":         map[string]any{"type": "keyword"},
-				"group":           map[string]any{"type": "keyword"},
-				"resource":        map[string]any{"type": "keyword"},
-				"kind":            map[string]any{"type": "keyword"},
-				"resourceVersion": map[string]any{"type": "long"},
-				"epoch":           map[string]any{"type": "long"},
-				"listing":         map[string]any{"type": "boolean"},
-				"updatedAt":       map[string]any{"type": "date"},
-				"scopes":          map[string]any{"type": "object", "enabled": false},
-			},
-		},
-	})
 }
 
 func parseWatermark(source string) (store.Watermark, error) {

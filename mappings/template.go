@@ -26,6 +26,11 @@ const baseName = "kubernetes"
 //go:embed kubernetes.json
 var kubernetesTemplate []byte
 
+// stateIndex is the body that creates the state index (watermarks, roll leases).
+//
+//go:embed state.json
+var stateIndex []byte
+
 // Options tailors the template to one installation. The zero value gives the defaults: no prefix,
 // one shard, no replica, a refresh every second.
 type Options struct {
@@ -236,4 +241,17 @@ func StateIndex(prefix string) string {
 // ("<prefix>-kubernetes-<kind>"). It matches the pattern of IndexTemplate for the same prefix.
 func IndexName(prefix, kind string) string {
 	return IndexBase(prefix) + strings.ToLower(kind)
+}
+
+// StateIndexBody is the body that creates the state index, with the replicas of opts (one shard: it
+// holds one small document per pair).
+func StateIndexBody(opts Options) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(stateIndex))
+	dec.UseNumber()
+	var body map[string]any
+	if err := dec.Decode(&body); err != nil {
+		return nil, fmt.Errorf("mappings: decode embedded state.json: %w", err)
+	}
+	body["settings"].(map[string]any)["index"].(map[string]any)["number_of_replicas"] = opts.Replicas
+	return json.Marshal(body)
 }

@@ -328,3 +328,35 @@ func TestIndexName(t *testing.T) {
 		}
 	}
 }
+
+// The state index body is the embedded JSON with the installation's replicas; the fields the
+// indexer stores in watermark documents are mapped.
+func TestStateIndexBody(t *testing.T) {
+	body, err := StateIndexBody(Options{Replicas: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Settings struct {
+			Index struct {
+				Shards   json.Number `json:"number_of_shards"`
+				Replicas json.Number `json:"number_of_replicas"`
+			} `json:"index"`
+		} `json:"settings"`
+		Mappings struct {
+			Dynamic    bool                      `json:"dynamic"`
+			Properties map[string]map[string]any `json:"properties"`
+		} `json:"mappings"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Settings.Index.Shards != "1" || got.Settings.Index.Replicas != "2" || got.Mappings.Dynamic {
+		t.Errorf("settings %+v, dynamic %v", got.Settings.Index, got.Mappings.Dynamic)
+	}
+	for _, f := range []string{"key", "cluster", "group", "resource", "kind", "resourceVersion", "epoch", "listing", "updatedAt", "scopes"} {
+		if _, ok := got.Mappings.Properties[f]; !ok {
+			t.Errorf("state index does not map %s", f)
+		}
+	}
+}
