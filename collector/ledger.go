@@ -3,9 +3,7 @@ package collector
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/registry"
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
@@ -125,7 +124,7 @@ func (l *ledger) load(ctx context.Context) (int64, error) {
 		}
 		delay := bo.Step()
 		l.log.Warn("cannot read the collector ledger, retrying", "topic", l.topic, "retryIn", delay.Round(time.Millisecond), "err", err)
-		if err := pause(ctx, delay); err != nil {
+		if err := lifecycle.Sleep(ctx, delay); err != nil {
 			return 0, fmt.Errorf("read the collector ledger %s: %w", l.topic, err)
 		}
 	}
@@ -136,55 +135,14 @@ func (l *ledger) read(ctx context.Context) (int64, error) {
 		Config: map[string]string{"cleanup.policy": "compact"}}); err != nil {
 		return 0, err
 	}
-	offs, err := l.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
-		l.topic: {kafka.FirstOffsetOf(0), kafka.LastOffsetOf(0)},
-	}})
+	msgs, err := stream.ReadPartition(ctx, l.client, l.topic, 0)
 	if err != nil {
-		return 0, fmt.Errorf("list offsets: %w", err)
-	}
-	var first, end int64
-	for _, p := range offs.Topics[l.topic] {
-		if p.Error != nil {
-			return 0, fmt.Errorf("list offsets: %w", p.Error)
-		}
-		first, end = p.FirstOffset, p.LastOffset
+		return 0, err
 	}
 	entries := map[string]map[registry.SelectionKey]ledgerEntry{}
 	var floor int64
-	for offset := first; offset < end; {
-		f, err := l.client.Fetch(ctx, &kafka.FetchRequest{Topic: l.topic, Partition: 0, Offset: offset, MaxBytes: 4 << 20})
-		if err != nil {
-			return 0, fmt.Errorf("fetch at offset %d: %w", offset, err)
-		}
-		if f.Error != nil {
-			return 0, fmt.Errorf("fetch at offset %d: %w", offset, f.Error)
-		}
-		n := 0
-		for {
-			r, err := f.Records.ReadRecord()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				// Not the end: stopping here would skip the rest of the ledger and its purges.
-				return 0, fmt.Errorf("read record after offset %d: %w", offset, err)
-			}
-			n++
-			offset = r.Offset + 1
-			key, err := kafka.ReadAll(r.Key)
-			if err != nil {
-				return 0, fmt.Errorf("record at offset %d: %w", r.Offset, err)
-			}
-			value, err := kafka.ReadAll(r.Value)
-			if err != nil {
-				return 0, fmt.Errorf("record at offset %d: %w", r.Offset, err)
-			}
-			floor = max(floor, l.apply(entries, string(key), value, r.Offset))
-		}
-		if n == 0 {
-			// Nothing readable below the end (compaction or aborted transactions left a gap).
-			offset = max(offset, f.HighWatermark)
-		}
+	for _, m := range msgs {
+		floor = max(floor, l.apply(entries, string(m.Key), m.Value, m.Offset))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -349,7 +307,7 @@ func (l *ledger) write(ctx context.Context, msgs []kafka.Message, done func()) e
 		}
 		delay := bo.Step()
 		l.log.Warn("cannot write the collector ledger, retrying", "topic", l.topic, "records", len(msgs), "retryIn", delay.Round(time.Millisecond), "err", err)
-		if err := pause(ctx, delay); err != nil {
+		if err := lifecycle.Sleep(ctx, delay); err != nil {
 			return fmt.Errorf("write the collector ledger: %w", err)
 		}
 	}
@@ -361,16 +319,4 @@ func (l *ledger) write(ctx context.Context, msgs []kafka.Message, done func()) e
 
 func ledgerBackoff() wait.Backoff {
 	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
-}
-
-// pause waits d, or until ctx is done, and then returns ctx's error.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

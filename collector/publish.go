@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
@@ -239,7 +240,7 @@ func (p *publisher) write(ctx context.Context, batch []pending) error {
 		}
 		delay := backoff.Step()
 		p.log.Warn("kafka write failed, retrying", "topic", p.topic, "events", len(batch), "retryIn", delay.Round(time.Millisecond), "err", err)
-		if err := p.sleep(ctx, delay); err != nil {
+		if err := lifecycle.Sleep(ctx, delay); err != nil {
 			return fmt.Errorf("publish to %s aborted with %d events unwritten: %w", p.topic, len(batch), err)
 		}
 	}
@@ -296,7 +297,7 @@ func (p *publisher) writeSingly(ctx context.Context, batch []pending) error {
 			}
 			delay := backoff.Step()
 			p.log.Warn("kafka write failed, retrying", "topic", p.topic, "events", len(batch)-i, "retryIn", delay.Round(time.Millisecond), "err", err)
-			if err := p.sleep(ctx, delay); err != nil {
+			if err := lifecycle.Sleep(ctx, delay); err != nil {
 				return fmt.Errorf("publish to %s aborted with %d events unwritten: %w", p.topic, len(batch)-i, err)
 			}
 		}
@@ -381,7 +382,7 @@ func (p *publisher) deadLetter(ctx context.Context, it pending, reason string) {
 				"namespace", it.namespace, "name", it.name, "err", err)
 			return
 		}
-		if p.sleep(ctx, backoff.Step()) != nil {
+		if lifecycle.Sleep(ctx, backoff.Step()) != nil {
 			return
 		}
 	}
@@ -405,18 +406,6 @@ func kafkaMessages(batch []pending) []kafka.Message {
 
 func publishBackoff() wait.Backoff {
 	return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
-}
-
-// sleep waits for d or until ctx is done.
-func (p *publisher) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // ensureTopics creates the topic when it does not exist, with a message size limit that fits the
@@ -443,7 +432,7 @@ func (p *publisher) ensureTopics(ctx context.Context) error {
 		}
 		delay := backoff.Step()
 		p.log.Warn("cannot ensure the Kafka topic, retrying", "topic", p.topic, "retryIn", delay.Round(time.Millisecond), "err", err)
-		if err := p.sleep(ctx, delay); err != nil {
+		if err := lifecycle.Sleep(ctx, delay); err != nil {
 			return fmt.Errorf("ensure topic %s: %w", p.topic, err)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
 // The pre-check computes exactly what kafka-go compares with BatchBytes: a message of messageSize
@@ -393,44 +394,11 @@ func (k *pubHarness) read(t *testing.T, topic string) []kafka.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	md, err := k.client().Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	msgs, err := stream.ReadPartition(ctx, k.client(), topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(md.Topics) != 1 || errors.Is(md.Topics[0].Error, kafka.UnknownTopicOrPartition) {
-		return nil // never created: holds nothing
-	}
-	conn, err := kafka.DialLeader(ctx, "tcp", k.brokers[0], topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	last, err := conn.ReadLastOffset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []kafka.Message
-	for next := int64(0); next < last; {
-		if _, err := conn.Seek(next, kafka.SeekAbsolute); err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		batch := conn.ReadBatch(1, 16<<20)
-		for {
-			m, err := batch.ReadMessage()
-			if err != nil {
-				break
-			}
-			if m.Offset >= next {
-				out = append(out, m)
-				next = m.Offset + 1
-			}
-		}
-		if err := batch.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+	return msgs
 }
 
 func (k *pubHarness) waitFor(t *testing.T, topic string, n int) {

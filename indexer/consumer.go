@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/mappings"
 )
@@ -546,7 +547,7 @@ func (c *consumer) wait(ctx context.Context, bo *wait.Backoff, msg string, n int
 		attrs = append(attrs, "count", n)
 	}
 	c.log.Warn(msg+", retrying", attrs...)
-	if err := sleep(ctx, delay); err != nil {
+	if err := lifecycle.Sleep(ctx, delay); err != nil {
 		return fmt.Errorf("%s: %w", msg, err)
 	}
 	return nil

@@ -222,7 +222,7 @@ func (ix *Indexer) setup(ctx context.Context) error {
 		}
 		delay := bo.Step()
 		ix.log.Warn("OpenSearch not ready for the indexer, retrying", "retryIn", delay.Round(time.Millisecond), "err", err)
-		if err := sleep(ctx, delay); err != nil {
+		if err := lifecycle.Sleep(ctx, delay); err != nil {
 			return fmt.Errorf("setup: %w", err)
 		}
 	}

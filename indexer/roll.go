@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/document"
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
@@ -194,7 +195,7 @@ func (ix *Indexer) rollIndices(ctx context.Context) error {
 	}
 	if len(w.rolls) > 0 {
 		ix.setupStep.Store(ptr(fmt.Sprintf("deleting the old indices %s in %s", strings.Join(retire, ","), retireGrace)))
-		if err := sleep(ctx, retireGrace); err != nil {
+		if err := lifecycle.Sleep(ctx, retireGrace); err != nil {
 			return err // deleted at the next start
 		}
 	}
@@ -340,7 +341,7 @@ func (ix *Indexer) takeLease(ctx context.Context, p rollPlan) (*lease, error) {
 			return l, nil
 		}
 		ix.setupStep.Store(ptr(fmt.Sprintf("waiting for %s, which rolls %s to %s", holder, p.alias, p.target)))
-		if err := sleep(ctx, leaseWait); err != nil {
+		if err := lifecycle.Sleep(ctx, leaseWait); err != nil {
 			return nil, err
 		}
 	}
@@ -392,7 +393,7 @@ func (ix *Indexer) copyBulk(ctx context.Context, p rollPlan, l *lease, ops []*op
 		ops = retry
 		delay := bo.Step()
 		ix.log.Warn("OpenSearch could not take every copied document, retrying", "operations", len(ops), "retryIn", delay.Round(time.Millisecond), "err", err)
-		if err := sleep(ctx, delay); err != nil {
+		if err := lifecycle.Sleep(ctx, delay); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 )
 
 // docStore is what the writer needs from OpenSearch.
@@ -342,22 +344,10 @@ func (w *writer) ensureIndices(ctx context.Context, ops []*op, bo *wait.Backoff)
 func (w *writer) wait(ctx context.Context, bo *wait.Backoff, msg string, n int, err error) error {
 	delay := bo.Step()
 	w.log.Warn(msg+", retrying", "operations", n, "retryIn", delay.Round(time.Millisecond), "err", err)
-	if err := sleep(ctx, delay); err != nil {
+	if err := lifecycle.Sleep(ctx, delay); err != nil {
 		return fmt.Errorf("%s, %d operations unwritten: %w", msg, n, err)
 	}
 	return nil
-}
-
-// sleep waits d, or until ctx is done, and then returns ctx's error.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // defaultBackoff is how long the indexer waits before retrying what failed: from 200 ms up to 30 s.

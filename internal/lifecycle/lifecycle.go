@@ -130,3 +130,16 @@ func (g *Group) fail(err error) {
 	g.mu.Unlock()
 	g.cancel()
 }
+
+// Sleep waits d, or until ctx is done, and then returns ctx's error: the wait between retries of
+// every component, never a bare time.Sleep that a shutdown cannot cut short.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

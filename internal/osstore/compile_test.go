@@ -77,19 +77,7 @@ func TestCompileGolden(t *testing.T) {
 			if err := enc.Encode(Compile(q)); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got.Bytes(), want) {
-				t.Errorf("%s changed (go test -update after checking):\n%s", path, got.String())
-			}
+			checkGolden(t, name, got.Bytes())
 		})
 	}
 }
@@ -117,19 +105,25 @@ func TestCompileScopeGolden(t *testing.T) {
 			if err := enc.Encode(Compile(q)["query"]); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got.Bytes(), want) {
-				t.Errorf("%s changed (go test -update after checking):\n%s", path, got.String())
-			}
+			checkGolden(t, name, got.Bytes())
 		})
+	}
+}
+
+// checkGolden compares got with testdata/<name>.golden, or rewrites it with -update.
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s changed (go test -update after checking):\n%s", path, got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"time"
@@ -217,4 +218,62 @@ func CreateTopic(ctx context.Context, client *kafka.Client, t Topic) error {
 // MaxMessageBytes is the topic configuration entry of a message size limit.
 func MaxMessageBytes(n int) map[string]string {
 	return map[string]string{"max.message.bytes": strconv.Itoa(n)}
+}
+
+// ReadPartition returns every message a partition holds, from its first offset to its end as of the
+// call: for small topics read whole (a ledger, a dead-letter topic in a test). A topic not created
+// yet holds nothing.
+func ReadPartition(ctx context.Context, client *kafka.Client, topic string, partition int) ([]kafka.Message, error) {
+	offs, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{
+		topic: {kafka.FirstOffsetOf(partition), kafka.LastOffsetOf(partition)},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	var first, end int64
+	for _, p := range offs.Topics[topic] {
+		if errors.Is(p.Error, kafka.UnknownTopicOrPartition) {
+			return nil, nil
+		}
+		if p.Error != nil {
+			return nil, fmt.Errorf("list offsets of %s: %w", topic, p.Error)
+		}
+		first, end = p.FirstOffset, p.LastOffset
+	}
+	var out []kafka.Message
+	for offset := first; offset < end; {
+		f, err := client.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: partition, Offset: offset, MaxBytes: 16 << 20})
+		if err == nil {
+			err = f.Error
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fetch %s at offset %d: %w", topic, offset, err)
+		}
+		n := 0
+		for {
+			r, err := f.Records.ReadRecord()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				// Not the end: stopping here would skip the rest of the partition.
+				return nil, fmt.Errorf("read %s after offset %d: %w", topic, offset, err)
+			}
+			n++
+			offset = r.Offset + 1
+			m := kafka.Message{Topic: topic, Partition: partition, Offset: r.Offset, Time: r.Time, Headers: r.Headers}
+			if m.Key, err = kafka.ReadAll(r.Key); err == nil {
+				m.Value, err = kafka.ReadAll(r.Value)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read %s record at offset %d: %w", topic, r.Offset, err)
+			}
+			out = append(out, m)
+		}
+		if n == 0 {
+			// Nothing readable below the end (compaction or aborted transactions left a gap).
+			offset = max(offset, f.HighWatermark)
+		}
+	}
+	return out, nil
 }

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -30,20 +29,7 @@ func TestBenchRoll(t *testing.T) {
 	n := envInt("BENCH_ROLL_DOCS", 50000)
 	const batch = 1000 // the indexer's default --batch-size, which is also the roll's page size
 
-	prefix := uniqueName("bench")
-	tmpl, err := mappings.IndexTemplate(mappings.Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustHTTP(t, "PUT", env.OpenSearchURL+"/_index_template/"+mappings.TemplateName(prefix), string(tmpl))
-	t.Cleanup(func() {
-		for _, path := range []string{"/" + prefix + "-*?expand_wildcards=all", "/_index_template/" + mappings.TemplateName(prefix)} {
-			req, _ := http.NewRequestWithContext(context.Background(), "DELETE", env.OpenSearchURL+path, nil)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
-			}
-		}
-	})
+	prefix := templatePrefix(t, env, "bench")
 	alias := mappings.IndexName(prefix, "Pod")
 	old := fmt.Sprintf("%s-v%d", alias, mappings.Version-1)
 	mustHTTP(t, "PUT", env.OpenSearchURL+"/"+old, fmt.Sprintf(`{"aliases":{%q:{"is_write_index":true}}}`, alias))
@@ -84,6 +70,7 @@ func TestBenchRoll(t *testing.T) {
 		if m == nil {
 			return false, nil
 		}
+		var err error
 		took, err = time.ParseDuration(m[2])
 		return err == nil, err
 	})

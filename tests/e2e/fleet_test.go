@@ -112,18 +112,7 @@ stringData: {password: hunter2, username: shop}
 func (f fleet) registries(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "apps.yaml"), fmt.Sprintf(`apiVersion: search.karmada.io/v1alpha1
-kind: ResourceRegistry
-metadata: {name: fleet-apps}
-spec:
-  targetCluster:
-    clusterNames: [member1, member2, member3]
-  resourceSelectors:
-  - {apiVersion: apps/v1, kind: Deployment}
-  - {apiVersion: v1, kind: Pod}
-  - {apiVersion: v1, kind: ConfigMap, namespace: %[1]s}
-  - {apiVersion: v1, kind: Secret, namespace: %[1]s}
-`, f.shop))
+	writeFile(t, filepath.Join(dir, "apps.yaml"), appsRegistry(f, f.shop, false))
 	writeFile(t, filepath.Join(dir, "crds.yaml"), `apiVersion: search.karmada.io/v1alpha1
 kind: ResourceRegistry
 metadata: {name: fleet-crds}
@@ -132,6 +121,29 @@ spec:
   - {apiVersion: example.com/v1, kind: Widget}
 `)
 	return dir
+}
+
+// appsRegistry is the fleet's apps registry with ConfigMaps selected in configMapNS ("" = every
+// namespace) and Secrets in the shop namespace unless dropSecrets.
+func appsRegistry(f fleet, configMapNS string, dropSecrets bool) string {
+	cm := "  - {apiVersion: v1, kind: ConfigMap}\n"
+	if configMapNS != "" {
+		cm = fmt.Sprintf("  - {apiVersion: v1, kind: ConfigMap, namespace: %s}\n", configMapNS)
+	}
+	secrets := fmt.Sprintf("  - {apiVersion: v1, kind: Secret, namespace: %s}\n", f.shop)
+	if dropSecrets {
+		secrets = ""
+	}
+	return `apiVersion: search.karmada.io/v1alpha1
+kind: ResourceRegistry
+metadata: {name: fleet-apps}
+spec:
+  targetCluster:
+    clusterNames: [member1, member2, member3]
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment}
+  - {apiVersion: v1, kind: Pod}
+` + cm + secrets
 }
 
 // selected are the pairs the fleet registries select in each member, with their namespace scope.

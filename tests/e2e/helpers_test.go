@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
 
@@ -335,4 +336,25 @@ func metricSum(exposition, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// templatePrefix installs the index template of a new prefix named after name, for a test that
+// writes its own documents; the template and every index of the prefix are deleted after the test.
+func templatePrefix(t *testing.T, env *testbed.Env, name string) string {
+	t.Helper()
+	prefix := uniqueName(name)
+	tmpl, err := mappings.IndexTemplate(mappings.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustHTTP(t, "PUT", env.OpenSearchURL+"/_index_template/"+mappings.TemplateName(prefix), string(tmpl))
+	t.Cleanup(func() {
+		for _, path := range []string{"/" + prefix + "-*?expand_wildcards=all", "/_index_template/" + mappings.TemplateName(prefix)} {
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodDelete, env.OpenSearchURL+path, nil)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	})
+	return prefix
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
 
@@ -147,37 +148,12 @@ spec:
 // readDeadLetters reads what the single partition of a dead-letter topic holds.
 func readDeadLetters(t *testing.T, brokers []string, topic string) []kafka.Message {
 	t.Helper()
-	conn, err := kafka.DialLeader(t.Context(), "tcp", brokers[0], topic, 0)
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	msgs, err := stream.ReadPartition(t.Context(), client, topic, 0)
 	if err != nil {
-		t.Fatalf("dial %s: %v", topic, err)
+		t.Fatalf("read %s: %v", topic, err)
 	}
-	defer conn.Close()
-	last, err := conn.ReadLastOffset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []kafka.Message
-	for next := int64(0); next < last; {
-		if _, err := conn.Seek(next, kafka.SeekAbsolute); err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		batch := conn.ReadBatch(1, 16<<20)
-		for {
-			m, err := batch.ReadMessage()
-			if err != nil {
-				break
-			}
-			if m.Offset >= next {
-				out = append(out, m)
-				next = m.Offset + 1
-			}
-		}
-		if err := batch.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+	return msgs
 }
 
 func httpGet(t *testing.T, url string) string {

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,20 +77,7 @@ func seedFuzzyCorpus(t *testing.T, env *testbed.Env, prefix string) {
 // index of no documents beside it; both are deleted after the test.
 func capsIndices(t *testing.T, env *testbed.Env, emptyPods bool) string {
 	t.Helper()
-	prefix := uniqueName("caps")
-	tmpl, err := mappings.IndexTemplate(mappings.Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustHTTP(t, "PUT", env.OpenSearchURL+"/_index_template/"+mappings.TemplateName(prefix), string(tmpl))
-	t.Cleanup(func() {
-		for _, path := range []string{"/" + prefix + "-*?expand_wildcards=all", "/_index_template/" + mappings.TemplateName(prefix)} {
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodDelete, env.OpenSearchURL+path, nil)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
-			}
-		}
-	})
+	prefix := templatePrefix(t, env, "caps")
 	seedFuzzyCorpus(t, env, prefix)
 	if emptyPods {
 		mustHTTP(t, "PUT", env.OpenSearchURL+"/"+mappings.IndexName(prefix, "Pod"), "")

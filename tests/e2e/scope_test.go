@@ -4,10 +4,8 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"testing"
@@ -33,20 +31,7 @@ type scopeObject struct {
 // ConfigMaps in two namespaces, and cluster-scoped Namespaces and ClusterRoles.
 func seedScopeCorpus(t *testing.T, env *testbed.Env) (string, []scopeObject) {
 	t.Helper()
-	prefix := uniqueName("scope")
-	tmpl, err := mappings.IndexTemplate(mappings.Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustHTTP(t, "PUT", env.OpenSearchURL+"/_index_template/"+mappings.TemplateName(prefix), string(tmpl))
-	t.Cleanup(func() {
-		for _, path := range []string{"/" + prefix + "-*?expand_wildcards=all", "/_index_template/" + mappings.TemplateName(prefix)} {
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodDelete, env.OpenSearchURL+path, nil)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
-			}
-		}
-	})
+	prefix := templatePrefix(t, env, "scope")
 	var objs []scopeObject
 	for _, cluster := range []string{"member1", "member2", "member3"} {
 		for _, ns := range []string{"shop", "payments"} {

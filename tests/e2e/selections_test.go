@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"path/filepath"
 	"testing"
@@ -17,29 +16,6 @@ import (
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
-
-// appsRegistry is the fleet's apps registry with ConfigMaps selected in configMapNS ("" = every
-// namespace) and Secrets in the shop namespace unless dropSecrets.
-func appsRegistry(f fleet, configMapNS string, dropSecrets bool) string {
-	cm := "  - {apiVersion: v1, kind: ConfigMap}\n"
-	if configMapNS != "" {
-		cm = fmt.Sprintf("  - {apiVersion: v1, kind: ConfigMap, namespace: %s}\n", configMapNS)
-	}
-	secrets := fmt.Sprintf("  - {apiVersion: v1, kind: Secret, namespace: %s}\n", f.shop)
-	if dropSecrets {
-		secrets = ""
-	}
-	return `apiVersion: search.karmada.io/v1alpha1
-kind: ResourceRegistry
-metadata: {name: fleet-apps}
-spec:
-  targetCluster:
-    clusterNames: [member1, member2, member3]
-  resourceSelectors:
-  - {apiVersion: apps/v1, kind: Deployment}
-  - {apiVersion: v1, kind: Pod}
-` + cm + secrets
-}
 
 // countDocsWhere counts the documents of one kind of the pipeline matching a query.
 func (p *pipeline) countDocsWhere(t *testing.T, kind string, query map[string]any) int64 {
