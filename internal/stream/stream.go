@@ -17,11 +17,13 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/secrets"
 )
 
@@ -187,12 +189,8 @@ func EnsureTopic(ctx context.Context, client *kafka.Client, t Topic, log *slog.L
 		}
 		delay := bo.Step()
 		log.Warn("cannot ensure the Kafka topic, retrying", "topic", t.Name, "retryIn", delay.Round(time.Millisecond), "err", err)
-		timer := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return fmt.Errorf("ensure topic %s: %w", t.Name, ctx.Err())
-		case <-timer.C:
+		if err := lifecycle.Sleep(ctx, delay); err != nil {
+			return fmt.Errorf("ensure topic %s: %w", t.Name, err)
 		}
 	}
 }
@@ -241,10 +239,19 @@ func ReadPartition(ctx context.Context, client *kafka.Client, topic string, part
 		first, end = p.FirstOffset, p.LastOffset
 	}
 	var out []kafka.Message
-	for offset := first; offset < end; {
+	for offset, tries := first, 0; offset < end; {
 		f, err := client.Fetch(ctx, &kafka.FetchRequest{Topic: topic, Partition: partition, Offset: offset, MaxBytes: 16 << 20})
 		if err == nil {
 			err = f.Error
+		}
+		if errors.Is(err, protocol.ErrNoTopic) && tries < 50 {
+			// A topic created a moment ago: its offsets are listed already, but the broker's fetch
+			// path may not know it yet.
+			tries++
+			if err := lifecycle.Sleep(ctx, 100*time.Millisecond); err != nil {
+				return nil, fmt.Errorf("fetch %s at offset %d: %w", topic, offset, err)
+			}
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("fetch %s at offset %d: %w", topic, offset, err)
