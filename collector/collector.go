@@ -150,6 +150,7 @@ func (o *Options) Validate() error {
 type Collector struct {
 	opts    Options
 	log     *slog.Logger
+	kafka   *stream.Client // the publisher's and the ledger's
 	pub     *publisher
 	ledger  *ledger
 	metrics *metrics
@@ -193,16 +194,15 @@ func New(opts Options) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	transport := kafkaConn.Transport()
-	c.pub = newPublisher(publisherOptions{
-		Brokers: opts.Brokers, Topic: opts.Topic, Partitions: opts.TopicPartitions,
+	c.kafka = stream.NewClient(opts.Brokers, kafkaConn, c.log)
+	c.pub = newPublisher(c.kafka, publisherOptions{
+		Topic: opts.Topic, Partitions: opts.TopicPartitions,
 		MaxMessageBytes: opts.MaxMessageBytes, Buffer: opts.PublishBuffer, Batch: opts.PublishBatch,
-		Transport: transport,
 	}, c.log)
 	c.metrics = newMetrics(func() float64 { return float64(len(c.pub.queue)) })
 	c.pub.metrics = c.metrics
 	c.pub.dropped = c.refused
-	c.ledger = newLedger(c.pub.client, opts.Brokers, opts.Topic, opts.Name, transport, c.log)
+	c.ledger = newLedger(c.kafka, opts.Topic, opts.Name, c.log)
 	c.epochs = newEpochs(time.Now, c.ledger.reserve)
 	if opts.ListenAddr != "" {
 		l, err := net.Listen("tcp", opts.ListenAddr)
@@ -233,7 +233,9 @@ func (c *Collector) Run(ctx context.Context) error {
 		g.Serve("http", &http.Server{Handler: c.handler(), ReadHeaderTimeout: 10 * time.Second}, c.listener)
 	}
 	g.OnStop("kafka writers", func(context.Context) error {
-		return errors.Join(c.pub.writer.Close(), c.ledger.close())
+		err := errors.Join(c.pub.writer.Close(), c.ledger.close())
+		c.kafka.Close()
+		return err
 	})
 	// Flushes what the collections handed it once they stopped; aborted (what is left is lost, and the
 	// next list of each collection repairs the index) when the flush outlasts ShutdownTimeout.
@@ -339,7 +341,7 @@ func (c *Collector) apply(ctx context.Context, from, to registry.Plan) {
 			}
 			mr.m.remove(keys)
 		}
-		var purges []ledgerEntry
+		var purges []registry.SelectionRecord
 		for _, s := range ch.Removed {
 			e, known := c.ledger.entry(ch.Cluster, s.SelectionKey)
 			if !known && mr != nil {
@@ -395,22 +397,22 @@ func (c *Collector) apply(ctx context.Context, from, to registry.Plan) {
 // gate), waits until Kafka acknowledged them, and only then drops them from the ledger. A purge cut
 // short (SIGTERM while Kafka is away, a crash) leaves them in the ledger, and the next start purges
 // them again: PURGE is idempotent.
-func (c *Collector) purge(ctx context.Context, cluster string, entries []ledgerEntry) error {
+func (c *Collector) purge(ctx context.Context, cluster string, entries []registry.SelectionRecord) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	keys := make([]registry.SelectionKey, len(entries))
 	for i, e := range entries {
-		keys[i] = e.key()
+		keys[i] = e.Key()
 		epoch, err := c.epochs.next(ctx)
 		if err != nil {
 			return err
 		}
 		ev := &envelope.Event{V: envelope.Version, Type: envelope.Purge, Cluster: cluster, Group: e.Group, Version: e.Version,
 			Resource: e.Resource, Kind: e.Kind, Namespace: e.Namespace, Epoch: epoch, ObservedAt: time.Now().UTC()}
-		c.log.Info("selection left every registry, purging", "cluster", cluster, "selection", e.key().String(), "resource", e.Resource)
+		c.log.Info("selection left every registry, purging", "cluster", cluster, "selection", e.Key().String(), "resource", e.Resource)
 		if err := c.pub.Publish(ctx, ev); err != nil {
-			return fmt.Errorf("publish purge of %s: %w", e.key(), err)
+			return fmt.Errorf("publish purge of %s: %w", e.Key(), err)
 		}
 	}
 	if err := c.pub.flush(ctx); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
 // TestGateShutsOutLatePublishers: goroutines the collection left behind (a stopped Reflector's list
@@ -51,7 +52,7 @@ func TestGateShutsOutLatePublishers(t *testing.T) {
 // TestGateCloseUnblocksFullBuffer: a collection blocked on a full publish buffer (Kafka away) is
 // stopped at once; close does not wait for Kafka.
 func TestGateCloseUnblocksFullBuffer(t *testing.T) {
-	pub := newPublisher(publisherOptions{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Partitions: 1,
+	pub := newPublisher(stream.NewClient([]string{"127.0.0.1:1"}, stream.Connection{}, nil), publisherOptions{Topic: "t", Partitions: 1,
 		MaxMessageBytes: 1 << 20, Buffer: 1, Batch: 1}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	pub.metrics = newMetrics(func() float64 { return 0 })
 	ctx, cancel := context.WithCancel(t.Context())

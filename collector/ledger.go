@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
@@ -32,8 +31,8 @@ import (
 // its PURGE was acknowledged by Kafka. Records are small (a few hundred bytes) and written rarely:
 // when a collection starts, a selection is removed, or every reserveAhead of epochs.
 type ledger struct {
-	client *kafka.Client
-	writer *kafka.Writer
+	client *stream.Client
+	writer *stream.Writer
 	topic  string
 	// owner names this collector in its records (Options.Name); "" when unnamed.
 	owner string
@@ -43,35 +42,18 @@ type ledger struct {
 	// with a select on ctx, so a caller being stopped never waits behind a write to an absent Kafka.
 	writing chan struct{}
 
-	mu      sync.Mutex                                       // guards the fields below; never held while waiting for Kafka
-	entries map[string]map[registry.SelectionKey]ledgerEntry // by cluster: what may have documents
-	ours    []string                                         // the clusters this collector serves now, sorted
+	mu      sync.Mutex                                                    // guards the fields below; never held while waiting for Kafka
+	entries map[string]map[registry.SelectionKey]registry.SelectionRecord // by cluster: what may have documents
+	ours    []string                                                      // the clusters this collector serves now, sorted
 }
 
-// LedgerVersion is the version of the ledger records this build writes and reads.
-const LedgerVersion = 1
-
-// ledgerEntry is one selection that may have documents in the index: the value of its record.
-type ledgerEntry struct {
-	V         int       `json:"v"`
-	Cluster   string    `json:"cluster"`
-	Owner     string    `json:"owner,omitempty"`
-	Group     string    `json:"group"`
-	Version   string    `json:"version"`
-	Resource  string    `json:"resource"`
-	Kind      string    `json:"kind"`
-	Namespace string    `json:"namespace,omitempty"`
-	UpdatedAt time.Time `json:"updatedAt,omitzero"`
-}
-
-func (e ledgerEntry) key() registry.SelectionKey {
-	return registry.SelectionKey{Group: e.Group, Kind: e.Kind, Namespace: e.Namespace}
-}
-
-// same says two entries record the same selection resolved alike.
-func (e ledgerEntry) same(o ledgerEntry) bool {
-	return e.Cluster == o.Cluster && e.Owner == o.Owner && e.Group == o.Group && e.Version == o.Version &&
-		e.Resource == o.Resource && e.Kind == o.Kind && e.Namespace == o.Namespace
+// sameRecord says two records record the same selection resolved and described alike: a record
+// written by an older build, or before the member's discovery changed, is written again.
+func sameRecord(a, b registry.SelectionRecord) bool {
+	return a.Cluster == b.Cluster && a.Owner == b.Owner && a.Group == b.Group && a.Version == b.Version &&
+		a.Resource == b.Resource && a.Kind == b.Kind && a.Namespace == b.Namespace &&
+		a.Namespaced == b.Namespaced && a.Singular == b.Singular &&
+		slices.Equal(a.ShortNames, b.ShortNames) && slices.Equal(a.Categories, b.Categories)
 }
 
 // epochsRecord is the value of a cluster's epochs record.
@@ -83,28 +65,12 @@ type epochsRecord struct {
 	UpdatedAt      time.Time `json:"updatedAt"`
 }
 
-const (
-	selectionPrefix = "selection/"
-	epochsPrefix    = "epochs/"
-)
-
-func selectionRecordKey(cluster string, k registry.SelectionKey) string {
-	return selectionPrefix + cluster + "/" + k.Group + "/" + k.Kind + "/" + k.Namespace
-}
-
-// LedgerTopic is the ledger's topic for an event topic.
-func LedgerTopic(topic string) string { return topic + ".collectors" }
-
-func newLedger(client *kafka.Client, brokers []string, topic, owner string, transport kafka.RoundTripper, log *slog.Logger) *ledger {
+func newLedger(client *stream.Client, topic, owner string, log *slog.Logger) *ledger {
 	return &ledger{
-		client: client, topic: LedgerTopic(topic), owner: owner, log: log,
-		writer: &kafka.Writer{
-			Addr: kafka.TCP(brokers...), Topic: LedgerTopic(topic), Balancer: &kafka.Hash{},
-			RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, MaxAttempts: 3,
-			WriteTimeout: 30 * time.Second, Transport: transport,
-		},
+		client: client, topic: registry.LedgerTopic(topic), owner: owner, log: log,
+		writer:  client.NewWriter(stream.WriterOptions{Topic: registry.LedgerTopic(topic)}),
 		writing: make(chan struct{}, 1),
-		entries: map[string]map[registry.SelectionKey]ledgerEntry{},
+		entries: map[string]map[registry.SelectionKey]registry.SelectionRecord{},
 	}
 }
 
@@ -131,15 +97,15 @@ func (l *ledger) load(ctx context.Context) (int64, error) {
 }
 
 func (l *ledger) read(ctx context.Context) (int64, error) {
-	if err := stream.CreateTopic(ctx, l.client, stream.Topic{Name: l.topic, Partitions: 1,
+	if err := l.client.CreateTopic(ctx, stream.Topic{Name: l.topic, Partitions: 1,
 		Config: map[string]string{"cleanup.policy": "compact"}}); err != nil {
 		return 0, err
 	}
-	msgs, err := stream.ReadPartition(ctx, l.client, l.topic, 0)
+	msgs, err := l.client.ReadPartition(ctx, l.topic, 0)
 	if err != nil {
 		return 0, err
 	}
-	entries := map[string]map[registry.SelectionKey]ledgerEntry{}
+	entries := map[string]map[registry.SelectionKey]registry.SelectionRecord{}
 	var floor int64
 	for _, m := range msgs {
 		floor = max(floor, l.apply(entries, string(m.Key), m.Value, m.Offset))
@@ -151,29 +117,29 @@ func (l *ledger) read(ctx context.Context) (int64, error) {
 }
 
 // apply adds one record to entries and returns the epoch it reserves, if it is an epochs record.
-func (l *ledger) apply(entries map[string]map[registry.SelectionKey]ledgerEntry, key string, value []byte, offset int64) int64 {
+func (l *ledger) apply(entries map[string]map[registry.SelectionKey]registry.SelectionRecord, key string, value []byte, offset int64) int64 {
 	switch {
-	case strings.HasPrefix(key, selectionPrefix):
+	case strings.HasPrefix(key, registry.SelectionRecordPrefix):
 		if value == nil {
 			// A tombstone: the selection was purged. Its key names it.
-			parts := strings.SplitN(strings.TrimPrefix(key, selectionPrefix), "/", 4)
+			parts := strings.SplitN(strings.TrimPrefix(key, registry.SelectionRecordPrefix), "/", 4)
 			if len(parts) == 4 {
 				delete(entries[parts[0]], registry.SelectionKey{Group: parts[1], Kind: parts[2], Namespace: parts[3]})
 			}
 			return 0
 		}
-		var e ledgerEntry
-		if err := json.Unmarshal(value, &e); err != nil || e.V != LedgerVersion {
+		var e registry.SelectionRecord
+		if err := json.Unmarshal(value, &e); err != nil || e.V != registry.LedgerVersion {
 			// Not ours to read (a newer version's, or damaged): left alone, its selection is then
 			// only purged by that version.
 			l.log.Warn("collector ledger record not understood, ignored", "topic", l.topic, "offset", offset, "key", key, "err", err, "v", e.V)
 			return 0
 		}
 		if entries[e.Cluster] == nil {
-			entries[e.Cluster] = map[registry.SelectionKey]ledgerEntry{}
+			entries[e.Cluster] = map[registry.SelectionKey]registry.SelectionRecord{}
 		}
-		entries[e.Cluster][e.key()] = e
-	case strings.HasPrefix(key, epochsPrefix):
+		entries[e.Cluster][e.Key()] = e
+	case strings.HasPrefix(key, registry.EpochsRecordPrefix):
 		var r epochsRecord
 		if err := json.Unmarshal(value, &r); err == nil {
 			return r.EpochsReserved
@@ -185,10 +151,10 @@ func (l *ledger) apply(entries map[string]map[registry.SelectionKey]ledgerEntry,
 // forgotten returns, per cluster, the entries of the ledger the plan no longer selects: those of the
 // plan's clusters it dropped, and those of a cluster it dropped that this collector wrote (only with
 // a name: an unnamed collector cannot tell its records from another's).
-func (l *ledger) forgotten(plan registry.Plan) map[string][]ledgerEntry {
+func (l *ledger) forgotten(plan registry.Plan) map[string][]registry.SelectionRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := map[string][]ledgerEntry{}
+	out := map[string][]registry.SelectionRecord{}
 	for cluster, es := range l.entries {
 		cp, inPlan := plan.Cluster(cluster)
 		selected := map[registry.SelectionKey]bool{}
@@ -200,7 +166,7 @@ func (l *ledger) forgotten(plan registry.Plan) map[string][]ledgerEntry {
 				out[cluster] = append(out[cluster], e)
 			}
 		}
-		slices.SortFunc(out[cluster], func(a, b ledgerEntry) int { return strings.Compare(a.key().String(), b.key().String()) })
+		slices.SortFunc(out[cluster], func(a, b registry.SelectionRecord) int { return strings.Compare(a.Key().String(), b.Key().String()) })
 	}
 	return out
 }
@@ -216,7 +182,7 @@ func (l *ledger) serve(plan registry.Plan) {
 }
 
 // entry is the ledger's entry of a selection of cluster.
-func (l *ledger) entry(cluster string, k registry.SelectionKey) (ledgerEntry, bool) {
+func (l *ledger) entry(cluster string, k registry.SelectionKey) (registry.SelectionRecord, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.entries[cluster][k]
@@ -226,30 +192,30 @@ func (l *ledger) entry(cluster string, k registry.SelectionKey) (ledgerEntry, bo
 // add records that e's collection is about to publish. It writes only when e is new or resolved
 // otherwise (another resource or version: the older one's documents are covered by the PURGE of the
 // key, which names the kind).
-func (l *ledger) add(ctx context.Context, cluster string, e ledgerEntry) error {
-	e.V, e.Cluster, e.Owner = LedgerVersion, cluster, l.owner
-	if cur, ok := l.entry(cluster, e.key()); ok && cur.same(e) {
+func (l *ledger) add(ctx context.Context, cluster string, e registry.SelectionRecord) error {
+	e.V, e.Cluster, e.Owner = registry.LedgerVersion, cluster, l.owner
+	if cur, ok := l.entry(cluster, e.Key()); ok && sameRecord(cur, e) {
 		return nil
 	}
 	e.UpdatedAt = time.Now().UTC()
 	value, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("encode ledger record of %s %s: %w", cluster, e.key(), err)
+		return fmt.Errorf("encode ledger record of %s %s: %w", cluster, e.Key(), err)
 	}
-	return l.write(ctx, []kafka.Message{{Key: []byte(selectionRecordKey(cluster, e.key())), Value: value}}, func() {
+	return l.write(ctx, []stream.Message{{Key: []byte(registry.SelectionRecordKey(cluster, e.Key())), Value: value}}, func() {
 		if l.entries[cluster] == nil {
-			l.entries[cluster] = map[registry.SelectionKey]ledgerEntry{}
+			l.entries[cluster] = map[registry.SelectionKey]registry.SelectionRecord{}
 		}
-		l.entries[cluster][e.key()] = e
+		l.entries[cluster][e.Key()] = e
 	})
 }
 
 // drop records that the PURGEs of keys were acknowledged: their records become tombstones.
 func (l *ledger) drop(ctx context.Context, cluster string, keys []registry.SelectionKey) error {
-	var msgs []kafka.Message
+	var msgs []stream.Message
 	for _, k := range keys {
 		if _, ok := l.entry(cluster, k); ok {
-			msgs = append(msgs, kafka.Message{Key: []byte(selectionRecordKey(cluster, k))})
+			msgs = append(msgs, stream.Message{Key: []byte(registry.SelectionRecordKey(cluster, k))})
 		}
 	}
 	if len(msgs) == 0 {
@@ -273,13 +239,13 @@ func (l *ledger) reserve(ctx context.Context, upTo int64) error {
 	clusters := slices.Clone(l.ours)
 	l.mu.Unlock()
 	now := time.Now().UTC()
-	msgs := make([]kafka.Message, 0, len(clusters))
+	msgs := make([]stream.Message, 0, len(clusters))
 	for _, c := range clusters {
-		v, err := json.Marshal(epochsRecord{V: LedgerVersion, Cluster: c, Owner: l.owner, EpochsReserved: upTo, UpdatedAt: now})
+		v, err := json.Marshal(epochsRecord{V: registry.LedgerVersion, Cluster: c, Owner: l.owner, EpochsReserved: upTo, UpdatedAt: now})
 		if err != nil {
 			return fmt.Errorf("encode epochs record of %s: %w", c, err)
 		}
-		msgs = append(msgs, kafka.Message{Key: []byte(epochsPrefix + c), Value: v})
+		msgs = append(msgs, stream.Message{Key: []byte(registry.EpochsRecordPrefix + c), Value: v})
 	}
 	if len(msgs) == 0 {
 		return nil
@@ -289,7 +255,7 @@ func (l *ledger) reserve(ctx context.Context, upTo int64) error {
 
 // write writes msgs, retrying until Kafka acknowledged them or ctx ends, then applies done under
 // l.mu. Writes are serialised, so the ledger in memory follows the order of the topic.
-func (l *ledger) write(ctx context.Context, msgs []kafka.Message, done func()) error {
+func (l *ledger) write(ctx context.Context, msgs []stream.Message, done func()) error {
 	select {
 	case l.writing <- struct{}{}:
 	case <-ctx.Done():
@@ -298,7 +264,7 @@ func (l *ledger) write(ctx context.Context, msgs []kafka.Message, done func()) e
 	defer func() { <-l.writing }()
 	bo := ledgerBackoff()
 	for {
-		err := l.writer.WriteMessages(ctx, msgs...)
+		err := l.writer.Write(ctx, msgs...)
 		if err == nil {
 			break
 		}

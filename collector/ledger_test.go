@@ -5,12 +5,11 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
 func planOf(clusters map[string][]registry.SelectionKey) registry.Plan {
@@ -44,9 +43,9 @@ func TestLedgerRemembersAcrossRestarts(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	open := func(owner string) *ledger {
 		t.Helper()
-		client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-		l := newLedger(client, brokers, "events", owner, nil, log)
-		t.Cleanup(func() { l.close() })
+		client := stream.NewClient(brokers, stream.Connection{}, log)
+		l := newLedger(client, "events", owner, log)
+		t.Cleanup(func() { l.close(); client.Close() })
 		return l
 	}
 	pods := registry.SelectionKey{Kind: "Pod", Namespace: "shop"}
@@ -61,11 +60,11 @@ func TestLedgerRemembersAcrossRestarts(t *testing.T) {
 	first.serve(planOf(map[string][]registry.SelectionKey{"member1": {pods, deploys}, "member2": {cms}}))
 	for _, a := range []struct {
 		cluster string
-		e       ledgerEntry
+		e       registry.SelectionRecord
 	}{
-		{"member1", ledgerEntry{Version: "v1", Resource: "pods", Kind: "Pod", Namespace: "shop"}},
-		{"member1", ledgerEntry{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment"}},
-		{"member2", ledgerEntry{Version: "v1", Resource: "configmaps", Kind: "ConfigMap"}},
+		{"member1", registry.SelectionRecord{Version: "v1", Resource: "pods", Kind: "Pod", Namespace: "shop"}},
+		{"member1", registry.SelectionRecord{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment"}},
+		{"member2", registry.SelectionRecord{Version: "v1", Resource: "configmaps", Kind: "ConfigMap"}},
 	} {
 		if err := first.add(ctx, a.cluster, a.e); err != nil {
 			t.Fatal(err)

@@ -51,6 +51,21 @@ type resolved struct {
 	gvr        schema.GroupVersionResource
 	kind       string
 	namespaced bool
+	// singular, shortNames and categories are what discovery says besides; they go into the
+	// ledger's record for the query API's discovery and do not make a collection restart.
+	singular               string
+	shortNames, categories []string
+}
+
+// sameCollection says two resolutions collect the same thing.
+func (r resolved) sameCollection(o resolved) bool {
+	return r.gvr == o.gvr && r.kind == o.kind && r.namespaced == o.namespaced
+}
+
+// record is the ledger's record of a selection resolved to r.
+func (r resolved) record(k registry.SelectionKey) registry.SelectionRecord {
+	return registry.SelectionRecord{Group: r.gvr.Group, Version: r.gvr.Version, Resource: r.gvr.Resource, Kind: k.Kind,
+		Namespace: k.Namespace, Namespaced: r.namespaced, Singular: r.singular, ShortNames: r.shortNames, Categories: r.categories}
 }
 
 func newMember(c *Collector, cp registry.ClusterPlan) (*member, error) {
@@ -164,7 +179,7 @@ func (m *member) reconcile(ctx context.Context) error {
 	defer m.mu.Unlock()
 	for _, st := range starts {
 		sel, selected := m.selections[st.key]
-		if _, running := m.running[st.key]; !selected || running || sel.SecretData != st.sel.SecretData || m.resolved[st.key] != st.res {
+		if _, running := m.running[st.key]; !selected || running || sel.SecretData != st.sel.SecretData || !m.resolved[st.key].sameCollection(st.res) {
 			continue // changed meanwhile: the next reconcile decides (setSelections kicked it)
 		}
 		m.start(ctx, st.key, sel, st.res)
@@ -179,9 +194,7 @@ type toStart struct {
 	res resolved
 }
 
-func (t toStart) entry(cluster string) ledgerEntry {
-	return ledgerEntry{Group: t.res.gvr.Group, Version: t.res.gvr.Version, Resource: t.res.gvr.Resource, Kind: t.key.Kind, Namespace: t.key.Namespace}
-}
+func (t toStart) entry(cluster string) registry.SelectionRecord { return t.res.record(t.key) }
 
 // settle resolves every selection against what the member serves, stops the collections that must
 // stop (unservable, unselected, or resolved differently) and returns those to start.
@@ -201,7 +214,7 @@ func (m *member) settle(served map[groupKind][]servedResource) []toStart {
 			continue
 		}
 		m.resolved[k] = res
-		if isRunning && r.res == res && r.secret == sel.SecretData {
+		if isRunning && r.res.sameCollection(res) && r.secret == sel.SecretData {
 			continue
 		}
 		if isRunning {
@@ -270,15 +283,14 @@ func (m *member) stopAll() {
 
 // entry is what the ledger would hold for a selection: the resource it last resolved to, when it
 // did; for the PURGE of a selection the ledger does not know (collected by a build without one).
-func (m *member) entry(k registry.SelectionKey, version string) ledgerEntry {
+func (m *member) entry(k registry.SelectionKey, version string) registry.SelectionRecord {
 	m.mu.Lock()
 	res, ok := m.resolved[k]
 	m.mu.Unlock()
-	e := ledgerEntry{Group: k.Group, Version: version, Kind: k.Kind, Namespace: k.Namespace}
 	if ok {
-		e.Version, e.Resource = res.gvr.Version, res.gvr.Resource
+		return res.record(k)
 	}
-	return e
+	return registry.SelectionRecord{Group: k.Group, Version: version, Kind: k.Kind, Namespace: k.Namespace}
 }
 
 // refused records an object Kafka will never take in the status of the collection that published it.
@@ -369,7 +381,8 @@ func resolve(served map[groupKind][]servedResource, sel registry.Selection) (res
 	if sel.Namespace != "" && !pick.resource.Namespaced {
 		return resolved{}, fmt.Sprintf("resource %s is cluster-scoped: it cannot be selected in namespace %s", pick.resource.Name, sel.Namespace)
 	}
-	return resolved{gvr: pick.gv.WithResource(pick.resource.Name), kind: pick.resource.Kind, namespaced: pick.resource.Namespaced}, ""
+	return resolved{gvr: pick.gv.WithResource(pick.resource.Name), kind: pick.resource.Kind, namespaced: pick.resource.Namespaced,
+		singular: pick.resource.SingularName, shortNames: pick.resource.ShortNames, categories: pick.resource.Categories}, ""
 }
 
 func hasVerbs(have metav1.Verbs, want ...string) bool {

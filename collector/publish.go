@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
@@ -23,8 +21,8 @@ import (
 // which no retry would change: it is counted, logged, dead-lettered and reported to dropped, and the
 // events behind it go on.
 type publisher struct {
-	writer     *kafka.Writer // one writer for the topic and the dead-letter topic: every message names its topic
-	client     *kafka.Client
+	writer     *stream.Writer // one writer for the topic and the dead-letter topic: every message names its topic
+	client     *stream.Client
 	topic      string
 	dlqTopic   string
 	partitions int
@@ -49,7 +47,7 @@ type droppedEvent struct {
 }
 
 type pending struct {
-	msg kafka.Message
+	msg stream.Message
 	// Who the event is about, for metrics, logs and dead letters (the event itself is not kept: its
 	// object would double the buffer's memory).
 	cluster, group, resource, namespace, name, uid string
@@ -61,15 +59,13 @@ type pending struct {
 }
 
 type publisherOptions struct {
-	Brokers    []string
 	Topic      string
 	Partitions int
-	// MaxMessageBytes bounds an event's size as kafka-go counts it (see messageSize); the topic's own
-	// max.message.bytes lowers it when smaller.
+	// MaxMessageBytes bounds an event's size as the writer counts it (stream.Message.Size); the
+	// topic's own max.message.bytes lowers it when smaller.
 	MaxMessageBytes int
 	Buffer          int
 	Batch           int
-	Transport       *kafka.Transport
 	// DeadLetterTopic receives the events Kafka refuses for their size; default "<Topic>.dlq", the
 	// indexer's dead-letter topic, so an operator reads every kind of dead letter in one place.
 	DeadLetterTopic string
@@ -83,9 +79,9 @@ const (
 	deadLetterAttempts = 5
 )
 
-func newPublisher(o publisherOptions, log *slog.Logger) *publisher {
+func newPublisher(client *stream.Client, o publisherOptions, log *slog.Logger) *publisher {
 	p := &publisher{
-		topic: o.Topic, dlqTopic: o.DeadLetterTopic, partitions: o.Partitions,
+		client: client, topic: o.Topic, dlqTopic: o.DeadLetterTopic, partitions: o.Partitions,
 		maxBytes: o.MaxMessageBytes, limit: o.MaxMessageBytes, batch: o.Batch,
 		queue: make(chan pending, o.Buffer),
 		done:  make(chan struct{}),
@@ -94,27 +90,12 @@ func newPublisher(o publisherOptions, log *slog.Logger) *publisher {
 	if p.dlqTopic == "" {
 		p.dlqTopic = stream.DeadLetterTopic(o.Topic)
 	}
-	var transport kafka.RoundTripper = kafka.DefaultTransport
-	if o.Transport != nil {
-		transport = o.Transport
-	}
-	p.client = &kafka.Client{Addr: kafka.TCP(o.Brokers...), Transport: transport, Timeout: 30 * time.Second}
-	p.writer = &kafka.Writer{
-		Addr: kafka.TCP(o.Brokers...),
-		// The key is cluster/group/resource; Hash keeps each key in one partition (kafka-go's default
-		// round-robin would scatter it and break the per-resource order SYNC relies on).
-		Balancer:     &kafka.Hash{},
-		RequiredAcks: kafka.RequireAll,
-		// The default 1 s makes every synchronous write wait a second; batches fill from the buffer.
-		BatchTimeout: 5 * time.Millisecond,
-		BatchSize:    o.Batch,
+	p.writer = client.NewWriter(stream.WriterOptions{
+		BatchSize: o.Batch,
 		// Lowered to the topic's limit by run: the broker measures a whole partition batch against it.
-		BatchBytes:   int64(o.MaxMessageBytes),
-		Compression:  kafka.Lz4,
-		MaxAttempts:  3,
-		WriteTimeout: 30 * time.Second,
-		Transport:    transport,
-	}
+		BatchBytes: o.MaxMessageBytes,
+		Compress:   true,
+	})
 	return p
 }
 
@@ -125,7 +106,7 @@ func (p *publisher) Publish(ctx context.Context, ev *envelope.Event) error {
 		return fmt.Errorf("encode %s event for %s/%s: %w", ev.Type, ev.Namespace, ev.Name, err)
 	}
 	item := pending{
-		msg:     kafka.Message{Topic: p.topic, Key: ev.Key(), Value: value},
+		msg:     stream.Message{Topic: p.topic, Key: ev.Key(), Value: value},
 		cluster: ev.Cluster, group: ev.Group, resource: ev.Resource, namespace: ev.Namespace, name: ev.Name, uid: ev.UID,
 		typ: ev.Type, at: time.Now(),
 	}
@@ -214,7 +195,7 @@ func (p *publisher) write(ctx context.Context, batch []pending) error {
 	batch = p.admit(ctx, batch)
 	backoff := publishBackoff()
 	for len(batch) > 0 {
-		err := p.writer.WriteMessages(ctx, kafkaMessages(batch)...)
+		err := p.writer.Write(ctx, messages(batch)...)
 		if err == nil {
 			p.published(batch)
 			return nil
@@ -223,11 +204,11 @@ func (p *publisher) write(ctx context.Context, batch []pending) error {
 			return fmt.Errorf("publish to %s aborted with %d events unwritten: %w", p.topic, len(batch), ctx.Err())
 		}
 		p.metrics.publishErrors.Inc()
-		// A MessageTooLargeError (kafka-go refusing a message over BatchBytes, nothing sent) cannot occur
-		// while messageSize counts as kafka-go does; should a kafka-go upgrade change that, the message is
-		// isolated and dropped below like a broker refusal, never retried forever.
-		tooLarge := errors.Is(err, kafka.MessageSizeTooLarge)
-		var werrs kafka.WriteErrors
+		// The writer refusing a message over BatchBytes (nothing sent) cannot occur while admit drops by
+		// Message.Size; should a kafka-go upgrade change its count, the message is isolated and dropped
+		// below like a broker refusal, never retried forever.
+		tooLarge := stream.TooLarge(err)
+		var werrs stream.WriteErrors
 		if errors.As(err, &werrs) && len(werrs) == len(batch) {
 			batch, tooLarge = p.unwritten(batch, werrs)
 		}
@@ -258,13 +239,13 @@ func (p *publisher) write(ctx context.Context, batch []pending) error {
 // order: the last copy of each event then still follows the last copy of every event before it. A key
 // is one partition (Hash), and nothing relies on order across keys. Events already written are written
 // twice; delivery is at-least-once and the indexer is idempotent.
-func (p *publisher) unwritten(batch []pending, werrs kafka.WriteErrors) (again []pending, tooLarge bool) {
+func (p *publisher) unwritten(batch []pending, werrs stream.WriteErrors) (again []pending, tooLarge bool) {
 	failedKeys := map[string]bool{}
 	var done []pending
 	for i, it := range batch {
 		if werrs[i] != nil {
 			failedKeys[string(it.msg.Key)] = true
-			tooLarge = tooLarge || errors.Is(werrs[i], kafka.MessageSizeTooLarge)
+			tooLarge = tooLarge || stream.TooLarge(werrs[i])
 		}
 		if failedKeys[string(it.msg.Key)] {
 			again = append(again, it)
@@ -281,7 +262,7 @@ func (p *publisher) writeSingly(ctx context.Context, batch []pending) error {
 	for i, it := range batch {
 		backoff := publishBackoff()
 		for {
-			err := p.writer.WriteMessages(ctx, it.msg)
+			err := p.writer.Write(ctx, it.msg)
 			if err == nil {
 				p.published(batch[i : i+1])
 				break
@@ -290,9 +271,8 @@ func (p *publisher) writeSingly(ctx context.Context, batch []pending) error {
 				return fmt.Errorf("publish to %s aborted with %d events unwritten: %w", p.topic, len(batch)-i, ctx.Err())
 			}
 			p.metrics.publishErrors.Inc()
-			var werrs kafka.WriteErrors
-			if errors.Is(err, kafka.MessageSizeTooLarge) || errors.As(err, &werrs) && len(werrs) == 1 && errors.Is(werrs[0], kafka.MessageSizeTooLarge) {
-				p.drop(ctx, it, fmt.Sprintf("Kafka refused the %s event of %d bytes as too large for topic %s: %v", it.typ, messageSize(&it.msg), p.topic, err))
+			if stream.TooLarge(err) {
+				p.drop(ctx, it, fmt.Sprintf("Kafka refused the %s event of %d bytes as too large for topic %s: %v", it.typ, it.msg.Size(), p.topic, err))
 				break
 			}
 			delay := backoff.Step()
@@ -309,7 +289,7 @@ func (p *publisher) writeSingly(ctx context.Context, batch []pending) error {
 func (p *publisher) admit(ctx context.Context, batch []pending) []pending {
 	kept := batch[:0:0]
 	for _, it := range batch {
-		if n := messageSize(&it.msg); n > p.limit {
+		if n := it.msg.Size(); n > p.limit {
 			p.drop(ctx, it, fmt.Sprintf("the %s event is %d bytes, over the Kafka message size limit of %d bytes", it.typ, n, p.limit))
 			continue
 		}
@@ -318,35 +298,12 @@ func (p *publisher) admit(ctx context.Context, batch []pending) []pending {
 	return kept
 }
 
-// messageSize is the size kafka-go gives a message and compares with Writer.BatchBytes, refusing
-// larger ones with MessageTooLargeError (kafka-go v0.4.51 Message.totalSize, message.go:46-61 and
-// write.go:565-591): a v0 message's framing — CRC, magic byte, attributes, key and value with int32
-// lengths, timestamp — plus the headers as varint-prefixed fields. It is exact, so no margin is kept;
-// the broker instead measures the compressed record batch, which only the broker's answer can tell.
-func messageSize(m *kafka.Message) int {
-	n := 4 + 1 + 1 + 4 + len(m.Key) + 4 + len(m.Value) + 8
-	n += varintLen(len(m.Headers))
-	for _, h := range m.Headers {
-		n += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
-	}
-	return n
-}
-
-// varintLen is the length of n as a zig-zag varint.
-func varintLen(n int) int {
-	u, l := uint64(n)<<1, 1
-	for ; u >= 0x80; u >>= 7 {
-		l++
-	}
-	return l
-}
-
 // drop records an event that will never be published: a metric, an error log, a dead letter and the
 // dropped hook.
 func (p *publisher) drop(ctx context.Context, it pending, reason string) {
 	p.metrics.oversized.WithLabelValues(it.cluster, it.resource).Inc()
 	p.log.Error("event dropped: Kafka will never take it", "cluster", it.cluster, "resource", it.resource,
-		"namespace", it.namespace, "name", it.name, "type", it.typ, "bytes", messageSize(&it.msg), "limit", p.limit, "err", reason)
+		"namespace", it.namespace, "name", it.name, "type", it.typ, "bytes", it.msg.Size(), "limit", p.limit, "err", reason)
 	p.deadLetter(ctx, it, reason)
 	if p.dropped != nil {
 		p.dropped(droppedEvent{cluster: it.cluster, group: it.group, resource: it.resource, namespace: it.namespace, name: it.name, reason: reason})
@@ -361,7 +318,7 @@ func (p *publisher) deadLetter(ctx context.Context, it pending, reason string) {
 	if len(reason) > stream.MaxErrorHeader {
 		reason = reason[:stream.MaxErrorHeader]
 	}
-	msg := kafka.Message{Topic: p.dlqTopic, Key: it.msg.Key, Headers: []kafka.Header{
+	msg := stream.Message{Topic: p.dlqTopic, Key: it.msg.Key, Headers: []stream.Header{
 		{Key: stream.HeaderReason, Value: []byte(reasonTooLarge)},
 		{Key: stream.HeaderError, Value: []byte(reason)},
 		{Key: stream.HeaderTopic, Value: []byte(p.topic)},
@@ -373,7 +330,7 @@ func (p *publisher) deadLetter(ctx context.Context, it pending, reason string) {
 	}}
 	backoff := publishBackoff()
 	for attempt := 1; ; attempt++ {
-		err := p.writer.WriteMessages(ctx, msg)
+		err := p.writer.Write(ctx, msg)
 		if err == nil {
 			return
 		}
@@ -396,8 +353,8 @@ func (p *publisher) published(batch []pending) {
 	}
 }
 
-func kafkaMessages(batch []pending) []kafka.Message {
-	msgs := make([]kafka.Message, len(batch))
+func messages(batch []pending) []stream.Message {
+	msgs := make([]stream.Message, len(batch))
 	for i := range batch {
 		msgs[i] = batch[i].msg
 	}
@@ -418,8 +375,7 @@ func (p *publisher) ensureTopics(ctx context.Context) error {
 		if err == nil {
 			// One partition, as the indexer creates it; room for an event plus the indexer's headers.
 			err = p.createTopic(ctx, p.dlqTopic, 1, p.maxBytes+stream.DeadLetterRoom)
-			var kerr kafka.Error
-			if errors.As(err, &kerr) {
+			if stream.Refused(err) {
 				p.log.Warn("cannot create the dead-letter topic; assuming it exists", "topic", p.dlqTopic, "err", err)
 				err = nil
 			}
@@ -439,7 +395,7 @@ func (p *publisher) ensureTopics(ctx context.Context) error {
 }
 
 func (p *publisher) createTopic(ctx context.Context, topic string, partitions, maxBytes int) error {
-	return stream.CreateTopic(ctx, p.client, stream.Topic{Name: topic, Partitions: partitions, Config: stream.MaxMessageBytes(maxBytes)})
+	return p.client.CreateTopic(ctx, stream.Topic{Name: topic, Partitions: partitions, Config: stream.MaxMessageBytes(maxBytes)})
 }
 
 // learnLimit lowers the size limit to the topic's max.message.bytes (which is the broker's
@@ -447,29 +403,15 @@ func (p *publisher) createTopic(ctx context.Context, topic string, partitions, m
 // it is sent, and kafka-go's batches fit what the broker accepts. A refusal to describe the topic (no
 // DescribeConfigs permission) keeps the flag; a refused write is still caught (writeSingly).
 func (p *publisher) learnLimit(ctx context.Context) error {
-	resp, err := p.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeTopic, ResourceName: p.topic, ConfigNames: []string{"max.message.bytes"},
-	}}})
-	if err != nil {
-		return fmt.Errorf("describe topic %s: %w", p.topic, err)
-	}
-	topicLimit := 0
-	for _, r := range resp.Resources {
-		if errors.Is(r.Error, kafka.UnknownTopicOrPartition) {
-			return fmt.Errorf("describe topic %s: %w", p.topic, r.Error) // just created; not everywhere yet
-		}
-		if r.Error != nil {
-			p.log.Warn("cannot read the topic's max.message.bytes; limiting events to --kafka-max-message-bytes", "topic", p.topic, "limit", p.maxBytes, "err", r.Error)
-			return nil
-		}
-		for _, e := range r.ConfigEntries {
-			if e.ConfigName == "max.message.bytes" {
-				topicLimit, err = strconv.Atoi(e.ConfigValue)
-				if err != nil {
-					return fmt.Errorf("topic %s: max.message.bytes %q: %w", p.topic, e.ConfigValue, err)
-				}
-			}
-		}
+	topicLimit, err := p.client.TopicMaxMessageBytes(ctx, p.topic)
+	switch {
+	case stream.UnknownTopic(err):
+		return err // just created; not everywhere yet
+	case stream.Refused(err):
+		p.log.Warn("cannot read the topic's max.message.bytes; limiting events to --kafka-max-message-bytes", "topic", p.topic, "limit", p.maxBytes, "err", err)
+		return nil
+	case err != nil:
+		return err
 	}
 	p.limit = p.maxBytes
 	if topicLimit > 0 && topicLimit < p.maxBytes {
@@ -477,6 +419,6 @@ func (p *publisher) learnLimit(ctx context.Context) error {
 		p.log.Warn("the topic accepts smaller messages than --kafka-max-message-bytes; larger events are dropped",
 			"topic", p.topic, "topicLimit", topicLimit, "flag", p.maxBytes)
 	}
-	p.writer.BatchBytes = int64(p.limit)
+	p.writer.SetBatchBytes(p.limit)
 	return nil
 }

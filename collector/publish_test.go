@@ -25,43 +25,6 @@ import (
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
-// The pre-check computes exactly what kafka-go compares with BatchBytes: a message of messageSize
-// bytes passes a writer whose BatchBytes is that size, and is refused by one a byte smaller.
-func TestMessageSizeIsKafkaGos(t *testing.T) {
-	cancelled, cancel := context.WithCancel(t.Context())
-	cancel() // kafka-go checks sizes before any network I/O; past the check, the cancelled ctx stops it
-	tests := []struct {
-		name       string
-		key, value int
-		headers    [][2]int // key and value lengths
-	}{
-		{"empty", 0, 0, nil},
-		{"key and value", 20, 1000, nil},
-		{"value of a few MiB", 30, 3 << 20, nil},
-		{"one header", 20, 100, [][2]int{{5, 5}}},
-		{"header lengths at varint boundaries", 20, 100, [][2]int{{63, 64}, {8191, 8192}, {0, 0}}},
-		{"64 headers", 1, 1, slices.Repeat([][2]int{{1, 1}}, 64)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := kafka.Message{Key: bytes.Repeat([]byte("k"), tt.key), Value: bytes.Repeat([]byte("v"), tt.value)}
-			for _, h := range tt.headers {
-				m.Headers = append(m.Headers, kafka.Header{Key: strings.Repeat("h", h[0]), Value: bytes.Repeat([]byte("x"), h[1])})
-			}
-			n := messageSize(&m)
-			for _, limit := range []int{n, n - 1} {
-				w := &kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), Topic: "t", BatchBytes: int64(limit)}
-				err := w.WriteMessages(cancelled, m)
-				var tooLarge kafka.MessageTooLargeError
-				if refused := errors.As(err, &tooLarge); refused != (limit < n) {
-					t.Errorf("messageSize %d, BatchBytes %d: kafka-go says %v", n, limit, err)
-				}
-				_ = w.Close()
-			}
-		})
-	}
-}
-
 // An event Kafka can never take is dropped — counted by cluster and resource, logged, dead-lettered
 // under its key, reported to the dropped hook — and the events behind it are published. Sizes are as
 // kafka-go counts them (key, value, headers, framing) against a 1 MiB limit; the old check compared
@@ -70,7 +33,7 @@ func TestPublisherDropsEventsOverTheLimit(t *testing.T) {
 	const limit = 1 << 20
 	tests := []struct {
 		name    string
-		size    func(key int) int // messageSize of the middle event
+		size    func(key int) int // stream.Message.Size of the middle event
 		dropped bool
 	}{
 		{"exactly the limit", func(int) int { return limit }, false},
@@ -298,7 +261,7 @@ func TestPublisherFlush(t *testing.T) {
 		}
 	})
 	t.Run("Kafka away", func(t *testing.T) {
-		p := newPublisher(publisherOptions{Brokers: []string{"127.0.0.1:1"}, Topic: "events", Partitions: 1,
+		p := newPublisher(stream.NewClient([]string{"127.0.0.1:1"}, stream.Connection{}, nil), publisherOptions{Topic: "events", Partitions: 1,
 			MaxMessageBytes: 1 << 20, Buffer: 4, Batch: 4}, slog.New(slog.DiscardHandler))
 		p.metrics = newMetrics(func() float64 { return 0 })
 		ctx, abort := context.WithCancel(t.Context())
@@ -324,6 +287,7 @@ func TestPublisherFlush(t *testing.T) {
 type pubHarness struct {
 	c       *kfake.Cluster
 	brokers []string
+	stream  *stream.Client // the publisher's, and the harness's to read with
 	runDone chan error
 }
 
@@ -334,7 +298,9 @@ func newPubHarness(t *testing.T) *pubHarness {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return &pubHarness{c: c, brokers: c.ListenAddrs(), runDone: make(chan error, 1)}
+	sc := stream.NewClient(c.ListenAddrs(), stream.Connection{}, nil)
+	t.Cleanup(sc.Close)
+	return &pubHarness{c: c, brokers: c.ListenAddrs(), stream: sc, runDone: make(chan error, 1)}
 }
 
 func (k *pubHarness) client() *kafka.Client {
@@ -345,12 +311,12 @@ func (k *pubHarness) client() *kafka.Client {
 // buffer; start runs it.
 func (k *pubHarness) newPublisher(t *testing.T, o publisherOptions) (*publisher, *logBuffer) {
 	t.Helper()
-	o.Brokers, o.Topic, o.Partitions = k.brokers, "events", 1
+	o.Topic, o.Partitions = "events", 1
 	if o.Buffer == 0 {
 		o.Buffer, o.Batch = 16, 16
 	}
 	logs := &logBuffer{}
-	p := newPublisher(o, slog.New(slog.NewJSONHandler(logs, nil)))
+	p := newPublisher(k.stream, o, slog.New(slog.NewJSONHandler(logs, nil)))
 	p.metrics = newMetrics(func() float64 { return float64(len(p.queue)) })
 	t.Cleanup(func() { _ = p.writer.Close() })
 	return p, logs
@@ -390,11 +356,11 @@ func (k *pubHarness) waitRun(t *testing.T, timeout time.Duration) {
 }
 
 // read returns what partition 0 of topic holds.
-func (k *pubHarness) read(t *testing.T, topic string) []kafka.Message {
+func (k *pubHarness) read(t *testing.T, topic string) []stream.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	msgs, err := stream.ReadPartition(ctx, k.client(), topic, 0)
+	msgs, err := k.stream.ReadPartition(ctx, topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +385,7 @@ func pubEvent(cluster, name string, pad int) *envelope.Event {
 		Kind: "ConfigMap", Namespace: "shop", Name: name, UID: "uid-" + name, ResourceVersion: "1", Epoch: 1, Object: obj}
 }
 
-// sizedPubEvent is a ConfigMap event whose Kafka message is exactly size bytes by messageSize; random
+// sizedPubEvent is a ConfigMap event whose Kafka message is exactly size bytes by Message.Size; random
 // makes its padding incompressible.
 func sizedPubEvent(t *testing.T, cluster, name string, size int, random bool) *envelope.Event {
 	t.Helper()
@@ -448,10 +414,11 @@ func pubEventSize(t *testing.T, ev *envelope.Event) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return messageSize(&kafka.Message{Key: ev.Key(), Value: v})
+	m := stream.Message{Key: ev.Key(), Value: v}
+	return m.Size()
 }
 
-func eventNames(t *testing.T, msgs []kafka.Message) []string {
+func eventNames(t *testing.T, msgs []stream.Message) []string {
 	t.Helper()
 	var out []string
 	for _, m := range msgs {
@@ -466,7 +433,7 @@ func eventNames(t *testing.T, msgs []kafka.Message) []string {
 
 // assertKeyOrder checks that every event of want is in msgs and that, per key, the last copies are in
 // want's order: what an idempotent consumer applying the log in order ends with.
-func assertKeyOrder(t *testing.T, msgs []kafka.Message, want []string) {
+func assertKeyOrder(t *testing.T, msgs []stream.Message, want []string) {
 	t.Helper()
 	last := map[string]int{}
 	keyOf := map[string]string{}
@@ -491,7 +458,7 @@ func assertKeyOrder(t *testing.T, msgs []kafka.Message, want []string) {
 	}
 }
 
-func assertTooLargeLetter(t *testing.T, letters []kafka.Message, ev *envelope.Event) {
+func assertTooLargeLetter(t *testing.T, letters []stream.Message, ev *envelope.Event) {
 	t.Helper()
 	if len(letters) != 1 {
 		t.Fatalf("dead-letter topic holds %d messages, want 1", len(letters))

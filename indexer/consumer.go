@@ -27,11 +27,30 @@ type messageReader interface {
 	CommitMessages(ctx context.Context, msgs ...kafka.Message) error
 }
 
+// documents is what the consumer needs of the store backend for the documents: writes that report
+// what will never be accepted by position, garbage collection after SYNC and PURGE markers (an
+// error that is store.ErrRejected will never pass), and a refresh that makes writes searchable.
+type documents interface {
+	Write(ctx context.Context, ops []store.Op) ([]store.Failure, error)
+	DeleteOlder(ctx context.Context, scope store.ListScope, epoch int64) (int64, error)
+	DeleteAll(ctx context.Context, sel store.Selection) (int64, error)
+	Refresh(ctx context.Context, kinds ...string) error
+}
+
+// progress is what the consumer needs of the store backend for the watermarks it keeps in memory:
+// loading and saving them, and, for a PURGE, reading and deleting those of a selection.
+type progress interface {
+	LoadWatermarks(ctx context.Context, pairs []store.Pair) (map[store.Pair]*store.Watermark, error)
+	SaveWatermarks(ctx context.Context, ws []store.Watermark) error
+	SelectionWatermarks(ctx context.Context, sel store.Selection) ([]store.Watermark, error)
+	DeleteWatermarks(ctx context.Context, pairs []store.Pair) error
+}
+
 // item is one consumed message on its way through a batch.
 type item struct {
 	msg  kafka.Message
 	ev   *envelope.Event // nil when it does not decode
-	op   *op             // for ADDED, MODIFIED and DELETED
+	op   *store.Op       // for ADDED, MODIFIED and DELETED
 	dead *deadLetter     // set once it is known never to apply
 }
 
@@ -39,15 +58,15 @@ type item struct {
 // dead-letters what can never be applied, and commits a batch's offsets once all of it is written.
 // run's goroutine applies the batches; one fetches and one decodes the next batch meanwhile (see run).
 type consumer struct {
-	reader  messageReader
-	dlq     messageWriter
-	os      *osClient
-	writer  *writer
-	wm      *watermarks
-	metrics *metrics
-	log     *slog.Logger
-	now     func() time.Time
-	backoff func() wait.Backoff
+	reader   messageReader
+	dlq      messageWriter
+	docs     documents
+	progress progress
+	wm       *watermarks
+	metrics  *metrics
+	log      *slog.Logger
+	now      func() time.Time
+	backoff  func() wait.Backoff
 
 	prefix        string
 	topic         string
@@ -223,7 +242,7 @@ type decodedBatch struct {
 func (c *consumer) decodeBatch(msgs []kafka.Message) *decodedBatch {
 	items := make([]*item, len(msgs))
 	for i, m := range msgs {
-		items[i] = c.decode(m, i)
+		items[i] = c.decode(m)
 	}
 	return &decodedBatch{msgs: msgs, items: items}
 }
@@ -250,18 +269,25 @@ func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
 		if len(segment) == 0 {
 			return nil
 		}
-		var ops []*op
+		var (
+			ops    []store.Op
+			owners []*item // owners[i] is the event of ops[i]
+		)
 		for _, it := range segment {
 			if it.op != nil {
-				ops = append(ops, it.op)
+				ops = append(ops, *it.op)
+				owners = append(owners, it)
 			}
 		}
-		failed, err := c.writer.write(ctx, ops)
-		if err != nil {
-			return err
-		}
-		for _, f := range failed {
-			f.op.item.dead = &deadLetter{msg: f.op.item.msg, reason: f.reason, err: f.err, index: f.op.index}
+		if len(ops) > 0 {
+			failed, err := c.docs.Write(ctx, ops)
+			if err != nil {
+				return err
+			}
+			for _, f := range failed {
+				it := owners[f.Pos]
+				it.dead = &deadLetter{msg: it.msg, reason: ReasonRejected, err: f.Err, index: c.indexOf(it.ev.Kind)}
+			}
 		}
 		for _, it := range segment {
 			c.wm.written(it.ev, it.msg.Partition)
@@ -308,7 +334,7 @@ func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
 
 // decode turns a message into an item: an op for object events, nothing more for markers, a dead
 // letter for what can never apply. It runs on assemble's goroutine (c.unversioned is its own).
-func (c *consumer) decode(m kafka.Message, seq int) *item {
+func (c *consumer) decode(m kafka.Message) *item {
 	it := &item{msg: m}
 	ev, err := envelope.Unmarshal(m.Value)
 	if err != nil {
@@ -322,22 +348,21 @@ func (c *consumer) decode(m kafka.Message, seq int) *item {
 	}
 	it.ev = ev
 	c.metrics.messages.WithLabelValues(string(ev.Type)).Inc()
-	index := mappings.IndexName(c.prefix, ev.Kind)
 	switch ev.Type {
 	case envelope.Added, envelope.Modified:
 		doc, err := document.BuildDecoded(ev) // envelope.Unmarshal validated the object
 		if err != nil {
-			it.dead = &deadLetter{msg: m, reason: ReasonMalformedObject, err: err.Error(), index: index}
+			it.dead = &deadLetter{msg: m, reason: ReasonMalformedObject, err: err.Error(), index: c.indexOf(ev.Kind)}
 			return it
 		}
-		it.op = &op{seq: seq, action: actionIndex, index: index, id: ev.UID, doc: doc, epoch: ev.Epoch, item: it}
+		it.op = &store.Op{Kind: ev.Kind, UID: ev.UID, Doc: doc, Epoch: ev.Epoch}
 	case envelope.Deleted:
-		it.op = &op{seq: seq, action: actionDelete, index: index, id: ev.UID, epoch: ev.Epoch, item: it}
+		it.op = &store.Op{Delete: true, Kind: ev.Kind, UID: ev.UID, Epoch: ev.Epoch}
 	default:
 		return it
 	}
 	if rv, ok := parseRV(ev.ResourceVersion); ok {
-		it.op.versioned, it.op.version = true, rv
+		it.op.Versioned, it.op.Version = true, rv
 	} else {
 		k := ev.Pair()
 		c.metrics.unversioned.WithLabelValues(ev.Cluster, ev.GroupResource()).Inc()
@@ -362,27 +387,22 @@ func (c *consumer) checkContinuity(m kafka.Message) {
 	c.next[m.Partition] = m.Offset + 1
 }
 
-// marker applies a SYNC or PURGE marker, retrying until it is done. A marker OpenSearch refuses for
-// good (a 4xx other than 429) is dead-lettered rather than stalling the partition.
+// marker applies a SYNC or PURGE marker, retrying until it is done. A marker the backend refuses
+// for good (store.ErrRejected: for OpenSearch, a 4xx other than 401, 403 and 429) is dead-lettered
+// rather than stalling the partition.
 func (c *consumer) marker(ctx context.Context, it *item) error {
 	ev := it.ev
-	index := mappings.IndexName(c.prefix, ev.Kind)
-	filter, err := gcFilter(ev)
-	if err != nil {
-		return fmt.Errorf("%s marker: %w", ev.Type, err)
-	}
 	bo := c.backoff()
 	for {
-		err := c.applyMarker(ctx, it, index, filter)
+		err := c.applyMarker(ctx, it)
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s marker for cluster %s resource %s: %w", ev.Type, ev.Cluster, ev.GroupResource(), ctx.Err())
 		}
-		var re *requestError
-		if errors.As(err, &re) && re.status >= 400 && !transient(re.status, "") {
-			it.dead = &deadLetter{msg: it.msg, reason: ReasonRejected, err: err.Error(), index: index}
+		if errors.Is(err, store.ErrRejected) {
+			it.dead = &deadLetter{msg: it.msg, reason: ReasonRejected, err: err.Error(), index: c.indexOf(ev.Kind)}
 			return nil
 		}
 		if err := c.wait(ctx, &bo, string(ev.Type)+" marker failed", 0, err); err != nil {
@@ -391,17 +411,24 @@ func (c *consumer) marker(ctx context.Context, it *item) error {
 	}
 }
 
-func (c *consumer) applyMarker(ctx context.Context, it *item, index string, filter []any) error {
+func (c *consumer) applyMarker(ctx context.Context, it *item) error {
 	ev := it.ev
-	// Everything before the marker is written; deleteMatching refreshes first, so no document the
-	// list rewrote is seen with its old epoch, and none written just before a PURGE survives it.
-	deleted, err := c.os.deleteMatching(ctx, index, filter)
+	// Everything before the marker is written; the backend refreshes first, so no document the list
+	// rewrote is seen with its old epoch, and none written just before a PURGE survives it.
+	var (
+		deleted int64
+		err     error
+	)
+	if ev.Type == envelope.Sync {
+		deleted, err = c.docs.DeleteOlder(ctx, store.ListScope{Pair: ev.Pair(), Kind: ev.Kind, Namespace: ev.Namespace}, ev.Epoch)
+	} else {
+		deleted, err = c.docs.DeleteAll(ctx, selection(ev))
+	}
 	if err != nil {
 		return err
 	}
-	c.metrics.gcDeleted.WithLabelValues(index, string(ev.Type)).Add(float64(deleted))
 	attrs := []any{"cluster", ev.Cluster, "resource", ev.GroupResource(), "kind", ev.Kind, "namespace", ev.Namespace,
-		"epoch", ev.Epoch, "index", index, "deleted", deleted}
+		"epoch", ev.Epoch, "index", c.indexOf(ev.Kind), "deleted", deleted}
 	if ev.Type == envelope.Sync {
 		c.wm.synced(ev, it.msg.Partition)
 		c.log.Debug("list completed; documents of older epochs deleted", attrs...)
@@ -451,7 +478,7 @@ func (c *consumer) loadWatermarks(ctx context.Context, items []*item) error {
 	}
 	bo := c.backoff()
 	for {
-		stored, err := c.os.loadWatermarks(ctx, mappings.StateIndex(c.prefix), keys)
+		stored, err := c.progress.LoadWatermarks(ctx, keys)
 		if err == nil {
 			for _, k := range keys {
 				c.wm.load(k, stored[k])
@@ -469,38 +496,26 @@ func (c *consumer) loadWatermarks(ctx context.Context, items []*item) error {
 
 // purgeWatermarks applies a PURGE to the watermarks, stored ones included.
 func (c *consumer) purgeWatermarks(ctx context.Context, ev *envelope.Event) error {
-	// Watermarks stored just before (by another replica before a rebalance) are searchable only
-	// after a refresh; one missed here would outlive its pair.
-	if err := c.os.refresh(ctx, mappings.StateIndex(c.prefix)); err != nil {
-		return err
-	}
-	hits, err := c.os.search(ctx, mappings.StateIndex(c.prefix), purgeStateQuery(ev))
+	// Stored ones too: another replica may have stored pairs of the selection this one never saw
+	// (before a rebalance), and they would outlive their pair.
+	stored, err := c.progress.SelectionWatermarks(ctx, selection(ev))
 	if err != nil {
 		return err
 	}
-	for _, h := range hits {
-		w, err := parseWatermark(h.Get("_source").Raw)
-		if err != nil {
-			return err
-		}
+	for _, w := range stored {
 		k := w.Pair()
 		if _, ok := c.wm.pairs[k]; !ok {
 			c.wm.load(k, &w)
 		}
 	}
-	gone := c.wm.purged(ev)
-	return c.os.deleteWatermarks(ctx, mappings.StateIndex(c.prefix), gone)
+	return c.progress.DeleteWatermarks(ctx, c.wm.purged(ev))
 }
 
 // refreshWatermarks makes what was written searchable (one refresh of the indices written to) and
 // stores the watermarks that moved. A failure leaves them for the next tick.
 func (c *consumer) refreshWatermarks(ctx context.Context) {
 	if kinds := c.wm.unrefreshed(); len(kinds) > 0 {
-		indices := make([]string, len(kinds))
-		for i, k := range kinds {
-			indices[i] = mappings.IndexName(c.prefix, k)
-		}
-		if err := c.os.refresh(ctx, indices...); err != nil {
+		if err := c.docs.Refresh(ctx, kinds...); err != nil {
 			c.log.Warn("refresh failed; watermarks wait for the next one", "err", err)
 			return
 		}
@@ -510,7 +525,7 @@ func (c *consumer) refreshWatermarks(ctx context.Context) {
 	if len(ws) == 0 {
 		return
 	}
-	if err := c.os.storeWatermarks(ctx, mappings.StateIndex(c.prefix), ws); err != nil {
+	if err := c.progress.SaveWatermarks(ctx, ws); err != nil {
 		c.log.Warn("cannot store watermarks; retried at the next tick", "err", err)
 		return
 	}
@@ -526,7 +541,7 @@ func (c *consumer) storeUrgentWatermarks(ctx context.Context) error {
 	}
 	bo := c.backoff()
 	for {
-		err := c.os.storeWatermarks(ctx, mappings.StateIndex(c.prefix), ws)
+		err := c.progress.SaveWatermarks(ctx, ws)
 		if err == nil {
 			c.wm.stored(ws)
 			return nil
@@ -538,6 +553,14 @@ func (c *consumer) storeUrgentWatermarks(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// indexOf names the index of a kind, for the dead letters' headers and the logs.
+func (c *consumer) indexOf(kind string) string { return mappings.IndexName(c.prefix, kind) }
+
+// selection is what a PURGE marker removes.
+func selection(ev *envelope.Event) store.Selection {
+	return store.Selection{Cluster: ev.Cluster, Group: ev.Group, Kind: ev.Kind, Namespace: ev.Namespace}
 }
 
 func (c *consumer) wait(ctx context.Context, bo *wait.Backoff, msg string, n int, err error) error {

@@ -1,14 +1,21 @@
 package indexer
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
 func newDecodeConsumer() *consumer {
@@ -29,7 +36,7 @@ func TestDecodeRefusesInvalidObject(t *testing.T) {
 		{"truncated", meta + `,"data":{"k":"v"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			it := newDecodeConsumer().decode(kafka.Message{Value: []byte(head + tc.object + "}")}, 0)
+			it := newDecodeConsumer().decode(kafka.Message{Value: []byte(head + tc.object + "}")})
 			if it.op != nil || it.dead == nil {
 				t.Fatalf("decoded into an op (%v), want a dead letter", it.op != nil)
 			}
@@ -39,11 +46,130 @@ func TestDecodeRefusesInvalidObject(t *testing.T) {
 		})
 	}
 	// The same object, valid, is indexed: the cases above fail for their JSON only.
-	it := newDecodeConsumer().decode(kafka.Message{Value: []byte(head + meta + `,"data":{"k":"v"}}}`)}, 0)
+	it := newDecodeConsumer().decode(kafka.Message{Value: []byte(head + meta + `,"data":{"k":"v"}}}`)})
 	if it.dead != nil || it.op == nil {
 		t.Fatalf("valid event not decoded: %+v", it.dead)
 	}
-	if strings.Contains(string(it.op.doc), "\n") {
-		t.Errorf("document has a line break: %s", it.op.doc)
+	if strings.Contains(string(it.op.Doc), "\n") {
+		t.Errorf("document has a line break: %s", it.op.Doc)
 	}
+}
+
+// fakeDocs refuses the ops of the uids in refuse, and the markers when rejectMarkers is set, as a
+// backend does for good.
+type fakeDocs struct {
+	refuse        map[string]bool
+	rejectMarkers bool
+	written       []string // uids, in order
+}
+
+func (f *fakeDocs) Write(_ context.Context, ops []store.Op) ([]store.Failure, error) {
+	var failed []store.Failure
+	for i, o := range ops {
+		if f.refuse[o.UID] {
+			failed = append(failed, store.Failure{Pos: i, Err: "mapper_parsing_exception: failed to parse " + o.UID})
+			continue
+		}
+		f.written = append(f.written, o.UID)
+	}
+	return failed, nil
+}
+
+func (f *fakeDocs) DeleteOlder(context.Context, store.ListScope, int64) (int64, error) {
+	if f.rejectMarkers {
+		return 0, fmt.Errorf("%w: POST /kubernetes-pod/_search: 400 parsing_exception", store.ErrRejected)
+	}
+	return 0, nil
+}
+
+func (f *fakeDocs) DeleteAll(context.Context, store.Selection) (int64, error) { return 0, nil }
+func (f *fakeDocs) Refresh(context.Context, ...string) error                  { return nil }
+
+type fakeProgress struct{}
+
+func (fakeProgress) LoadWatermarks(context.Context, []store.Pair) (map[store.Pair]*store.Watermark, error) {
+	return map[store.Pair]*store.Watermark{}, nil
+}
+func (fakeProgress) SaveWatermarks(context.Context, []store.Watermark) error { return nil }
+func (fakeProgress) SelectionWatermarks(context.Context, store.Selection) ([]store.Watermark, error) {
+	return nil, nil
+}
+func (fakeProgress) DeleteWatermarks(context.Context, []store.Pair) error { return nil }
+
+type fakeKafka struct{ written, committed []kafka.Message }
+
+func (f *fakeKafka) FetchMessage(ctx context.Context) (kafka.Message, error) {
+	<-ctx.Done()
+	return kafka.Message{}, ctx.Err()
+}
+
+func (f *fakeKafka) CommitMessages(_ context.Context, msgs ...kafka.Message) error {
+	f.committed = append(f.committed, msgs...)
+	return nil
+}
+
+func (f *fakeKafka) WriteMessages(_ context.Context, msgs ...kafka.Message) error {
+	f.written = append(f.written, msgs...)
+	return nil
+}
+
+// TestApplyDeadLettersByPosition: the backend names the ops it will never accept by their position
+// among the ops written; each becomes the dead letter of its own event, also when events without an
+// op (undecodable ones, markers) sit between them. A marker the backend rejects for good is
+// dead-lettered too, and the whole batch is committed.
+func TestApplyDeadLettersByPosition(t *testing.T) {
+	docs := &fakeDocs{refuse: map[string]bool{"u2": true, "u4": true}, rejectMarkers: true}
+	k := &fakeKafka{}
+	c := newDecodeConsumer()
+	c.reader, c.dlq, c.docs, c.progress, c.wm = k, k, docs, fakeProgress{}, newWatermarks()
+	c.now, c.backoff, c.next = time.Now, defaultBackoff, map[int]int64{}
+	var msgs []kafka.Message
+	for i, e := range []any{
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "10", 2),
+		kafka.Message{Value: []byte(`{"v":1,"type":"ADDED"`)},
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p2", "u2", "11", 2),
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p3", "u3", "12", 2),
+		marker(envelope.Sync, "m1", "Pod", "pods", "", 2, "12"),
+		objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p4", "u4", "13", 2),
+	} {
+		m, ok := e.(kafka.Message)
+		if !ok {
+			v, err := e.(*envelope.Event).Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m = kafka.Message{Value: v}
+		}
+		m.Topic, m.Offset = "events", int64(i)
+		msgs = append(msgs, m)
+	}
+	if err := c.apply(t.Context(), c.decodeBatch(msgs)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(docs.written, ","); got != "u1,u3" {
+		t.Errorf("written %s, want u1,u3", got)
+	}
+	var letters []string
+	for _, m := range k.written {
+		letters = append(letters, header(m, stream.HeaderOffset)+":"+header(m, stream.HeaderReason)+":"+header(m, stream.HeaderIndex))
+		if header(m, stream.HeaderReason) == ReasonRejected && !bytes.Equal(m.Value, msgs[mustAtoi(t, header(m, stream.HeaderOffset))].Value) {
+			t.Errorf("dead letter of offset %s carries another event", header(m, stream.HeaderOffset))
+		}
+	}
+	want := "1:malformed-envelope:,2:rejected:kubernetes-pod,4:rejected:kubernetes-pod,5:rejected:kubernetes-pod"
+	if got := strings.Join(letters, ","); got != want {
+		t.Errorf("dead letters %s, want %s", got, want)
+	}
+	if len(k.committed) != 1 || k.committed[0].Offset != 5 {
+		t.Errorf("committed %v, want offset 5", k.committed)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -5,21 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/segmentio/kafka-go"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
+	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/stream"
-	"github.com/kubesearch/kubesearch/mappings"
 )
 
 // Indexer consumes the event stream into OpenSearch.
@@ -27,13 +26,11 @@ type Indexer struct {
 	opts    Options
 	log     *slog.Logger
 	conn    connection
-	os      *osClient
+	backend *osstore.Store
 	metrics *metrics
 
 	listener net.Listener
 
-	// owner names this process in roll leases: host, pid and a random part.
-	owner string
 	// setupStep says what setup is doing; nil once the indexer consumes.
 	setupStep    atomic.Pointer[string]
 	openSearchUp atomic.Bool
@@ -47,26 +44,30 @@ func New(opts Options) (*Indexer, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	conn, err := resolveConnection(&opts)
-	if err != nil {
-		return nil, err
-	}
+	conn, cerr := resolveConnection(&opts)
 	ix := &Indexer{opts: opts, log: opts.Logger, conn: conn, metrics: newMetrics()}
 	ix.setupStep.Store(ptr("installing the index template"))
-	host, _ := os.Hostname() // only a label: an empty one still leaves pid and random part
-	ix.owner = fmt.Sprintf("%s/%d/%08x", host, os.Getpid(), rand.Uint32())
+	// The backend reads the OpenSearch credentials: its errors join the others, so every bad file
+	// is reported at once.
+	backend, berr := osstore.New(osstore.Options{
+		Addresses: conn.addresses, Security: opts.OpenSearch, RequestTimeout: opts.RequestTimeout, Index: opts.Index,
+		Registerer: ix.metrics.registry, Reachable: ix.openSearchUp.Store, Logger: opts.Logger,
+	})
+	if err := errors.Join(cerr, berr); err != nil {
+		if berr == nil {
+			err = errors.Join(err, backend.Close())
+		}
+		return nil, err
+	}
+	ix.backend = backend
 	rc := ix.readerConfig()
 	if err := rc.Validate(); err != nil {
-		return nil, fmt.Errorf("kafka reader: %w", err)
-	}
-	ix.os, err = newOSClient(conn, opts.RequestTimeout, ix.metrics)
-	if err != nil {
-		return nil, err
+		return nil, errors.Join(fmt.Errorf("kafka reader: %w", err), backend.Close())
 	}
 	if opts.ListenAddr != "" {
 		l, err := net.Listen("tcp", opts.ListenAddr)
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("--listen: %w", err), ix.os.close())
+			return nil, errors.Join(fmt.Errorf("--listen: %w", err), backend.Close())
 		}
 		ix.listener = l
 	}
@@ -86,7 +87,7 @@ func (ix *Indexer) Addr() string {
 // batch in flight (bounded by ShutdownTimeout), leaves the group and returns. Call it once.
 func (ix *Indexer) Run(ctx context.Context) error {
 	g := lifecycle.New(ctx)
-	g.OnStop("opensearch client", func(context.Context) error { return ix.os.close() })
+	g.OnStop("opensearch client", func(context.Context) error { return ix.backend.Close() })
 	// Servers last, so /metrics answers while the indexer drains.
 	if ix.listener != nil {
 		g.Serve("http", &http.Server{Handler: ix.handler(), ReadHeaderTimeout: 10 * time.Second}, ix.listener)
@@ -162,10 +163,8 @@ func shutdownGrace(ctx context.Context, grace time.Duration) (work context.Conte
 }
 
 func (ix *Indexer) newConsumer(reader messageReader, dlq messageWriter) *consumer {
-	w := newWriter(ix.os, ix.metrics, ix.log)
-	w.healthy = ix.openSearchUp.Store
 	return &consumer{
-		reader: reader, dlq: dlq, os: ix.os, writer: w, wm: newWatermarks(), metrics: ix.metrics, log: ix.log,
+		reader: reader, dlq: dlq, docs: ix.backend, progress: ix.backend, wm: newWatermarks(), metrics: ix.metrics, log: ix.log,
 		now: time.Now, backoff: defaultBackoff,
 		prefix: ix.opts.Index.Prefix, topic: ix.opts.Topic,
 		batchSize: ix.opts.BatchSize, batchBytes: ix.opts.BatchBytes, batchInterval: ix.opts.BatchInterval,
@@ -189,36 +188,18 @@ func (ix *Indexer) deadLetterWriter() *kafka.Writer {
 	}
 }
 
-// setup installs the index template, creates the state index and rolls indices of an older mapping
-// version (roll.go), retrying until OpenSearch answers. Concrete indices are created later, on the
-// first event of each kind.
+// setup has the backend install the index template and the state index and roll indices of an
+// older mapping version (osstore.Store.Setup), retrying until it is done; /readyz says what it is
+// doing meanwhile. Concrete indices are created later, on the first event of each kind.
 func (ix *Indexer) setup(ctx context.Context) error {
-	stateBody, err := mappings.StateIndexBody(ix.opts.Index)
-	if err != nil {
-		return err
-	}
+	so := osstore.SetupOptions{BatchSize: ix.opts.BatchSize, BatchBytes: ix.opts.BatchBytes,
+		Step: func(s string) { ix.setupStep.Store(&s) }}
 	bo := defaultBackoff()
 	for {
-		err := ix.os.ping(ctx)
+		err := ix.backend.Setup(ctx, so)
 		if err == nil {
-			ix.openSearchUp.Store(true)
-			var msg string
-			msg, err = ix.os.installTemplate(ctx, ix.opts.Index)
-			if err == nil {
-				if msg != "" {
-					ix.log.Info(msg)
-				}
-				err = ix.os.createIndex(ctx, mappings.StateIndex(ix.opts.Index.Prefix), stateBody)
-			}
-			if err == nil {
-				err = ix.rollIndices(ctx)
-			}
-			if err == nil {
-				ix.setupStep.Store(nil)
-				return nil
-			}
-		} else {
-			ix.openSearchUp.Store(false)
+			ix.setupStep.Store(nil)
+			return nil
 		}
 		delay := bo.Step()
 		ix.log.Warn("OpenSearch not ready for the indexer, retrying", "retryIn", delay.Round(time.Millisecond), "err", err)
@@ -258,6 +239,13 @@ func (ix *Indexer) readerConfig() kafka.ReaderConfig {
 }
 
 func (ix *Indexer) kafkaTransport() *kafka.Transport { return ix.conn.kafka.Transport() }
+
+func ptr[T any](v T) *T { return &v }
+
+// defaultBackoff is how long the indexer waits before retrying what failed: from 200 ms up to 30 s.
+func defaultBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 30 * time.Second, Steps: 1 << 30}
+}
 
 func (ix *Indexer) handler() http.Handler {
 	mux := http.NewServeMux()

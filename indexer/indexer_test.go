@@ -1,7 +1,6 @@
 package indexer
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,14 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 	"github.com/tidwall/gjson"
@@ -26,227 +21,9 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/osstore"
+	"github.com/kubesearch/kubesearch/internal/osstore/osstoretest"
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
-
-// fakeOpenSearch serves the REST calls the indexer makes, over a fakeEngine: enough of OpenSearch
-// for the consumer's behaviour to be tested without one. Aliases and indices share one namespace:
-// documents are kept under the name they were written to.
-type fakeOpenSearch struct {
-	engine *fakeEngine
-
-	mu        sync.Mutex
-	templates map[string][]byte
-	aliases   map[string]bool
-	indices   map[string]bool
-	refreshes int
-	// bulkDown makes _bulk answer 503 while set.
-	bulkDown atomic.Bool
-}
-
-func newFakeOpenSearch() *fakeOpenSearch {
-	return &fakeOpenSearch{engine: newFakeEngine(), templates: map[string][]byte{}, aliases: map[string]bool{}, indices: map[string]bool{}}
-}
-
-func (f *fakeOpenSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	reply := func(status int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		if s, ok := v.(string); ok {
-			io.WriteString(w, s)
-			return
-		}
-		json.NewEncoder(w).Encode(v)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch {
-	case r.URL.Path == "/":
-		reply(200, `{"version":{"number":"2.19.0","distribution":"opensearch"}}`)
-	case parts[0] == "_index_template":
-		if r.Method == http.MethodPut {
-			f.templates[parts[1]] = body
-			reply(200, `{"acknowledged":true}`)
-		} else if t, ok := f.templates[parts[1]]; ok {
-			reply(200, fmt.Sprintf(`{"index_templates":[{"name":%q,"index_template":%s}]}`, parts[1], t))
-		} else {
-			reply(404, `{"error":{"type":"resource_not_found_exception","reason":"not found"},"status":404}`)
-		}
-	case parts[0] == "_alias":
-		if f.aliases[parts[1]] {
-			reply(200, fmt.Sprintf(`{"%s-v1":{"aliases":{%q:{}}}}`, parts[1], parts[1]))
-		} else {
-			reply(404, fmt.Sprintf(`{"error":"alias [%s] missing","status":404}`, parts[1]))
-		}
-	case parts[0] == "_resolve":
-		// Every alias points to its index of this version: nothing to roll.
-		base := strings.TrimSuffix(parts[len(parts)-1], "*")
-		res := map[string][]any{"indices": {}, "aliases": {}}
-		for a := range f.aliases {
-			if strings.HasPrefix(a, base) {
-				res["indices"] = append(res["indices"], map[string]any{"name": VersionedIndexName(a), "aliases": []string{a}, "attributes": []string{"open"}})
-				res["aliases"] = append(res["aliases"], map[string]any{"name": a, "indices": []string{VersionedIndexName(a)}})
-			}
-		}
-		reply(200, res)
-	case parts[0] == "_aliases":
-		for _, a := range gjson.GetBytes(body, "actions.#.add.alias").Array() {
-			f.aliases[a.Str] = true
-		}
-		reply(200, `{"acknowledged":true}`)
-	case parts[0] == "_bulk":
-		if f.bulkDown.Load() {
-			reply(503, `{"error":{"type":"cluster_block_exception","reason":"blocked"},"status":503}`)
-			return
-		}
-		reply(200, f.bulk(body))
-	case parts[0] == "_mget" || len(parts) == 2 && parts[1] == "_mget":
-		reply(200, f.mget(parts, body))
-	case len(parts) == 2 && parts[1] == "_refresh":
-		f.refreshes++
-		reply(200, `{"_shards":{"total":1,"successful":1,"failed":0}}`)
-	case len(parts) == 2 && parts[1] == "_search" && gjson.GetBytes(body, "version").Bool():
-		// A garbage collection page: ids, indices and versions in uid order, after search_after.
-		if !f.aliases[parts[0]] && !f.indices[parts[0]] {
-			reply(404, `{"error":{"type":"index_not_found_exception","reason":"no such index"},"status":404}`)
-			return
-		}
-		after := gjson.GetBytes(body, "search_after.0").Str // one index here: the uid orders alone
-		hits := []any{}
-		for _, d := range f.match(parts[0], gjson.GetBytes(body, "query.bool.filter")) {
-			if d.id <= after || len(hits) == int(gjson.GetBytes(body, "size").Int()) {
-				continue
-			}
-			hits = append(hits, map[string]any{"_index": parts[0], "_id": d.id, "_version": f.engine.version(docKey{parts[0], d.id}), "sort": []string{d.id, parts[0]}})
-		}
-		reply(200, map[string]any{"_shards": map[string]any{"total": 1, "successful": 1, "failed": 0}, "hits": map[string]any{"hits": hits}})
-	case len(parts) == 2 && parts[1] == "_search":
-		var hits []any
-		for _, d := range f.match(parts[0], gjson.GetBytes(body, "query.bool.filter")) {
-			hits = append(hits, map[string]any{"_id": d.id, "_source": json.RawMessage(d.source), "sort": []string{gjson.GetBytes(d.source, "key").Str}})
-		}
-		reply(200, map[string]any{"hits": map[string]any{"hits": hits}})
-	case len(parts) == 1 && r.Method == http.MethodPut:
-		if f.indices[parts[0]] {
-			reply(400, `{"error":{"type":"resource_already_exists_exception","reason":"exists"},"status":400}`)
-			return
-		}
-		f.indices[parts[0]] = true
-		for a := range gjson.GetBytes(body, "aliases").Map() {
-			f.aliases[a] = true
-		}
-		reply(200, `{"acknowledged":true}`)
-	default:
-		reply(400, fmt.Sprintf(`{"error":{"type":"fake","reason":"no route for %s %s"},"status":400}`, r.Method, r.URL.Path))
-	}
-}
-
-func (f *fakeOpenSearch) bulk(body []byte) map[string]any {
-	var items []any
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		line := gjson.Parse(sc.Text())
-		var (
-			act string
-			md  gjson.Result
-		)
-		line.ForEach(func(k, v gjson.Result) bool { act, md = k.Str, v; return false })
-		o := &op{index: md.Get("_index").Str, id: md.Get("_id").Str}
-		if act == "index" {
-			sc.Scan()
-			o.doc = bytes.Clone(sc.Bytes())
-		} else {
-			o.action = actionDelete
-		}
-		if v := md.Get("version"); v.Exists() && md.Get("version_type").Str == "external_gte" {
-			o.versioned, o.version = true, v.Int()
-		}
-		if s := md.Get("if_seq_no"); s.Exists() {
-			o.cas, o.seqNo, o.primaryTerm = true, s.Int(), md.Get("if_primary_term").Int()
-		}
-		var r itemResult
-		if md.Get("require_alias").Bool() && !f.aliases[o.index] {
-			r = itemResult{status: 404, errType: "index_not_found_exception", reason: "require_alias"}
-		} else {
-			res, _ := f.engine.bulk(context.Background(), []*op{o})
-			r = res[0]
-		}
-		item := map[string]any{"_index": o.index, "_id": o.id, "status": r.status}
-		if r.errType != "" {
-			item["error"] = map[string]any{"type": r.errType, "reason": r.reason}
-		}
-		items = append(items, map[string]any{act: item})
-	}
-	return map[string]any{"errors": false, "items": items}
-}
-
-func (f *fakeOpenSearch) mget(parts []string, body []byte) map[string]any {
-	var keys []docKey
-	if len(parts) == 2 {
-		for _, id := range gjson.GetBytes(body, "ids").Array() {
-			keys = append(keys, docKey{parts[0], id.Str})
-		}
-	} else {
-		for _, d := range gjson.GetBytes(body, "docs").Array() {
-			keys = append(keys, docKey{d.Get("_index").Str, d.Get("_id").Str})
-		}
-	}
-	var docs []any
-	f.engine.mu.Lock()
-	defer f.engine.mu.Unlock()
-	for _, k := range keys {
-		d := f.engine.docs[k]
-		if d == nil || d.deleted {
-			docs = append(docs, map[string]any{"_index": k.index, "_id": k.id, "found": false})
-			continue
-		}
-		docs = append(docs, map[string]any{"_index": k.index, "_id": k.id, "found": true, "_version": d.version,
-			"_seq_no": d.seqNo, "_primary_term": d.primaryTerm, "_source": json.RawMessage(d.source)})
-	}
-	return map[string]any{"docs": docs}
-}
-
-type liveDoc struct {
-	id     string
-	source []byte
-}
-
-// match returns the live documents of index that pass every term and range (lt) filter.
-func (f *fakeOpenSearch) match(index string, filter gjson.Result) []liveDoc {
-	f.engine.mu.Lock()
-	defer f.engine.mu.Unlock()
-	var out []liveDoc
-	for k, d := range f.engine.docs {
-		if k.index != index || d.deleted {
-			continue
-		}
-		ok := true
-		filter.ForEach(func(_, c gjson.Result) bool {
-			if t := c.Get("term"); t.Exists() {
-				t.ForEach(func(field, v gjson.Result) bool {
-					got := gjson.GetBytes(d.source, field.Str)
-					ok = ok && got.Exists() && got.String() == v.String()
-					return false
-				})
-			}
-			if rg := c.Get("range"); rg.Exists() {
-				rg.ForEach(func(field, v gjson.Result) bool {
-					ok = ok && gjson.GetBytes(d.source, field.Str).Int() < v.Get("lt").Int()
-					return false
-				})
-			}
-			return ok
-		})
-		if ok {
-			out = append(out, liveDoc{k.id, d.source})
-		}
-	}
-	slices.SortFunc(out, func(a, b liveDoc) int { return strings.Compare(a.id, b.id) })
-	return out
-}
 
 // testStream is a test event stream: a kfake cluster with the event topic, and a writer partitioning
 // as the collector does.
@@ -427,14 +204,14 @@ func get(t *testing.T, url string) (int, string) {
 // dead-letter topic with their origin, watermarks are stored, and every offset is committed.
 func TestIndexerEndToEnd(t *testing.T) {
 	s := newStream(t, 2)
-	osrv := newFakeOpenSearch()
+	osrv := osstoretest.New()
 	srv := httptest.NewServer(osrv)
 	t.Cleanup(srv.Close)
 
 	// A pod of an earlier list that the member deleted while nothing watched.
-	osrv.aliases["kubernetes-pod"] = true
-	osrv.engine.bulk(t.Context(), []*op{{action: actionIndex, index: "kubernetes-pod", id: "gone", versioned: true, version: 3,
-		doc: []byte(`{"cluster":"m1","group":"","resource":"pods","namespace":"shop","uid":"gone","epoch":1,"resourceVersion":3}`)}})
+	osrv.AddAlias("kubernetes-pod")
+	osrv.Engine.Apply(osstoretest.Write{Index: "kubernetes-pod", ID: "gone", Versioned: true, Version: 3,
+		Doc: []byte(`{"cluster":"m1","group":"","resource":"pods","namespace":"shop","uid":"gone","epoch":1,"resourceVersion":3}`)})
 
 	bad := kafka.Message{Key: []byte("m1//pods"), Value: []byte(`{"v":1,"type":"ADDED"`)}
 	mismatched := objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p9", "u9", "15", 2)
@@ -451,10 +228,10 @@ func TestIndexerEndToEnd(t *testing.T) {
 	)
 
 	r := startIndexer(t, s, srv.URL)
-	eng := osrv.engine
+	eng := osrv.Engine
 	state := func() string {
-		return fmt.Sprintf("u1=%s u2=%s gone=%s c1=%s c2=%s", eng.state("kubernetes-pod", "u1"), eng.state("kubernetes-pod", "u2"),
-			eng.state("kubernetes-pod", "gone"), eng.state("kubernetes-configmap", "c1"), eng.state("kubernetes-configmap", "c2"))
+		return fmt.Sprintf("u1=%s u2=%s gone=%s c1=%s c2=%s", eng.State("kubernetes-pod", "u1"), eng.State("kubernetes-pod", "u2"),
+			eng.State("kubernetes-pod", "gone"), eng.State("kubernetes-configmap", "c1"), eng.State("kubernetes-configmap", "c2"))
 	}
 	const want = "u1=2/13 u2=2/11 gone=deleted c1=deleted c2=7/8"
 	ends := s.ends(t, 2)
@@ -487,34 +264,29 @@ func TestIndexerEndToEnd(t *testing.T) {
 	}
 
 	// The template was installed before anything was written; every index sits behind its alias.
-	osrv.mu.Lock()
-	if _, ok := osrv.templates["kubernetes"]; !ok {
+	if !osrv.HasTemplate("kubernetes") {
 		t.Error("index template not installed")
 	}
 	for _, idx := range []string{"kubernetes-configmap-v1", "kubesearch-state"} {
-		if !osrv.indices[idx] {
-			t.Errorf("index %s not created (have %v)", idx, osrv.indices)
+		if !osrv.HasIndex(idx) {
+			t.Errorf("index %s not created", idx)
 		}
 	}
-	osrv.mu.Unlock()
 
 	// The pods' watermark: the list's resourceVersion, then the watch events once refreshed; the
 	// dead-lettered one (15) included, as it will never be written and must not hold the pair back.
 	eventually(t, 10*time.Second, func() bool {
-		return gjson.Get(eng.state2("kubesearch-state", "m1//pods"), "resourceVersion").Int() == 15
-	}, func() string { return "watermark: " + eng.state2("kubesearch-state", "m1//pods") })
-	if got := eng.state2("kubesearch-state", "m2//configmaps"); gjson.Get(got, "listing").Bool() != true {
+		return gjson.Get(eng.Source("kubesearch-state", "m1//pods"), "resourceVersion").Int() == 15
+	}, func() string { return "watermark: " + eng.Source("kubesearch-state", "m1//pods") })
+	if got := eng.Source("kubesearch-state", "m2//configmaps"); gjson.Get(got, "listing").Bool() != true {
 		t.Errorf("configmaps of m2 after the purge and a new ADDED: a list in progress, got %s", got)
 	}
-	client, err := opensearch.NewClient(opensearch.Config{Addresses: []string{srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The query API's read half reads what the indexer stored.
-	reader, err := osstore.New(osstore.Options{Client: client, TokenKey: []byte("0123456789abcdef")})
+	reader, err := osstore.New(osstore.Options{Addresses: []string{srv.URL}, TokenKey: []byte("0123456789abcdef")})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { reader.Close() })
 	ws, err := reader.Watermarks(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -539,16 +311,6 @@ func TestIndexerEndToEnd(t *testing.T) {
 	if m, ok := reasons[ReasonMalformedObject]; !ok || header(m, stream.HeaderIndex) != "kubernetes-pod" {
 		t.Errorf("malformed object's dead letter: %+v", m)
 	}
-}
-
-// state2 is the raw source of a live document, or "".
-func (f *fakeEngine) state2(index, id string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if d := f.docs[docKey{index, id}]; d != nil && !d.deleted {
-		return string(d.source)
-	}
-	return ""
 }
 
 func header(m kafka.Message, key string) string {
@@ -581,8 +343,8 @@ func readAll(t *testing.T, brokers []string, topic string, n int) []kafka.Messag
 // takes them again, everything is written and committed, nothing lost.
 func TestIndexerWaitsForOpenSearch(t *testing.T) {
 	s := newStream(t, 1)
-	osrv := newFakeOpenSearch()
-	osrv.bulkDown.Store(true)
+	osrv := osstoretest.New()
+	osrv.SetBulkDown(true)
 	srv := httptest.NewServer(osrv)
 	t.Cleanup(srv.Close)
 	r := startIndexer(t, s, srv.URL)
@@ -603,13 +365,13 @@ func TestIndexerWaitsForOpenSearch(t *testing.T) {
 		t.Errorf("/readyz while OpenSearch refuses writes: %d, want 503", code)
 	}
 
-	osrv.bulkDown.Store(false)
+	osrv.SetBulkDown(false)
 	eventually(t, 30*time.Second, func() bool {
-		return osrv.engine.state("kubernetes-pod", "u1") == "2/10" && osrv.engine.state("kubernetes-pod", "u2") == "2/11" &&
+		return osrv.Engine.State("kubernetes-pod", "u1") == "2/10" && osrv.Engine.State("kubernetes-pod", "u2") == "2/11" &&
 			s.committed(t, "indexers", 1)[0] == 2
 	}, func() string {
-		return fmt.Sprintf("u1 %s, u2 %s, committed %v", osrv.engine.state("kubernetes-pod", "u1"),
-			osrv.engine.state("kubernetes-pod", "u2"), s.committed(t, "indexers", 1))
+		return fmt.Sprintf("u1 %s, u2 %s, committed %v", osrv.Engine.State("kubernetes-pod", "u1"),
+			osrv.Engine.State("kubernetes-pod", "u2"), s.committed(t, "indexers", 1))
 	})
 	r.shutdown(t)
 }
@@ -618,7 +380,7 @@ func TestIndexerWaitsForOpenSearch(t *testing.T) {
 // before Run returns.
 func TestIndexerShutdownFlushes(t *testing.T) {
 	s := newStream(t, 1)
-	osrv := newFakeOpenSearch()
+	osrv := osstoretest.New()
 	srv := httptest.NewServer(osrv)
 	t.Cleanup(srv.Close)
 
@@ -645,8 +407,8 @@ func TestIndexerShutdownFlushes(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if osrv.engine.state("kubernetes-pod", "u1") != "2/10" || osrv.engine.state("kubernetes-pod", "u2") != "2/11" {
-		t.Errorf("batch in flight not written on shutdown: u1 %s u2 %s", osrv.engine.state("kubernetes-pod", "u1"), osrv.engine.state("kubernetes-pod", "u2"))
+	if osrv.Engine.State("kubernetes-pod", "u1") != "2/10" || osrv.Engine.State("kubernetes-pod", "u2") != "2/11" {
+		t.Errorf("batch in flight not written on shutdown: u1 %s u2 %s", osrv.Engine.State("kubernetes-pod", "u1"), osrv.Engine.State("kubernetes-pod", "u2"))
 	}
 	if c := s.committed(t, "indexers", 1); c[0] != 2 {
 		t.Errorf("committed %v, want offset 2", c)
@@ -660,7 +422,7 @@ func TestIndexerShutdownFlushes(t *testing.T) {
 // refused as a replay and stayed missing.
 func TestPurgeThenRelistKeepsUnchangedObjects(t *testing.T) {
 	s := newStream(t, 1)
-	osrv := newFakeOpenSearch()
+	osrv := osstoretest.New()
 	srv := httptest.NewServer(osrv)
 	t.Cleanup(srv.Close)
 
@@ -677,10 +439,10 @@ func TestPurgeThenRelistKeepsUnchangedObjects(t *testing.T) {
 		objectEvent(envelope.Added, "m1", "ConfigMap", "configmaps", "web", "c", "uc", "9", 4),
 	)
 	startIndexer(t, s, srv.URL)
-	eng := osrv.engine
+	eng := osrv.Engine
 	state := func() string {
-		return fmt.Sprintf("a=%s b=%s c=%s", eng.state("kubernetes-configmap", "ua"), eng.state("kubernetes-configmap", "ub"),
-			eng.state("kubernetes-configmap", "uc"))
+		return fmt.Sprintf("a=%s b=%s c=%s", eng.State("kubernetes-configmap", "ua"), eng.State("kubernetes-configmap", "ub"),
+			eng.State("kubernetes-configmap", "uc"))
 	}
 	const want = "a=4/10 b=4/11 c=4/12"
 	end := s.ends(t, 1)[0]

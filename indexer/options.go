@@ -49,7 +49,7 @@ type Options struct {
 	// WatermarkInterval is how often written documents are made searchable (a refresh) and the
 	// watermarks that moved are stored.
 	WatermarkInterval time.Duration
-	// RequestTimeout bounds one request to OpenSearch (a _bulk, a _delete_by_query).
+	// RequestTimeout bounds one request to OpenSearch (a _bulk, a page of garbage collection).
 	RequestTimeout time.Duration
 
 	// ListenAddr serves /healthz, /readyz and /metrics; empty serves nothing.
@@ -176,18 +176,16 @@ func validateAddress(a string) error {
 	return nil
 }
 
-// connection is what New resolves from the options' files: where OpenSearch is and how to reach it,
-// and how to reach Kafka.
+// connection is what New resolves from the options' files: where OpenSearch is (its credentials are
+// the backend's to read), and how to reach Kafka.
 type connection struct {
-	addresses          []string
-	username, password string
-	caCert             []byte
-	insecure           bool
+	addresses []string
 
 	kafka stream.Connection
 }
 
-// resolveConnection reads every file the options name, reporting every problem at once.
+// resolveConnection reads the registries and the Kafka files the options name, reporting every
+// problem at once.
 func resolveConnection(o *Options) (connection, error) {
 	var (
 		c    connection
@@ -198,11 +196,6 @@ func resolveConnection(o *Options) (connection, error) {
 		errs = append(errs, err)
 	}
 	c.addresses = addrs
-
-	var osErrs []error
-	c.username, c.password, c.caCert, osErrs = o.OpenSearch.Credentials()
-	errs = append(errs, osErrs...)
-	c.insecure = o.OpenSearch.InsecureSkipVerify
 
 	kc, err := o.Kafka.Resolve()
 	if err != nil {

@@ -96,59 +96,21 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return p
 }
 
-func TestResolveCredentials(t *testing.T) {
-	dir := t.TempDir()
-	karmada := filepath.Join(dir, "karmada")
-	plain := filepath.Join(dir, "plain")
-	empty := filepath.Join(dir, "empty")
-	for _, d := range []string{karmada, plain, empty} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
+// TestNewReportsEveryFile: the backend reads the OpenSearch files and the indexer the Kafka ones,
+// and New reports the problems of both at once, each naming its flag.
+func TestNewReportsEveryFile(t *testing.T) {
+	o := validOptions()
+	o.OpenSearch = osstore.Security{UsernameFile: "/nonexistent/u", PasswordFile: "/nonexistent/p"}
+	o.Kafka.CAFile = "/nonexistent/ca.pem"
+	o.ListenAddr = ""
+	_, err := New(o)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range []string{"--opensearch-username-file:", "--opensearch-password-file:", "--kafka-ca-file:"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("missing %q in %v", w, err)
 		}
-	}
-	writeFile(t, karmada, "userName", "admin\n")
-	writeFile(t, karmada, "password", "s3cret\n")
-	writeFile(t, plain, "username", "indexer")
-	writeFile(t, plain, "password", "pw")
-
-	tests := []struct {
-		name     string
-		sec      osstore.Security
-		user     string
-		pass     string
-		wantErrs []string
-	}{
-		{"Karmada's userName", osstore.Security{SecretDir: karmada}, "admin", "s3cret", nil},
-		{"username", osstore.Security{SecretDir: plain}, "indexer", "pw", nil},
-		{"files", osstore.Security{UsernameFile: filepath.Join(plain, "username"), PasswordFile: filepath.Join(karmada, "password")}, "indexer", "s3cret", nil},
-		{"empty secret", osstore.Security{SecretDir: empty}, "", "", []string{"--opensearch-secret-dir:", "neither username nor userName", "password"}},
-		{"missing files", osstore.Security{UsernameFile: "/nonexistent/u", PasswordFile: "/nonexistent/p"}, "", "",
-			[]string{"--opensearch-username-file:", "--opensearch-password-file:"}},
-		{"bad CA", osstore.Security{CAFile: filepath.Join(plain, "password")}, "", "", []string{"--opensearch-ca-file:", "no PEM certificate"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := validOptions()
-			o.OpenSearch = tt.sec
-			c, err := resolveConnection(&o)
-			if len(tt.wantErrs) > 0 {
-				if err == nil {
-					t.Fatal("no error")
-				}
-				for _, w := range tt.wantErrs {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("missing %q in %v", w, err)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.username != tt.user || c.password != tt.pass {
-				t.Errorf("got %q/%q, want %q/%q", c.username, c.password, tt.user, tt.pass)
-			}
-		})
 	}
 }
 

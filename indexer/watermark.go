@@ -2,41 +2,14 @@ package indexer
 
 import (
 	"cmp"
-	"context"
-	"encoding/json"
-	"fmt"
 	"maps"
-	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/store"
 )
-
-// search runs a query on index and returns its hits; a missing index has none.
-func (c *osClient) search(ctx context.Context, index string, query any) ([]gjson.Result, error) {
-	body, err := json.Marshal(query)
-	if err != nil {
-		return nil, err
-	}
-	path := "/" + url.PathEscape(index) + "/_search"
-	status, resp, err := c.do(ctx, http.MethodPost, rawRequest{path: path, body: body})
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case status == http.StatusNotFound && errorType(resp) == "index_not_found_exception":
-		return nil, nil
-	case status != http.StatusOK:
-		return nil, apiError("POST", path, status, resp)
-	}
-	return gjson.GetBytes(resp, "hits.hits").Array(), nil
-}
 
 // scopeState is the progress of one namespace scope.
 type scopeState struct {
@@ -271,102 +244,4 @@ func watermarkKey(w store.Watermark) string { return w.Pair().ID() }
 func parseRV(s string) (int64, bool) {
 	v, err := strconv.ParseInt(s, 10, 64)
 	return v, err == nil && v >= 0
-}
-
-// watermarkDocument is the stored form: the store.Watermark plus a sortable key.
-func watermarkDocument(w store.Watermark) ([]byte, error) {
-	doc := struct {
-		Key string `json:"key"`
-		store.Watermark
-	}{watermarkKey(w), w}
-	return json.Marshal(doc)
-}
-
-func parseWatermark(source string) (store.Watermark, error) {
-	var w store.Watermark
-	if err := json.Unmarshal([]byte(source), &w); err != nil {
-		return w, fmt.Errorf("watermark document: %w", err)
-	}
-	return w, nil
-}
-
-// loadWatermarks reads the stored watermarks of keys; those never stored are absent.
-func (c *osClient) loadWatermarks(ctx context.Context, index string, keys []store.Pair) (map[store.Pair]*store.Watermark, error) {
-	dks := make([]docKey, len(keys))
-	for i, k := range keys {
-		dks[i] = docKey{index, k.ID()}
-	}
-	body, err := json.Marshal(map[string]any{"ids": idsOf(dks)})
-	if err != nil {
-		return nil, err
-	}
-	path := "/" + url.PathEscape(index) + "/_mget"
-	status, resp, err := c.do(ctx, http.MethodPost, rawRequest{path: path, body: body})
-	if err != nil {
-		return nil, err
-	}
-	out := map[store.Pair]*store.Watermark{}
-	switch {
-	case status == http.StatusNotFound && errorType(resp) == "index_not_found_exception":
-		return out, nil
-	case status != http.StatusOK:
-		return nil, apiError("POST", path, status, resp)
-	}
-	for i, d := range gjson.GetBytes(resp, "docs").Array() {
-		if i >= len(keys) || !d.Get("found").Bool() {
-			continue
-		}
-		w, err := parseWatermark(d.Get("_source").Raw)
-		if err != nil {
-			return nil, err
-		}
-		out[keys[i]] = &w
-	}
-	return out, nil
-}
-
-func idsOf(keys []docKey) []string {
-	ids := make([]string, len(keys))
-	for i, k := range keys {
-		ids[i] = k.id
-	}
-	return ids
-}
-
-// storeWatermarks writes watermark documents, replacing the stored ones.
-func (c *osClient) storeWatermarks(ctx context.Context, index string, ws []store.Watermark) error {
-	ops := make([]*op, len(ws))
-	for i, w := range ws {
-		doc, err := watermarkDocument(w)
-		if err != nil {
-			return err
-		}
-		ops[i] = &op{action: actionIndex, index: index, id: watermarkKey(w), doc: doc}
-	}
-	return c.stateBulk(ctx, ops)
-}
-
-// deleteWatermarks deletes the watermark documents of pairs that are gone.
-func (c *osClient) deleteWatermarks(ctx context.Context, index string, keys []store.Pair) error {
-	ops := make([]*op, len(keys))
-	for i, k := range keys {
-		ops[i] = &op{action: actionDelete, index: index, id: k.ID()}
-	}
-	return c.stateBulk(ctx, ops)
-}
-
-func (c *osClient) stateBulk(ctx context.Context, ops []*op) error {
-	if len(ops) == 0 {
-		return nil
-	}
-	results, err := c.bulk(ctx, ops)
-	if err != nil {
-		return err
-	}
-	for i, r := range results {
-		if classify(ops[i].action, r) != outcomeDone {
-			return fmt.Errorf("%s %s/%s: status %d: %s: %s", ops[i].action, ops[i].index, ops[i].id, r.status, r.errType, r.reason)
-		}
-	}
-	return nil
 }

@@ -212,6 +212,15 @@ func (f *fleet) collectorStatus(ctx context.Context, url string) ([]registry.Res
 	return status.Items, nil
 }
 
+// watermark is the resourceVersion up to which every event of a pair is searchable, from the last
+// poll; false when the index holds nothing of the pair.
+func (f *fleet) watermark(p store.Pair) (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, ok := f.watermarks[p]
+	return w.ResourceVersion, ok
+}
+
 // ready says whether the watermarks were read once: OpenSearch answers and the state is known.
 func (f *fleet) ready() error {
 	f.mu.Lock()

@@ -45,12 +45,18 @@ func (s *Server) routes() *gin.Engine {
 	e.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openAPI) })
 	e.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", func(c *gin.Context) {
-		if err := s.fleet.ready(); err != nil {
+		err := s.fleet.ready()
+		if err == nil && s.kafka != nil && !s.catalog.isSynced() {
+			err = errors.New("the collectors' ledger (what each member has cached) not read yet")
+		}
+		if err != nil {
 			c.String(http.StatusServiceUnavailable, "not ready: %v\n", err)
 			return
 		}
 		c.String(http.StatusOK, "ok\n")
 	})
+	e.GET(PathClusters, s.clusterList)
+	s.facadeRoutes(e)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})))
 	e.NoRoute(func(c *gin.Context) {
 		writeStatus(c, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no route %s; see /openapi.json", c.Request.URL.Path), nil)
@@ -67,6 +73,9 @@ func (s *Server) routes() *gin.Engine {
 func (s *Server) recover(c *gin.Context) {
 	defer func() {
 		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r) // a stream broken off on purpose: net/http closes the connection
+			}
 			s.log.Error("panic serving request", "path", c.Request.URL.Path, "query", c.Request.URL.RawQuery, "panic", r)
 			writeStatus(c, http.StatusInternalServerError, metav1.StatusReasonInternalError, "internal error", nil)
 			c.Abort()

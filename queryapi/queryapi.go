@@ -6,7 +6,6 @@ package queryapi
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -17,12 +16,13 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/opensearch-project/opensearch-go/v4"
 
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/internal/stream"
+	"github.com/kubesearch/kubesearch/mappings"
 )
 
 // Options configure the query API.
@@ -35,6 +35,13 @@ type Options struct {
 	OpenSearch osstore.Security
 	// IndexPrefix is the indexer's --index-prefix.
 	IndexPrefix string
+	// KafkaBrokers are the event stream's brokers. The Kubernetes facade reads the collectors'
+	// ledger there (what each member has cached); without brokers it discovers nothing.
+	KafkaBrokers []string
+	// Kafka holds the brokers' TLS and SASL settings, as the collector and indexer take them.
+	Kafka stream.Security
+	// Topic is the event topic (the collectors' --topic); the ledger is next to it.
+	Topic string
 	// CollectorStatusURLs are the collectors' /status endpoints; without them, collection state is
 	// Unknown and only the index's own progress is reported.
 	CollectorStatusURLs []string
@@ -47,6 +54,9 @@ type Options struct {
 	PollInterval time.Duration
 	// StaleAfter is the lag past which an answer carries a Warning.
 	StaleAfter time.Duration
+	// ResourceVersionWait bounds how long a facade LIST waits for the index to reach the
+	// resourceVersion it asks for (resourceVersionMatch=NotOlderThan) before answering 504.
+	ResourceVersionWait time.Duration
 	// RequestTimeout bounds one request's work against OpenSearch.
 	RequestTimeout time.Duration
 	// ShutdownTimeout bounds the wait for requests in flight on shutdown.
@@ -59,6 +69,9 @@ func (o *Options) SetDefaults() {
 	if o.ListenAddr == "" {
 		o.ListenAddr = "127.0.0.1:8080"
 	}
+	if o.Topic == "" {
+		o.Topic = stream.DefaultTopic
+	}
 	if o.PageKeepAlive == 0 {
 		o.PageKeepAlive = 5 * time.Minute
 	}
@@ -67,6 +80,9 @@ func (o *Options) SetDefaults() {
 	}
 	if o.StaleAfter == 0 {
 		o.StaleAfter = 30 * time.Second
+	}
+	if o.ResourceVersionWait == 0 {
+		o.ResourceVersionWait = 10 * time.Second
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 30 * time.Second
@@ -86,7 +102,7 @@ func (o *Options) Validate() error {
 		flag string
 		v    time.Duration
 	}{{"--page-keep-alive", o.PageKeepAlive}, {"--poll-interval", o.PollInterval}, {"--stale-after", o.StaleAfter},
-		{"--request-timeout", o.RequestTimeout}, {"--shutdown-timeout", o.ShutdownTimeout}} {
+		{"--request-timeout", o.RequestTimeout}, {"--resource-version-wait", o.ResourceVersionWait}, {"--shutdown-timeout", o.ShutdownTimeout}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", d.flag, d.v))
 		}
@@ -102,8 +118,10 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	store    searcher
-	client   *opensearch.Client
+	backend  *osstore.Store
 	fleet    *fleet
+	catalog  *catalog
+	kafka    *stream.Client // nil without KafkaBrokers
 	metrics  *metrics
 	listener net.Listener
 	engine   *gin.Engine
@@ -126,8 +144,10 @@ func New(o Options) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	cfg, err := o.OpenSearch.ClientConfig(o.OpenSearchAddresses)
-	key := make([]byte, 32)
+	var (
+		err error
+		key []byte // without a key file, the store makes a random one
+	)
 	if o.ContinueKeyFile != "" {
 		var kerr error
 		key, kerr = os.ReadFile(o.ContinueKeyFile)
@@ -135,32 +155,38 @@ func New(o Options) (*Server, error) {
 			kerr = fmt.Errorf("%d bytes; at least 16", len(key))
 		}
 		if kerr != nil {
-			err = errors.Join(err, fmt.Errorf("--continue-key-file: %w", kerr))
+			key, err = nil, errors.Join(err, fmt.Errorf("--continue-key-file: %w", kerr))
 		}
-	} else {
-		_, _ = rand.Read(key) // crypto/rand.Read never fails (Go 1.24+)
 	}
-	if err != nil {
-		return nil, err
+	var kafkaConn stream.Connection
+	if len(o.KafkaBrokers) > 0 {
+		var kerr error
+		if kafkaConn, kerr = o.Kafka.Resolve(); kerr != nil {
+			err = errors.Join(err, kerr)
+		}
 	}
-	cfg.RequestTimeout = o.RequestTimeout
-	client, err := opensearch.NewClient(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("opensearch client: %w", err)
-	}
-	backend, err := osstore.New(osstore.Options{Client: client, Prefix: o.IndexPrefix, TokenKey: key, KeepAlive: o.PageKeepAlive})
-	if err != nil {
+	// The store reads the OpenSearch credentials: its errors join the others.
+	backend, berr := osstore.New(osstore.Options{Addresses: o.OpenSearchAddresses, Security: o.OpenSearch,
+		RequestTimeout: o.RequestTimeout, Index: mappings.Options{Prefix: o.IndexPrefix}, TokenKey: key,
+		KeepAlive: o.PageKeepAlive, Logger: log})
+	if err := errors.Join(err, berr); err != nil {
+		if berr == nil {
+			err = errors.Join(err, backend.Close())
+		}
 		return nil, err
 	}
 	l, err := net.Listen("tcp", o.ListenAddr)
 	if err != nil {
-		return nil, fmt.Errorf("--listen: %w", err)
+		return nil, errors.Join(fmt.Errorf("--listen: %w", err), backend.Close())
 	}
-	s := &Server{opts: o, log: log, store: backend, client: client, listener: l, metrics: newMetrics()}
+	s := &Server{opts: o, log: log, store: backend, backend: backend, listener: l, metrics: newMetrics(), catalog: newCatalog()}
 	s.fleet = &fleet{
 		readWatermarks: backend.Watermarks,
 		collectors:     o.CollectorStatusURLs, client: &http.Client{Timeout: 5 * time.Second},
 		interval: o.PollInterval, staleAfter: o.StaleAfter, log: log, now: time.Now,
+	}
+	if len(o.KafkaBrokers) > 0 {
+		s.kafka = stream.NewClient(o.KafkaBrokers, kafkaConn, log)
 	}
 	s.engine = s.routes()
 	return s, nil
@@ -172,12 +198,21 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 // Run serves until ctx is done, then lets requests in flight finish (bounded by ShutdownTimeout).
 func (s *Server) Run(ctx context.Context) error {
 	g := lifecycle.New(ctx)
-	g.OnStop("opensearch client", func(context.Context) error { return s.client.Close() })
+	g.OnStop("opensearch client", func(context.Context) error { return s.backend.Close() })
 	s.log.Info("query API listening", "addr", s.Addr())
 	g.Serve("http", &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second}, s.listener)
 	g.Go("fleet status", func(ctx context.Context) error {
 		s.fleet.run(ctx)
 		return nil
 	})
+	if s.kafka != nil {
+		g.OnStop("kafka client", func(context.Context) error {
+			s.kafka.Close()
+			return nil
+		})
+		g.Go("collectors' ledger", s.followLedger)
+	} else {
+		s.log.Warn("no --kafka-brokers: the Kubernetes facade discovers no resources; REST search is served")
+	}
 	return g.Wait(s.opts.ShutdownTimeout)
 }

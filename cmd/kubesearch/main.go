@@ -27,9 +27,10 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"collector": {"list/watch member clusters into Kafka", collectorCommand},
-	"indexer":   {"consume the event stream into OpenSearch", indexerCommand},
-	"queryapi":  {"serve REST search over the index", queryAPICommand},
+	"collector":  {"list/watch member clusters into Kafka", collectorCommand},
+	"indexer":    {"consume the event stream into OpenSearch", indexerCommand},
+	"queryapi":   {"serve REST search and the Kubernetes facade over the index", queryAPICommand},
+	"kubeconfig": {"print a kubeconfig for the query API's Kubernetes facade", kubeconfigCommand},
 }
 
 func main() {

@@ -11,7 +11,7 @@ import (
 func queryAPICommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
 	var o queryapi.Options
 	o.SetDefaults()
-	var addresses, collectors stringList
+	var addresses, collectors, brokers stringList
 	fs.StringVar(&o.ListenAddr, "listen", o.ListenAddr, "address of the API, /healthz, /readyz, /metrics and /openapi.json")
 	fs.Var(&addresses, "opensearch-addresses", "comma-separated OpenSearch node URLs")
 	fs.StringVar(&o.OpenSearch.UsernameFile, "opensearch-username-file", "", "file holding the OpenSearch username")
@@ -20,15 +20,19 @@ func queryAPICommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) error
 	fs.StringVar(&o.OpenSearch.CAFile, "opensearch-ca-file", "", "PEM CA certificates that sign OpenSearch's certificate")
 	fs.BoolVar(&o.OpenSearch.InsecureSkipVerify, "opensearch-insecure-skip-verify", false, "accept any OpenSearch certificate; for demos only")
 	fs.StringVar(&o.IndexPrefix, "index-prefix", "", "the indexer's --index-prefix")
+	fs.Var(&brokers, "kafka-brokers", "comma-separated Kafka brokers; the Kubernetes facade reads what each member has cached from the collectors' ledger there")
+	fs.StringVar(&o.Topic, "topic", o.Topic, "the collectors' event topic (the ledger is <topic>.collectors)")
+	kafkaSecurityFlags(fs, &o.Kafka)
 	fs.Var(&collectors, "collector-status-urls", "comma-separated /status URLs of the collectors, for collection state and lag")
 	fs.StringVar(&o.ContinueKeyFile, "continue-key-file", "", "file with the key (≥16 bytes) signing continue tokens; replicas must share it (default: random per process)")
 	fs.DurationVar(&o.PageKeepAlive, "page-keep-alive", o.PageKeepAlive, "how long a paged query's snapshot lives between two pages")
 	fs.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "how often index watermarks and collector status are read")
 	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "index lag past which answers carry a Warning")
+	fs.DurationVar(&o.ResourceVersionWait, "resource-version-wait", o.ResourceVersionWait, "longest wait of a facade LIST for the index to reach the resourceVersion it asks for")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "longest time one request may spend on OpenSearch")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "longest wait for requests in flight on shutdown")
 	return func(ctx context.Context, log *slog.Logger) error {
-		o.OpenSearchAddresses, o.CollectorStatusURLs, o.Logger = addresses, collectors, log
+		o.OpenSearchAddresses, o.CollectorStatusURLs, o.KafkaBrokers, o.Logger = addresses, collectors, brokers, log
 		s, err := queryapi.New(o)
 		if err != nil {
 			return err

@@ -150,6 +150,31 @@ func BuildDecoded(ev *envelope.Event) ([]byte, error) {
 	return build(ev, true)
 }
 
+// Object is an event's object as the store keeps and a LIST returns it: the cache annotation set,
+// managedFields and the last-applied annotation dropped, apiVersion and kind filled in from the
+// envelope. A watch of the facade sends it, so a watched object is byte for byte a listed one. It
+// takes the event of any type that carries an object (DELETED carries the last state), decoded by
+// envelope.Unmarshal.
+func Object(ev *envelope.Event) ([]byte, error) {
+	if len(ev.Object) == 0 {
+		return nil, malformed(ev, "object: missing")
+	}
+	src := string(ev.Object)
+	var v objectView
+	if err := v.read(src); err != nil {
+		return nil, malformed(ev, "%v", err)
+	}
+	kind, err := v.check(ev)
+	if err != nil {
+		return nil, malformed(ev, "%v", err)
+	}
+	obj := appendObject(make([]byte, 0, len(src)+128), src, &v, ev, kind)
+	if bytes.IndexByte(obj, '\n') >= 0 {
+		obj = compact(obj)
+	}
+	return obj, nil
+}
+
 // build is Build; objectValid says ev.Object is known to be valid JSON and need not be checked.
 func build(ev *envelope.Event, objectValid bool) ([]byte, error) {
 	if ev == nil {
@@ -415,6 +440,13 @@ func trimObject(doc []byte, objStart int) []byte {
 	copy(doc[objStart+len(t.dst):], doc[objStart:objStart+fullLen])
 	copy(doc[objStart:], t.dst)
 	return doc
+}
+
+// LeafSearchable says whether a string leaf at a dotted path is indexed, so that field selectors
+// can match it: a leaf too long for one term is kept in the stored object but never matched.
+// Whatever filters objects outside the store (a watch's selectors) applies the same rule.
+func LeafSearchable(path, value string) bool {
+	return len(path)+len(value)+flatTermOverhead <= maxTermBytes
 }
 
 // hasLongLeaf reports whether v, at a path of pathLen bytes, holds a string leaf that would make an

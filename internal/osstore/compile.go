@@ -1,7 +1,3 @@
-// Package osstore is the OpenSearch side of kubesearch's read path: it compiles a query.Query into
-// OpenSearch query DSL — the only code that knows DSL — and runs it with point-in-time paging over
-// the indices the indexer writes (mappings/README.md describes every field used here). It leaves out
-// HTTP serving (queryapi) and the embedded store of the standalone mode.
 package osstore
 
 import (

@@ -35,9 +35,9 @@ func (s Security) Check() []error {
 	return errs
 }
 
-// Credentials reads the credential and certificate files s names, reporting every problem, each
+// credentials reads the credential and certificate files s names, reporting every problem, each
 // naming its flag.
-func (s Security) Credentials() (username, password string, caCert []byte, errs []error) {
+func (s Security) credentials() (username, password string, caCert []byte, errs []error) {
 	var err error
 	switch {
 	case s.SecretDir != "":
@@ -64,14 +64,13 @@ func (s Security) Credentials() (username, password string, caCert []byte, errs 
 	return username, password, caCert, errs
 }
 
-// ClientConfig is an opensearch-go configuration for addresses with the credentials and TLS settings
-// s names, read from their files; every bad option or file is reported, each naming its flag. The
-// query API and the indexer reach OpenSearch with the same options.
-func (s Security) ClientConfig(addresses []string) (opensearch.Config, error) {
+// clientConfig is an opensearch-go configuration for addresses with the credentials and TLS settings
+// s names, read from their files; every bad option or file is reported, each naming its flag.
+func (s Security) clientConfig(addresses []string) (opensearch.Config, error) {
 	if errs := s.Check(); len(errs) > 0 {
 		return opensearch.Config{}, errors.Join(errs...)
 	}
-	user, pass, ca, errs := s.Credentials()
+	user, pass, ca, errs := s.credentials()
 	if len(errs) > 0 {
 		return opensearch.Config{}, errors.Join(errs...)
 	}

@@ -1,18 +1,15 @@
 package osstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/document"
@@ -20,49 +17,6 @@ import (
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/mappings"
 )
-
-// errTooManyPITs: OpenSearch refused another point-in-time; paging goes on without one.
-var (
-	errTooManyPITs = errors.New("too many open point-in-time contexts")
-)
-
-// Options configure a Store.
-type Options struct {
-	Client *opensearch.Client
-	// Prefix is the indexer's index prefix ("" for kubernetes-<kind>).
-	Prefix string
-	// TokenKey signs continue tokens. Replicas behind one load balancer need the same key.
-	TokenKey []byte
-	// KeepAlive is how long a paged query's snapshot lives between two pages (0 means 5 minutes,
-	// Kubernetes' usual continue-token lifetime under etcd's default compaction).
-	KeepAlive time.Duration
-}
-
-// Store runs queries against the indices of one kubesearch installation.
-type Store struct {
-	client     *opensearch.Client
-	pattern    string
-	stateIndex string
-	tokens     tokenCodec
-	keepAlive  time.Duration
-	now        func() time.Time
-}
-
-// New returns a Store.
-func New(o Options) (*Store, error) {
-	if o.Client == nil {
-		return nil, errors.New("osstore: no OpenSearch client")
-	}
-	if len(o.TokenKey) < 16 {
-		return nil, errors.New("osstore: token key shorter than 16 bytes")
-	}
-	ka := o.KeepAlive
-	if ka <= 0 {
-		ka = 5 * time.Minute
-	}
-	return &Store{client: o.Client, pattern: mappings.IndexBase(o.Prefix) + "*", stateIndex: mappings.StateIndex(o.Prefix),
-		tokens: tokenCodec{key: o.TokenKey}, keepAlive: ka, now: time.Now}, nil
-}
 
 // Search answers one page of q.
 //
@@ -272,7 +226,7 @@ func bucketValue(f query.Facet, b gjson.Result) string {
 
 func (s *Store) openPIT(ctx context.Context) (string, error) {
 	path := "/" + s.pattern + "/_search/point_in_time"
-	status, resp, err := s.do(ctx, http.MethodPost, path, url.Values{"keep_alive": {keepAlive(s.keepAlive)}}, nil)
+	status, resp, err := s.do(ctx, http.MethodPost, request{path: path, query: url.Values{"keep_alive": {keepAlive(s.keepAlive)}}})
 	if err != nil {
 		return "", err
 	}
@@ -291,7 +245,7 @@ func (s *Store) closePIT(ctx context.Context, pit string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closePITTimeout)
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{"pit_id": []string{pit}}) // a map of strings: cannot fail
-	_, _, _ = s.do(ctx, http.MethodDelete, "/_search/point_in_time", nil, body)
+	_, _, _ = s.do(ctx, http.MethodDelete, request{path: "/_search/point_in_time", body: body})
 }
 
 // closePITTimeout bounds closing a PIT; past it, the keep-alive frees it.
@@ -302,120 +256,17 @@ func (s *Store) search(ctx context.Context, path string, params url.Values, body
 	if err != nil {
 		return nil, fmt.Errorf("encode search: %w", err)
 	}
-	status, resp, err := s.do(ctx, http.MethodPost, path, params, b)
+	status, resp, err := s.do(ctx, http.MethodPost, request{path: path, query: params, body: b})
 	if err != nil {
 		return nil, err
 	}
 	if status != http.StatusOK {
 		return nil, responseError("POST", path, status, resp)
 	}
-	// An answer from some shards only would be an incomplete list presented as whole (a shard
-	// relocating, an index deleted between resolving the pattern and searching it): better refused,
-	// and retried by the client.
-	if sh := gjson.GetBytes(resp, "_shards"); sh.Get("failed").Int() > 0 {
-		// Shards that refused the query (some do when others hold no documents to rewrite it on)
-		// would refuse it on every retry.
-		err := store.ErrUnavailable
-		for _, f := range sh.Get("failures").Array() {
-			if refused(f.Get("reason")) {
-				err = store.ErrRejected
-			}
-		}
-		first := sh.Get("failures.0.reason")
-		return nil, fmt.Errorf("%w: POST %s: %d of %d shards failed: %s: %s", err, path,
-			sh.Get("failed").Int(), sh.Get("total").Int(), first.Get("type").Str, first.Get("reason").Str)
+	if err := shardFailure(path, resp); err != nil {
+		return nil, err
 	}
 	return resp, nil
-}
-
-// refusals are the error types of a query OpenSearch will not run as written. They are the
-// request's fault whatever the HTTP status (too_many_nested_clauses comes with a 500 when the limit
-// is met while rewriting, as a fuzzy word expands), so they are store.ErrRejected: a retry fails alike.
-var refusals = map[string]bool{
-	"too_many_clauses":           true, // one bool query, or the whole query, over indices.query.bool.max_clause_count
-	"too_many_nested_clauses":    true, // the same, counted over the whole query (Lucene 9)
-	"query_shard_exception":      true, // the query cannot be built for a shard ("failed to create query")
-	"parsing_exception":          true,
-	"x_content_parse_exception":  true,
-	"illegal_argument_exception": true,
-	"search_parse_exception":     true,
-	"number_format_exception":    true,
-	"too_many_buckets_exception": true, // aggregations over search.max_buckets
-}
-
-// responseError classifies an error answer by its error types, then by its status.
-func responseError(method, path string, status int, body []byte) error {
-	e := gjson.GetBytes(body, "error")
-	typ, reason := e.Get("type").Str, e.Get("reason").Str
-	if rc := e.Get("root_cause.0"); rc.Exists() {
-		typ, reason = rc.Get("type").Str, rc.Get("reason").Str
-	}
-	msg := fmt.Sprintf("%s %s: %d %s: %s", method, path, status, typ, reason)
-	switch {
-	case typ == "rejected_execution_exception" && strings.Contains(reason, "Point In Time"):
-		return fmt.Errorf("%w: %s", errTooManyPITs, msg)
-	case typ == "search_context_missing_exception",
-		// Only a point-in-time search names no index in its path: its snapshot's index was deleted
-		// since (an index roll to a new mapping version deletes the old one).
-		typ == "index_not_found_exception" && path == "/_search":
-		return fmt.Errorf("%w: the snapshot of this query is gone (%s); start again without continue", store.ErrExpired, reason)
-	case refused(e):
-		return fmt.Errorf("%w: %s", store.ErrRejected, msg)
-	case status == http.StatusTooManyRequests || status >= 500:
-		return fmt.Errorf("%w: %s", store.ErrUnavailable, msg)
-	case status == http.StatusBadRequest:
-		return fmt.Errorf("%w: %s", store.ErrRejected, msg)
-	}
-	return errors.New(msg)
-}
-
-// refused says whether an error cause (OpenSearch's ErrorCause) is a refusal of the query: its own
-// type, a root cause's, or one in its chain of causes. A search_phase_execution_exception ("all
-// shards failed") is one exactly when what failed the shards is.
-func refused(cause gjson.Result) bool {
-	for c := cause; c.Exists(); c = c.Get("caused_by") {
-		if refusals[c.Get("type").Str] {
-			return true
-		}
-	}
-	for _, rc := range cause.Get("root_cause").Array() {
-		if refused(rc) {
-			return true
-		}
-	}
-	return false
-}
-
-// do sends one request; err is set only when no answer came, and then wraps store.ErrUnavailable.
-func (s *Store) do(ctx context.Context, method, path string, params url.Values, body []byte) (int, []byte, error) {
-	u := path
-	if len(params) > 0 {
-		u += "?" + params.Encode()
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := s.client.Perform(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, nil, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
-		}
-		return 0, nil, fmt.Errorf("%w: %s %s: %v", store.ErrUnavailable, method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %s %s: read response: %v", store.ErrUnavailable, method, path, err)
-	}
-	return resp.StatusCode, b, nil
 }
 
 // Counts returns the number of indexed documents per cluster and resource, exact (a composite

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/query"
@@ -101,14 +100,11 @@ func newFakeStore(t *testing.T, f *fakeOpenSearch) *Store {
 	t.Helper()
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	client, err := opensearch.NewClient(opensearch.Config{Addresses: []string{srv.URL}, DisableRetry: true})
+	s, err := New(Options{Addresses: []string{srv.URL}, TokenKey: []byte("0123456789abcdef")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Options{Client: client, TokenKey: []byte("0123456789abcdef")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 

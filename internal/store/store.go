@@ -1,8 +1,8 @@
 // Package store is kubesearch's storage contract (DESIGN section 1): the types that every store
-// backend — OpenSearch (internal/osstore, and the indexer's write half until it moves there), and the
-// embedded store of the standalone mode — and every user of one share: the pair of one resource of
-// one member cluster, watermarks, the results of a search, and the error vocabulary. It holds no
-// backend code and knows no wire protocol.
+// backend — OpenSearch (internal/osstore) and the embedded store of the standalone mode — and every
+// user of one share: the pair of one resource of one member cluster, the writes and garbage
+// collection scopes of the indexer, watermarks, the results of a search, and the error vocabulary.
+// It holds no backend code and knows no wire protocol.
 package store
 
 import (
@@ -32,10 +32,52 @@ var (
 	ErrExpired = errors.New("continue token expired")
 	// ErrBadToken: the continue token was not issued by this store for this query.
 	ErrBadToken = errors.New("invalid continue token")
-	// ErrRejected: the backend refused the compiled query as malformed or too large; the message
-	// says why. Retrying cannot help (Kubernetes answers 400).
-	ErrRejected = errors.New("query rejected by the search backend")
+	// ErrRejected: the backend refused the request for good — a compiled query as malformed or too
+	// large, a garbage collection it will never run —; the message says why. Retrying cannot help
+	// (Kubernetes answers 400; the indexer dead-letters the marker).
+	ErrRejected = errors.New("request rejected by the search backend")
 )
+
+// Op is one write of the indexer: an object's new state, or its deletion, as one event says. The
+// backend names the index (one per kind) and keeps the epoch rule (DESIGN section 4).
+type Op struct {
+	// Delete removes the document; otherwise Doc replaces it.
+	Delete bool
+	// Kind is the object's kind, which names its index; UID is the document's id.
+	Kind string
+	UID  string
+	// Doc is the document (package document), one line of JSON; nil for a delete.
+	Doc []byte
+	// Epoch is the epoch of the event: a newer epoch wins whatever the resourceVersions say.
+	Epoch int64
+	// Version is the object's resourceVersion when Versioned: no op then replaces a newer state
+	// (a replayed or late event). A resourceVersion that is not an integer is written unversioned.
+	Version   int64
+	Versioned bool
+}
+
+// Failure is an op the backend will never accept (a mapping conflict, say): the op at position Pos
+// of the slice written, and why in the backend's words.
+type Failure struct {
+	Pos int
+	Err string
+}
+
+// ListScope is what one list of the collector covers, and a SYNC marker completes: the objects of
+// one pair (of one kind) in one namespace, or in every namespace when Namespace is "".
+type ListScope struct {
+	Pair
+	Kind      string
+	Namespace string
+}
+
+// Selection is what a PURGE marker removes: every object of (Cluster, Group, Kind), or of one
+// namespace of it. It names the kind, not the resource: a selection the member never served has no
+// resource name.
+type Selection struct {
+	Cluster, Group, Kind string
+	Namespace            string
+}
 
 // Watermark says how far the index is for one resource of one member cluster (DESIGN section 5):
 // every event of the pair up to ResourceVersion is written and searchable. A LIST answered from the

@@ -7,9 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -60,24 +58,35 @@ func TestSecurityCheck(t *testing.T) {
 
 // Creating a topic is idempotent: the second collector or indexer to start finds it there.
 func TestEnsureTopicIsIdempotent(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	client := &kafka.Client{Addr: kafka.TCP(c.ListenAddrs()...), Timeout: 10 * time.Second}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := newTestClient(t)
 	topic := Topic{Name: "events", Partitions: DefaultPartitions, Config: MaxMessageBytes(DefaultMaxMessageBytes)}
 	for range 2 {
-		if err := EnsureTopic(t.Context(), client, topic, log); err != nil {
+		if err := c.EnsureTopic(t.Context(), topic); err != nil {
 			t.Fatal(err)
 		}
 	}
-	md, err := client.Metadata(t.Context(), &kafka.MetadataRequest{Topics: []string{"events"}})
+	ps, err := c.Partitions(t.Context(), "events")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(md.Topics) != 1 || len(md.Topics[0].Partitions) != DefaultPartitions {
-		t.Fatalf("topic metadata: %+v", md.Topics)
+	if len(ps) != DefaultPartitions {
+		t.Fatalf("partitions: %v", ps)
 	}
+	limit, err := c.TopicMaxMessageBytes(t.Context(), "events")
+	if err != nil || limit != DefaultMaxMessageBytes {
+		t.Fatalf("max.message.bytes: %d, %v", limit, err)
+	}
+}
+
+// newTestClient is a client of an in-process Kafka (kfake) with one broker.
+func newTestClient(t *testing.T, opts ...kfake.Opt) *Client {
+	t.Helper()
+	kc, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	c := NewClient(kc.ListenAddrs(), Connection{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(c.Close)
+	return c
 }

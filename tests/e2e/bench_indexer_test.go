@@ -18,8 +18,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/tidwall/gjson"
 
-	"github.com/kubesearch/kubesearch/indexer"
 	"github.com/kubesearch/kubesearch/internal/document"
+	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -78,7 +78,7 @@ func TestBenchIndexer(t *testing.T) {
 				resp.Body.Close()
 			}
 		})
-		rawIndex := indexer.VersionedIndexName(mappings.IndexName(rawPrefix, "Pod"))
+		rawIndex := osstore.VersionedIndexName(mappings.IndexName(rawPrefix, "Pod"))
 		mustHTTP(t, "PUT", env.OpenSearchURL+"/"+rawIndex, "")
 		start := time.Now()
 		for i := 0; i < n; i += batch {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/kubesearch/kubesearch/indexer"
 	"github.com/kubesearch/kubesearch/internal/document"
+	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -74,7 +74,7 @@ func TestBenchRoll(t *testing.T) {
 		took, err = time.ParseDuration(m[2])
 		return err == nil, err
 	})
-	if got := countDocs(t, env, indexer.VersionedIndexName(alias)); got != n {
+	if got := countDocs(t, env, osstore.VersionedIndexName(alias)); got != n {
 		t.Fatalf("the roll copied %d documents, want %d", got, n)
 	}
 

@@ -146,10 +146,11 @@ spec:
 }
 
 // readDeadLetters reads what the single partition of a dead-letter topic holds.
-func readDeadLetters(t *testing.T, brokers []string, topic string) []kafka.Message {
+func readDeadLetters(t *testing.T, brokers []string, topic string) []stream.Message {
 	t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	msgs, err := stream.ReadPartition(t.Context(), client, topic, 0)
+	client := stream.NewClient(brokers, stream.Connection{}, nil)
+	defer client.Close()
+	msgs, err := client.ReadPartition(t.Context(), topic, 0)
 	if err != nil {
 		t.Fatalf("read %s: %v", topic, err)
 	}

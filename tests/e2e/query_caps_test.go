@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/document"
@@ -165,19 +164,17 @@ func TestQueryCapsOnOpenSearch(t *testing.T) {
 	t.Run("what OpenSearch refuses is rejected, not unavailable", func(t *testing.T) {
 		// Past the parser, so OpenSearch answers: partly (the empty index has nothing to rewrite
 		// the fuzzy query on), and as a whole with a 500 when every index refuses it.
-		client, err := opensearch.NewClient(opensearch.Config{Addresses: []string{env.OpenSearchURL}})
-		if err != nil {
-			t.Fatal(err)
-		}
 		labels := make([]query.Requirement, 12000)
 		for i := range labels {
 			labels[i] = query.Requirement{Key: "a", Op: query.Equals, Values: []string{"b"}}
 		}
 		for _, p := range []struct{ name, prefix string }{{"some shards refuse", prefix}, {"every shard refuses", capsIndices(t, env, false)}} {
-			backend, err := osstore.New(osstore.Options{Client: client, Prefix: p.prefix, TokenKey: []byte("0123456789abcdef")})
+			backend, err := osstore.New(osstore.Options{Addresses: []string{env.OpenSearchURL}, Index: mappings.Options{Prefix: p.prefix},
+				TokenKey: []byte("0123456789abcdef")})
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { backend.Close() })
 			for name, q := range map[string]*query.Query{
 				"12,000 label requirements": {Labels: labels, Limit: 10, Now: time.Now()},
 				"25 fuzzy words":            {FuzzyName: strings.Join(fuzzyWords, "-"), Limit: 10, Now: time.Now()},

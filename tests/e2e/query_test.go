@@ -239,7 +239,8 @@ func (p *queryPipeline) startQueryAPI(t *testing.T, extra ...string) string {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	args := append([]string{"queryapi", "--listen", addr, "--opensearch-addresses", p.env.OpenSearchURL,
-		"--index-prefix", p.prefix, "--collector-status-urls", p.collectorStatus}, extra...)
+		"--index-prefix", p.prefix, "--collector-status-urls", p.collectorStatus,
+		"--kafka-brokers", strings.Join(p.env.KafkaBrokers, ","), "--topic", p.topic}, extra...)
 	startProcess(t, "queryapi", args...)
 	waitHTTP(t, "http://"+addr+"/readyz", time.Minute)
 	return "http://" + addr

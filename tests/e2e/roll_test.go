@@ -18,7 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/tidwall/gjson"
 
-	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -56,7 +56,7 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 	strip := []string{"text", "images"}
 	aliases := resolveAliases(t, env, p.prefix)
 	for _, alias := range aliases {
-		current := indexer.VersionedIndexName(alias)
+		current := osstore.VersionedIndexName(alias)
 		if strings.HasSuffix(alias, "-configmap") {
 			// A bare concrete index named like the alias.
 			copyIndex(t, env, current, alias+"-stage", strip)
@@ -115,7 +115,7 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 	first := startProcess(t, "indexer (killed mid-roll)", "indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
 		"--topic", p.topic, "--group", p.topic+"-indexer", "--opensearch-addresses", env.OpenSearchURL,
 		"--index-prefix", p.prefix, "--listen", addr, "--batch-size", "100")
-	target := indexer.VersionedIndexName(pods)
+	target := osstore.VersionedIndexName(pods)
 	// The copy is not refreshed until it ends, so progress is read from the indexer's metrics.
 	copiedMetric := `kubesearch_indexer_roll_documents_copied_total{alias="` + pods + `"}`
 	var copied float64
@@ -164,7 +164,7 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 
 	res = resolveIndex(t, env, p.prefix)
 	for _, alias := range aliases {
-		want := indexer.VersionedIndexName(alias)
+		want := osstore.VersionedIndexName(alias)
 		if got := res.Get(`aliases.#(name==` + alias + `).indices`).String(); got != `["`+want+`"]` {
 			t.Errorf("%s points to %s, want [%q]", alias, got, want)
 		}

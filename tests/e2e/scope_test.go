@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/document"
@@ -79,14 +78,12 @@ func seedScopeCorpus(t *testing.T, env *testbed.Env) (string, []scopeObject) {
 func TestScopeIsAppliedInsideTheQuery(t *testing.T) {
 	env := testbed.Get(t)
 	prefix, objs := seedScopeCorpus(t, env)
-	client, err := opensearch.NewClient(opensearch.Config{Addresses: []string{env.OpenSearchURL}})
+	store, err := osstore.New(osstore.Options{Addresses: []string{env.OpenSearchURL}, Index: mappings.Options{Prefix: prefix},
+		TokenKey: []byte("0123456789abcdef")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := osstore.New(osstore.Options{Client: client, Prefix: prefix, TokenKey: []byte("0123456789abcdef")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { store.Close() })
 	scopes := map[string]*query.Scope{
 		"everything": nil,
 		"nothing":    {},

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubesearch/kubesearch/internal/secrets"
+	"github.com/kubesearch/kubesearch/queryapi"
+)
+
+// kubeconfigCommand prints a kubeconfig for the query API's Kubernetes facade: a context for the
+// fleet, one for the qualified view and one per member cluster the query API knows.
+func kubeconfigCommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
+	var o queryapi.KubeconfigOptions
+	var tokenFile string
+	fs.StringVar(&o.Server, "server", "", "URL of the query API, e.g. http://127.0.0.1:8080 (required)")
+	fs.StringVar(&o.CertificateAuthority, "certificate-authority", "", "PEM CA file that signs the query API's certificate, written into the kubeconfig")
+	fs.BoolVar(&o.InsecureSkipTLSVerify, "insecure-skip-tls-verify", false, "accept any certificate of the query API; for demos only")
+	fs.StringVar(&tokenFile, "token-file", "", "file with a bearer token for the query API, written into the kubeconfig")
+	return func(ctx context.Context, _ *slog.Logger) error {
+		if o.Server == "" {
+			return errors.New("--server: required")
+		}
+		if tokenFile != "" {
+			token, err := secrets.ReadValue(tokenFile)
+			if err != nil {
+				return fmt.Errorf("--token-file: %w", err)
+			}
+			o.Token = token
+		}
+		tlsConfig := &tls.Config{InsecureSkipVerify: o.InsecureSkipTLSVerify} //nolint:gosec // the user asked for it
+		if o.CertificateAuthority != "" {
+			pem, err := secrets.ReadPEM(o.CertificateAuthority)
+			if err != nil {
+				return fmt.Errorf("--certificate-authority: %w", err)
+			}
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(pem)
+			tlsConfig.RootCAs = pool
+		}
+		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment}}
+		clusters, err := queryapi.FetchClusters(ctx, client, o.Server, o.Token)
+		if err != nil {
+			return err
+		}
+		out, err := clientcmd.Write(*queryapi.Kubeconfig(o, clusters))
+		if err != nil {
+			return fmt.Errorf("encode kubeconfig: %w", err)
+		}
+		_, err = os.Stdout.Write(out)
+		return err
+	}
+}

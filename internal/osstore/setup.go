@@ -1,0 +1,61 @@
+package osstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kubesearch/kubesearch/mappings"
+)
+
+// SetupOptions are what Setup needs beyond the store's options.
+type SetupOptions struct {
+	// BatchSize and BatchBytes bound the _bulk requests of a roll's copy, as they bound the
+	// indexer's own batches (0: 1000 documents, 8 MiB).
+	BatchSize  int
+	BatchBytes int
+	// Step, when set, hears what setup is doing or waiting for (a roll, another indexer's roll
+	// lease), for a readiness probe.
+	Step func(string)
+}
+
+func (o *SetupOptions) setDefaults() {
+	if o.BatchSize <= 0 {
+		o.BatchSize = 1000
+	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = 8 << 20
+	}
+	if o.Step == nil {
+		o.Step = func(string) {}
+	}
+}
+
+// Setup prepares OpenSearch for writes, in one attempt: it checks that OpenSearch answers (telling
+// Options.Reachable), puts the index template of package mappings when none is installed or the
+// installed one is older (never over a newer one), creates the state index, and rolls every alias
+// whose index is of an older mappings.Version to a new index (roll.go). Concrete indices are created
+// later, by the first Write of their kind. An error means setup is not done: OpenSearch is away, or
+// refused a step; calling Setup again resumes it.
+func (s *Store) Setup(ctx context.Context, o SetupOptions) error {
+	o.setDefaults()
+	if err := s.ping(ctx); err != nil {
+		s.reachable(false)
+		return err
+	}
+	s.reachable(true)
+	msg, err := s.installTemplate(ctx, s.index)
+	if err != nil {
+		return fmt.Errorf("index template: %w", err)
+	}
+	if msg != "" {
+		s.log.Info(msg)
+	}
+	body, err := mappings.StateIndexBody(s.index)
+	if err != nil {
+		return err
+	}
+	if err := s.createIndex(ctx, s.stateIndex, body); err != nil {
+		return fmt.Errorf("state index: %w", err)
+	}
+	return s.rollIndices(ctx, o)
+}

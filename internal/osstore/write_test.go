@@ -1,0 +1,365 @@
+package osstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/mappings"
+)
+
+const testIndex = "kubernetes-pod"
+
+func testWriter(docs docStore) (*writer, *metrics) {
+	m, err := newMetrics(nil)
+	if err != nil {
+		panic(err) // unregistered metrics cannot collide
+	}
+	w := newWriter(docs, m, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w.backoff = func() wait.Backoff { return wait.Backoff{Duration: time.Millisecond, Steps: 1 << 30} }
+	return w, m
+}
+
+// objEvent describes the object event of an op: "index" or "delete", uid, epoch, resourceVersion.
+type objEvent struct {
+	action    action
+	uid       string
+	epoch, rv int64
+}
+
+func ops(evs ...objEvent) []*op {
+	out := make([]*op, len(evs))
+	for i, e := range evs {
+		o := &op{pos: i, action: e.action, index: testIndex, id: e.uid, epoch: e.epoch, versioned: true, version: e.rv}
+		if e.action == actionIndex {
+			o.doc = fmt.Appendf(nil, `{"uid":%q,"epoch":%d,"resourceVersion":%d}`, e.uid, e.epoch, e.rv)
+		}
+		out[i] = o
+	}
+	return out
+}
+
+func idx(uid string, epoch, rv int64) objEvent { return objEvent{actionIndex, uid, epoch, rv} }
+func del(uid string, epoch, rv int64) objEvent { return objEvent{actionDelete, uid, epoch, rv} }
+
+// TestEpochRule: a member rebuilt under the same name (etcd restored, cluster recreated) counts
+// resourceVersions from low numbers again. Its newer epoch must win, and keep winning for the later
+// events of the same objects, while replays of either epoch stay refused and are counted, not failed.
+func TestEpochRule(t *testing.T) {
+	const old, rebuilt = 1000, 2000 // epochs
+	tests := []struct {
+		name       string
+		before     []objEvent // applied first (the stored state)
+		events     []objEvent // the batch under test
+		want       map[string]string
+		replays    float64
+		overwrites float64
+	}{
+		{
+			name:   "replay within an epoch is refused and counted",
+			before: []objEvent{idx("a", old, 10)},
+			events: []objEvent{idx("a", old, 9)},
+			want:   map[string]string{"a": "1000/10"}, replays: 1,
+		},
+		{
+			name:   "same event again is idempotent, no conflict",
+			before: []objEvent{idx("a", old, 10)},
+			events: []objEvent{idx("a", old, 10)},
+			want:   map[string]string{"a": "1000/10"},
+		},
+		{
+			name:   "rebuilt member: a newer epoch with a lower resourceVersion wins",
+			before: []objEvent{idx("a", old, 5000)},
+			events: []objEvent{idx("a", rebuilt, 100)},
+			want:   map[string]string{"a": "2000/100"}, overwrites: 1,
+		},
+		{
+			name:   "rebuilt member does not freeze: later events of the new epoch keep applying",
+			before: []objEvent{idx("a", old, 5000), idx("a", rebuilt, 100)},
+			events: []objEvent{idx("a", rebuilt, 101)},
+			want:   map[string]string{"a": "2000/101"}, overwrites: 1,
+		},
+		{
+			name:   "late event of the old epoch after the rebuild is a replay",
+			before: []objEvent{idx("a", old, 5000), idx("a", rebuilt, 100)},
+			events: []objEvent{idx("a", old, 4000)},
+			want:   map[string]string{"a": "2000/100"}, replays: 1,
+		},
+		{
+			name:   "a replayed older event of the new epoch is refused too",
+			before: []objEvent{idx("a", old, 5000), idx("a", rebuilt, 100), idx("a", rebuilt, 101)},
+			events: []objEvent{idx("a", rebuilt, 100)},
+			want:   map[string]string{"a": "2000/101"}, replays: 1,
+		},
+		{
+			name:   "rebuilt member deletes an object with a lower resourceVersion",
+			before: []objEvent{idx("a", old, 5000)},
+			events: []objEvent{del("a", rebuilt, 150)},
+			want:   map[string]string{"a": "deleted"}, overwrites: 1,
+		},
+		{
+			name:   "a replay after the delete does not resurrect the object",
+			before: []objEvent{idx("a", old, 10), del("a", old, 11)},
+			events: []objEvent{idx("a", old, 10)},
+			want:   map[string]string{"a": "deleted"}, replays: 1,
+		},
+		{
+			name:   "several events of one object in a batch: the newest wins, once",
+			before: []objEvent{idx("a", old, 5000), idx("b", old, 7)},
+			events: []objEvent{idx("a", rebuilt, 100), idx("b", old, 8), idx("a", rebuilt, 102), idx("b", old, 6)},
+			want:   map[string]string{"a": "2000/102", "b": "1000/8"}, overwrites: 1, replays: 2,
+		},
+		{
+			name:   "a conflicting op superseded by a later written one in the same batch is a replay",
+			before: []objEvent{idx("a", old, 50)},
+			events: []objEvent{idx("a", old, 40), idx("a", old, 60)},
+			want:   map[string]string{"a": "1000/60"}, replays: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeEngine()
+			w, m := testWriter(f)
+			for _, e := range tt.before {
+				if _, err := w.write(t.Context(), ops(e)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := testutil.ToFloat64(m.conflicts.WithLabelValues(testIndex, "overwritten"))
+			failed, err := w.write(t.Context(), ops(tt.events...))
+			if err != nil || len(failed) > 0 {
+				t.Fatalf("write: failed %v, err %v", failed, err)
+			}
+			for uid, want := range tt.want {
+				if got := f.state(testIndex, uid); got != want {
+					t.Errorf("document %s: got %s, want %s", uid, got, want)
+				}
+			}
+			if got := testutil.ToFloat64(m.conflicts.WithLabelValues(testIndex, "replay")); got != tt.replays {
+				t.Errorf("replays counted: got %v, want %v", got, tt.replays)
+			}
+			if got := testutil.ToFloat64(m.conflicts.WithLabelValues(testIndex, "overwritten")) - before; got != tt.overwrites {
+				t.Errorf("overwrites counted: got %v, want %v", got, tt.overwrites)
+			}
+		})
+	}
+}
+
+// TestEpochRuleCompareAndSet: a document that changes between the read of its epoch and the
+// overwrite is not overwritten blindly; the rule is applied again to what is stored then.
+func TestEpochRuleCompareAndSet(t *testing.T) {
+	f := newFakeEngine()
+	w, _ := testWriter(f)
+	if _, err := w.write(t.Context(), ops(idx("a", 1, 5000))); err != nil {
+		t.Fatal(err)
+	}
+	raced := false
+	f.fail = func(o *op) (itemResult, bool) {
+		if o.cas && !raced {
+			// Another writer got there first, with an even newer epoch.
+			raced = true
+			f.apply(&op{action: actionIndex, index: o.index, id: o.id, doc: []byte(`{"epoch":3,"resourceVersion":1}`)})
+			return f.apply(o), true
+		}
+		return itemResult{}, false
+	}
+	if _, err := w.write(t.Context(), ops(idx("a", 2, 100))); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.state(testIndex, "a"); got != "3/1" {
+		t.Errorf("got %s, want the newer concurrent write 3/1 kept", got)
+	}
+}
+
+// TestWriteRetriesOnlyFailedItems: items refused with 429 or 5xx are retried, alone and in order;
+// items refused for good come back as failures; nothing else is sent twice.
+func TestWriteRetriesOnlyFailedItems(t *testing.T) {
+	f := newFakeEngine()
+	w, m := testWriter(f)
+	attempts := map[string]int{}
+	f.fail = func(o *op) (itemResult, bool) {
+		attempts[o.id]++
+		switch {
+		case o.id == "busy" && attempts[o.id] <= 2:
+			return itemResult{status: 429, errType: "es_rejected_execution_exception"}, true
+		case o.id == "flaky" && attempts[o.id] == 1:
+			return itemResult{status: 503, errType: "unavailable_shards_exception"}, true
+		case o.id == "bad":
+			return itemResult{status: 400, errType: "mapper_parsing_exception", reason: "failed to parse field [podIP]"}, true
+		}
+		return itemResult{}, false
+	}
+	failed, err := w.write(t.Context(), ops(idx("ok", 1, 1), idx("busy", 1, 1), idx("bad", 1, 1), idx("flaky", 1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || failed[0].op.id != "bad" || !strings.Contains(failed[0].err, "mapper_parsing_exception") {
+		t.Fatalf("failed: got %+v, want only bad", failed)
+	}
+	want := map[string]int{"ok": 1, "busy": 3, "bad": 1, "flaky": 2}
+	for id, n := range want {
+		if attempts[id] != n {
+			t.Errorf("%s sent %d times, want %d", id, attempts[id], n)
+		}
+	}
+	for _, id := range []string{"ok", "busy", "flaky"} {
+		if got := f.state(testIndex, id); got != "1/1" {
+			t.Errorf("%s: got %s", id, got)
+		}
+	}
+	if got := testutil.ToFloat64(m.retriedItems); got != 3 {
+		t.Errorf("retried items: got %v, want 3", got)
+	}
+}
+
+// TestWriteSupersededRetry: an op that must be retried is dropped when a later event of the same
+// object was written: retrying it would apply an older state over a newer one.
+func TestWriteSupersededRetry(t *testing.T) {
+	f := newFakeEngine()
+	w, m := testWriter(f)
+	first := true
+	f.fail = func(o *op) (itemResult, bool) {
+		if o.pos == 0 && first {
+			first = false
+			return itemResult{status: 503}, true
+		}
+		return itemResult{}, false
+	}
+	batch := ops(idx("a", 1, 1), idx("a", 1, 2))
+	for _, o := range batch {
+		o.versioned = false // as for an aggregated API: nothing else would refuse the older write
+	}
+	if _, err := w.write(t.Context(), batch); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.state(testIndex, "a"); got != "1/2" {
+		t.Errorf("got %s, want 1/2", got)
+	}
+	if got := testutil.ToFloat64(m.superseded); got != 1 {
+		t.Errorf("superseded: got %v, want 1", got)
+	}
+}
+
+// splittingStore refuses any _bulk request holding the poisoned op as a whole (as OpenSearch does
+// with a body it cannot parse), so the writer must isolate it.
+type splittingStore struct {
+	*fakeEngine
+	requests int
+}
+
+func (s *splittingStore) bulk(ctx context.Context, ops []*op) ([]itemResult, error) {
+	s.requests++
+	for _, o := range ops {
+		if o.id == "poison" {
+			return nil, &requestError{status: 400, err: fmt.Errorf("x_content_parse_exception")}
+		}
+	}
+	return s.fakeEngine.bulk(ctx, ops)
+}
+
+func TestWriteSplitsRefusedRequest(t *testing.T) {
+	s := &splittingStore{fakeEngine: newFakeEngine()}
+	w, _ := testWriter(s)
+	batch := ops(idx("a", 1, 1), idx("b", 1, 1), idx("poison", 1, 1), idx("c", 1, 1), idx("d", 1, 1))
+	failed, err := w.write(t.Context(), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || failed[0].op.id != "poison" {
+		t.Fatalf("failed: got %+v, want only poison", failed)
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if got := s.state(testIndex, id); got != "1/1" {
+			t.Errorf("%s: got %s", id, got)
+		}
+	}
+}
+
+// downStore fails every request until told otherwise, as an unreachable OpenSearch does.
+type downStore struct {
+	*fakeEngine
+	down  int // requests still to fail
+	calls int
+}
+
+func (s *downStore) bulk(ctx context.Context, ops []*op) ([]itemResult, error) {
+	s.calls++
+	if s.down > 0 {
+		s.down--
+		return nil, &requestError{err: fmt.Errorf("dial tcp 127.0.0.1:9200: connect: connection refused")}
+	}
+	return s.fakeEngine.bulk(ctx, ops)
+}
+
+func TestWriteWaitsForOpenSearch(t *testing.T) {
+	s := &downStore{fakeEngine: newFakeEngine(), down: 3}
+	w, _ := testWriter(s)
+	var health []bool
+	w.healthy = func(ok bool) { health = append(health, ok) }
+	if _, err := w.write(t.Context(), ops(idx("a", 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if s.calls != 4 || s.state(testIndex, "a") != "1/1" {
+		t.Errorf("calls %d, state %s", s.calls, s.state(testIndex, "a"))
+	}
+	if fmt.Sprint(health) != "[false false false true]" {
+		t.Errorf("health reports: %v", health)
+	}
+
+	// Down for good: the write gives up only when its context ends, and says so.
+	s.down = 1 << 30
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := w.write(ctx, ops(idx("b", 1, 1))); err == nil {
+		t.Fatal("write returned without error while OpenSearch was down")
+	}
+}
+
+// TestWriteReportsFailuresByPosition: Write names each op OpenSearch will never accept by its
+// position in the slice written, in order, and writes the index of each op's kind.
+func TestWriteReportsFailuresByPosition(t *testing.T) {
+	s, err := New(Options{Addresses: []string{"http://127.0.0.1:1"}, Index: mappings.Options{Prefix: "team1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	f := newFakeEngine()
+	s.writer.docs = f
+	f.fail = func(o *op) (itemResult, bool) {
+		if o.id == "bad1" || o.id == "bad2" {
+			return itemResult{status: 400, errType: "mapper_parsing_exception", reason: "failed to parse field [podIP]"}, true
+		}
+		return itemResult{}, false
+	}
+	doc := []byte(`{"epoch":1,"resourceVersion":1}`)
+	failed, err := s.Write(t.Context(), []store.Op{
+		{Kind: "Pod", UID: "ok", Doc: doc, Epoch: 1, Version: 1, Versioned: true},
+		{Kind: "Pod", UID: "bad1", Doc: doc, Epoch: 1, Version: 1, Versioned: true},
+		{Kind: "ConfigMap", UID: "ok2", Doc: doc, Epoch: 1},
+		{Kind: "Pod", UID: "bad2", Doc: doc, Epoch: 1, Version: 1, Versioned: true},
+		{Delete: true, Kind: "Pod", UID: "gone", Epoch: 1, Version: 2, Versioned: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 2 || failed[0].Pos != 1 || failed[1].Pos != 3 || !strings.Contains(failed[0].Err, "mapper_parsing_exception") {
+		t.Fatalf("failures: %+v, want positions 1 and 3", failed)
+	}
+	if got := f.state("team1-kubernetes-pod", "ok"); got != "1/1" {
+		t.Errorf("ok: %s", got)
+	}
+	if got := f.state("team1-kubernetes-configmap", "ok2"); got != "1/1" {
+		t.Errorf("ok2: %s", got)
+	}
+	if got := f.state("team1-kubernetes-pod", "gone"); got != "deleted" {
+		t.Errorf("gone: %s", got)
+	}
+}

@@ -1,0 +1,131 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// GroupReaderConfig says what a GroupReader reads.
+type GroupReaderConfig struct {
+	Topic string
+	// Group is the consumer group: its members share the topic's partitions, and it keeps their
+	// committed offsets.
+	Group string
+	// MaxBytes bounds one fetch from one partition; it must exceed the largest message.
+	MaxBytes int
+}
+
+// GroupReader reads a topic as a member of a consumer group: each partition assigned to it in order,
+// from the group's committed offset (a new group from the first retained one). Offsets are committed
+// only by Commit, synchronously, so a message is consumed again unless what it caused was done first.
+// Partitions added to the topic later are read too. Fetch and Commit may be called from different
+// goroutines.
+type GroupReader struct {
+	config kafka.ReaderConfig
+
+	once   sync.Once
+	reader *kafka.Reader // set by the first Fetch or Commit; stays nil when Close comes first
+}
+
+// NewGroupReader checks cfg and returns a reader that joins the group on its first Fetch: making one
+// connects to nothing, so a component's New can make it and report a bad configuration at once.
+func (c *Client) NewGroupReader(cfg GroupReaderConfig) (*GroupReader, error) {
+	var errs []error
+	if cfg.Topic == "" {
+		errs = append(errs, errors.New("no topic"))
+	}
+	if cfg.Group == "" {
+		errs = append(errs, errors.New("no consumer group"))
+	}
+	if cfg.MaxBytes <= 0 {
+		errs = append(errs, fmt.Errorf("fetch max bytes: want a positive size, got %d", cfg.MaxBytes))
+	}
+	rc := kafka.ReaderConfig{
+		Brokers:  c.brokers,
+		GroupID:  cfg.Group,
+		Topic:    cfg.Topic,
+		Dialer:   c.conn.dialer(),
+		MinBytes: 1,
+		MaxBytes: cfg.MaxBytes,
+		MaxWait:  500 * time.Millisecond,
+		// A new group starts at the beginning of what the topic retains.
+		StartOffset:           kafka.FirstOffset,
+		WatchPartitionChanges: true,
+		// Commits are synchronous: CommitMessages returns once Kafka has them.
+		CommitInterval: 0,
+		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
+			c.log.Warn(fmt.Sprintf(msg, args...), "topic", cfg.Topic, "source", "kafka-go")
+		}),
+	}
+	if len(errs) == 0 {
+		// kafka.NewReader panics on what this refuses.
+		if err := rc.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("kafka reader of topic %q in group %q: %w", cfg.Topic, cfg.Group, err)
+	}
+	return &GroupReader{config: rc}, nil
+}
+
+// start joins the group, unless Close came first; it returns nil then.
+func (r *GroupReader) start() *kafka.Reader {
+	r.once.Do(func() { r.reader = kafka.NewReader(r.config) })
+	return r.reader
+}
+
+// Fetch returns the next message, blocking until there is one. It returns an error wrapping ctx's
+// once ctx is done, and io.EOF once the reader is closed; kafka-go retries broker errors itself, so another error
+// is worth a retry with backoff.
+func (r *GroupReader) Fetch(ctx context.Context) (Message, error) {
+	reader := r.start()
+	if reader == nil {
+		return Message{}, io.EOF
+	}
+	m, err := reader.FetchMessage(ctx)
+	if errors.Is(err, io.EOF) {
+		return Message{}, io.EOF
+	}
+	if err != nil {
+		return Message{}, fmt.Errorf("fetch from topic %s: %w", r.config.Topic, err)
+	}
+	return fromKafka(&m), nil
+}
+
+// Commit commits, for each partition, the offset after its message in msgs: pass the last message
+// of each partition whose work is done. A failed commit (a rebalance moved the partition, say)
+// means those messages are consumed again.
+func (r *GroupReader) Commit(ctx context.Context, msgs ...Message) error {
+	reader := r.start()
+	if reader == nil {
+		return io.EOF
+	}
+	km := make([]kafka.Message, len(msgs))
+	for i, m := range msgs {
+		km[i] = kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
+	}
+	if err := reader.CommitMessages(ctx, km...); err != nil {
+		return fmt.Errorf("commit offsets of topic %s: %w", r.config.Topic, err)
+	}
+	return nil
+}
+
+// Close leaves the group, so its partitions move to the other members without waiting for the
+// session timeout, and ends what Fetch and Commit wait for.
+func (r *GroupReader) Close() error {
+	r.once.Do(func() {}) // a Fetch after Close must not join
+	if r.reader == nil {
+		return nil
+	}
+	if err := r.reader.Close(); err != nil {
+		return fmt.Errorf("close kafka reader of topic %s: %w", r.config.Topic, err)
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// WriterOptions are what differs between writers; the rest (acks, partitioning, timeouts, retries)
+// is the same for every writer and set in NewWriter.
+type WriterOptions struct {
+	// Topic is where messages that name no topic go; without it every message names its own.
+	Topic string
+	// BatchSize bounds the messages of one produce request to one partition; default 100.
+	BatchSize int
+	// BatchBytes bounds one produce request to one partition, and so one message: a larger one is
+	// refused before it is sent (TooLarge; Message.Size is how it is measured). Set it to the topic's
+	// max.message.bytes, which the broker measures the request's record batch against. Default 1 MiB,
+	// the broker's default limit.
+	BatchBytes int
+	// Compress compresses record batches (lz4): worth it for JSON events, not for a few small records.
+	Compress bool
+}
+
+// Writer writes messages in order, each acknowledged by every in-sync replica; a message's partition
+// is its key's hash (Partition and Offset are ignored). It is safe for concurrent use.
+type Writer struct {
+	w     *kafka.Writer
+	topic string
+}
+
+// NewWriter returns a writer; it connects on the first Write.
+func (c *Client) NewWriter(o WriterOptions) *Writer {
+	w := &kafka.Writer{
+		Addr: kafka.TCP(c.brokers...),
+		// Keys name what must stay in order (for events, cluster/group/resource); Hash keeps each key
+		// in one partition. kafka-go's default round-robin would scatter it and break the
+		// per-resource order SYNC relies on.
+		Balancer: &kafka.Hash{},
+		// kafka-go's default is no acknowledgement at all.
+		RequiredAcks: kafka.RequireAll,
+		// The default 1 s makes every synchronous write wait a second; callers batch themselves.
+		BatchTimeout: 5 * time.Millisecond,
+		BatchSize:    o.BatchSize,
+		BatchBytes:   int64(o.BatchBytes),
+		MaxAttempts:  3,
+		WriteTimeout: 30 * time.Second,
+		Transport:    c.transport,
+	}
+	if o.Compress {
+		w.Compression = kafka.Lz4
+	}
+	return &Writer{w: w, topic: o.Topic}
+}
+
+// SetBatchBytes changes BatchBytes (WriterOptions), e.g. to a topic limit learnt after the writer
+// was made. Call it only before the first Write.
+func (w *Writer) SetBatchBytes(n int) { w.w.BatchBytes = int64(n) }
+
+// Write writes msgs and returns once Kafka acknowledged them all, or with an error: WriteErrors when
+// some of them failed (say which), or one error for all of them (ctx done, Kafka away, a message over
+// BatchBytes refused before anything was sent). kafka-go retries each request a few times first.
+// Messages of one key are written in the order given.
+func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
+	km := make([]kafka.Message, len(msgs))
+	for i := range msgs {
+		km[i] = msgs[i].kafka()
+		if km[i].Topic == "" {
+			km[i].Topic = w.topic
+		}
+	}
+	err := w.w.WriteMessages(ctx, km...)
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) {
+		return WriteErrors(werrs)
+	}
+	return err
+}
+
+// Close flushes nothing (Write is synchronous) and releases the writer.
+func (w *Writer) Close() error { return w.w.Close() }

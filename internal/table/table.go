@@ -1,0 +1,169 @@
+package table
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/json"
+)
+
+// Printer renders the objects of one resource as Table rows. It is safe for concurrent use.
+type Printer struct {
+	columns []metav1.TableColumnDefinition
+	row     func(obj []byte, now time.Time) (metav1.TableRow, error)
+}
+
+// Columns are the column definitions of the resource, in the order of the cells of Row.
+func (p *Printer) Columns() []metav1.TableColumnDefinition { return slices.Clone(p.columns) }
+
+// Row renders one object, its JSON as stored, into the row's cells (and, for pods, the row conditions
+// kube-apiserver sets). now is the response time, from which ages are computed. The row's Object is
+// left empty.
+func (p *Printer) Row(obj []byte, now time.Time) (metav1.TableRow, error) { return p.row(obj, now) }
+
+// For returns the printer kube-apiserver uses for a built-in resource (group "" is the core group),
+// or Default for a resource without one. Custom resources are printed by ForCRD.
+func For(group, resource string) *Printer {
+	switch group + "/" + resource {
+	case "/pods":
+		return pods()
+	case "apps/deployments":
+		return deployments()
+	case "apps/replicasets":
+		return replicaSets()
+	case "apps/statefulsets":
+		return statefulSets()
+	case "apps/daemonsets":
+		return daemonSets()
+	case "batch/jobs":
+		return jobs()
+	case "batch/cronjobs":
+		return cronJobs()
+	case "/services":
+		return services()
+	case "networking.k8s.io/ingresses":
+		return ingresses()
+	case "/configmaps":
+		return configMaps()
+	case "/secrets":
+		return secrets()
+	case "/namespaces":
+		return namespaces()
+	case "/nodes":
+		return nodes()
+	case "/events":
+		return events()
+	case "events.k8s.io/events":
+		return eventsV1()
+	case "/persistentvolumeclaims":
+		return persistentVolumeClaims()
+	case "/serviceaccounts":
+		return serviceAccounts()
+	}
+	return Default()
+}
+
+// Default is kube-apiserver's table for a resource without a printer: the name and the creation time
+// as an RFC 3339 timestamp.
+func Default() *Printer {
+	return kind[metav1.PartialObjectMetadata]{columns: []column[metav1.PartialObjectMetadata]{
+		{nameColumn(), func(o *metav1.PartialObjectMetadata, _ time.Time) any { return o.Name }},
+		{metav1.TableColumnDefinition{Name: "Created At", Type: "date", Description: metaDoc("creationTimestamp")},
+			func(o *metav1.PartialObjectMetadata, _ time.Time) any {
+				return o.CreationTimestamp.UTC().Format(time.RFC3339)
+			}},
+	}}.printer()
+}
+
+// kind is the printer of one Go type: each column carries its definition and the function that fills
+// its cell, so the schema and the code travel together.
+type kind[T any] struct {
+	// decode, if set, reads the object in place of unmarshalling its JSON into T.
+	decode func([]byte) (*T, error)
+	// prepare, if set, computes what several cells share once the object is decoded.
+	prepare    func(*T)
+	conditions func(*T) []metav1.TableRowCondition
+	columns    []column[T]
+}
+
+type column[T any] struct {
+	def  metav1.TableColumnDefinition
+	cell func(o *T, now time.Time) any
+}
+
+func (k kind[T]) printer() *Printer {
+	defs := make([]metav1.TableColumnDefinition, len(k.columns))
+	for i, c := range k.columns {
+		defs[i] = c.def
+	}
+	return &Printer{columns: defs, row: func(obj []byte, now time.Time) (metav1.TableRow, error) {
+		decode := k.decode
+		if decode == nil {
+			decode = func(b []byte) (*T, error) {
+				o := new(T)
+				return o, unmarshal(b, o)
+			}
+		}
+		o, err := decode(obj)
+		if err != nil {
+			return metav1.TableRow{}, fmt.Errorf("table: decode %T: %w", o, err)
+		}
+		if k.prepare != nil {
+			k.prepare(o)
+		}
+		row := metav1.TableRow{Cells: make([]any, len(k.columns))}
+		for i, c := range k.columns {
+			row.Cells[i] = c.cell(o, now)
+		}
+		if k.conditions != nil {
+			row.Conditions = k.conditions(o)
+		}
+		return row, nil
+	}}
+}
+
+// unmarshal decodes JSON as kube-apiserver does: field names case-sensitively, numbers in an
+// interface{} as int64 where they are integers.
+func unmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func metaDoc(field string) string { return metav1.ObjectMeta{}.SwaggerDoc()[field] }
+
+func nameColumn() metav1.TableColumnDefinition {
+	return metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: metaDoc("name")}
+}
+
+func ageColumn() metav1.TableColumnDefinition {
+	return metav1.TableColumnDefinition{Name: "Age", Type: "string", Description: metaDoc("creationTimestamp")}
+}
+
+func str(name, desc string) metav1.TableColumnDefinition {
+	return metav1.TableColumnDefinition{Name: name, Type: "string", Description: desc}
+}
+
+func integer(name, desc string) metav1.TableColumnDefinition {
+	return metav1.TableColumnDefinition{Name: name, Type: "integer", Description: desc}
+}
+
+// wide marks a column kubectl shows only with -o wide.
+func wide(d metav1.TableColumnDefinition) metav1.TableColumnDefinition {
+	d.Priority = 1
+	return d
+}
+
+// since is the age kube-apiserver prints: "<unknown>" for an unset time.
+func since(t metav1.Time, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t.Time))
+}
+
+func sinceMicro(t metav1.MicroTime, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t.Time))
+}

@@ -1,0 +1,432 @@
+package queryapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/tidwall/gjson"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubesearch/kubesearch/internal/document"
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
+)
+
+// Parameters of Kubernetes list and get requests the facade reads. Others (pretty, timeoutSeconds)
+// are accepted and ignored, as kube-apiserver ignores what it does not know.
+const (
+	paramWatch                = "watch"
+	paramResourceVersion      = "resourceVersion"
+	paramResourceVersionMatch = "resourceVersionMatch"
+	paramIncludeObject        = "includeObject"
+)
+
+// serveResource answers a GET or LIST of a cached resource.
+func (s *Server) serveResource(c *gin.Context, r *facadeRequest) {
+	res, ok := s.catalog.lookup(r.cluster, r.group, r.version, r.resource)
+	if !ok && r.legacy && r.version == "v1" && r.resource == "namespaces" && r.name != "" && r.sub == "" {
+		s.impliedNamespace(c, r)
+		return
+	}
+	if !ok || (r.namespace != "" && !res.Namespaced) {
+		writeStatusObject(c, newStatus(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource"))
+		return
+	}
+	if r.sub != "" {
+		writeStatusObject(c, newStatus(http.StatusNotFound, metav1.StatusReasonNotFound,
+			fmt.Sprintf("%s %q: subresource %q is not served: kubesearch caches objects, not their subresources; ask the member cluster", res.Resource, r.name, r.sub)))
+		return
+	}
+	params := c.Request.URL.Query()
+	if w := params.Get(paramWatch); w == "true" || w == "1" {
+		writeStatus(c, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+			"watch is not served by this version of kubesearch's facade yet; list instead", nil)
+		return
+	}
+	out, st := newRenderer(c.GetHeader("Accept"), params.Get(paramIncludeObject), res, r.view)
+	if st != nil {
+		writeStatusObject(c, st)
+		return
+	}
+	if out.shape == shapeTable {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
+		p, err := s.printerFor(ctx, res)
+		cancel()
+		if err != nil {
+			s.writeStoreError(c, err)
+			return
+		}
+		out.table = p
+	}
+	if r.name != "" {
+		s.get(c, r, res, out)
+		return
+	}
+	s.list(c, r, res, out, params)
+}
+
+// impliedNamespace answers a GET of a namespace when namespaces are not cached: it exists in the
+// view when cached objects are in it. kubectl asks for the namespace after a namespaced GET found
+// nothing, and reports the namespace missing when that GET is a 404 too; answering 404 for every
+// uncached namespace would turn each "pods "x" not found" into "namespaces "shop" not found".
+func (s *Server) impliedNamespace(c *gin.Context, r *facadeRequest) {
+	q := &query.Query{Namespaces: []string{r.name}, Limit: 1, MetadataOnly: true}
+	if r.cluster != "" {
+		q.Clusters = []string{r.cluster}
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
+	defer cancel()
+	found, err := s.store.Search(ctx, q)
+	if err != nil {
+		s.writeStoreError(c, err)
+		return
+	}
+	if len(found.Items) == 0 {
+		st := newStatus(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("namespaces %q not found", r.name))
+		st.Details = &metav1.StatusDetails{Name: r.name, Kind: "namespaces"}
+		writeStatusObject(c, st)
+		return
+	}
+	c.JSON(http.StatusOK, map[string]any{"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": r.name}, "status": map[string]any{"phase": "Active"}})
+}
+
+// baseQuery selects a resource's objects in a request's view and namespace.
+func baseQuery(r *facadeRequest, res apiResource, sel url.Values) (*query.Query, error) {
+	v := url.Values{}
+	for _, p := range []string{query.ParamLabelSelector, query.ParamFieldSelector, query.ParamContinue} {
+		if x := sel.Get(p); x != "" {
+			v.Set(p, x)
+		}
+	}
+	q, err := query.Parse(v, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	q.Resources = []query.Resource{{Resource: res.Resource, Group: res.Group}}
+	if r.namespace != "" {
+		q.Namespaces = []string{r.namespace}
+	}
+	if r.cluster != "" {
+		q.Clusters = []string{r.cluster}
+	}
+	// kube-apiserver lists in key order, namespace then name; across members the cluster breaks
+	// the tie, so one name's copies are listed side by side.
+	q.Sort = []query.Sort{{Field: query.SortNamespace}, {Field: query.SortName}, {Field: query.SortCluster}}
+	return q, nil
+}
+
+// get answers a GET by name: the object if exactly one cluster of the view has it, 409 naming the
+// clusters when several do.
+func (s *Server) get(c *gin.Context, r *facadeRequest, res apiResource, out *renderer) {
+	name := r.name
+	q, err := baseQuery(r, res, nil)
+	if err != nil {
+		writeParamErrors(c, err)
+		return
+	}
+	notFound := func() {
+		st := newStatus(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("%s %q not found", groupResource(res), name))
+		st.Details = &metav1.StatusDetails{Name: name, Group: res.Group, Kind: res.Resource}
+		writeStatusObject(c, st)
+	}
+	if r.qualified {
+		base, cluster, ok := splitQualified(name)
+		if !ok {
+			notFound()
+			return
+		}
+		q.Names, q.Clusters = []string{base}, []string{cluster}
+	} else {
+		q.Names = []string{name}
+	}
+	// One object per cluster at most: a name is unique in its namespace (or cluster, for
+	// cluster-scoped objects) of one member.
+	q.Limit = query.MaxLimit
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
+	defer cancel()
+	found, err := s.store.Search(ctx, q)
+	if err != nil {
+		s.writeStoreError(c, err)
+		return
+	}
+	s.addWarnings(c, q, found.Warnings)
+	switch len(found.Items) {
+	case 0:
+		notFound()
+		return
+	case 1:
+	default:
+		var clusters []string
+		for _, it := range found.Items {
+			clusters = append(clusters, clusterOf(it))
+		}
+		slices.Sort(clusters)
+		st := newStatus(http.StatusConflict, metav1.StatusReasonConflict, fmt.Sprintf(
+			"%s %q exists in %d clusters (%s): get it from one cluster's view (/clusters/<cluster>/..., a kubeconfig context per cluster from `kubesearch kubeconfig`) or from the qualified view (/qualified/..., name %q)",
+			groupResource(res), name, len(clusters), strings.Join(clusters, ", "), name+qualifiedSeparator+clusters[0]))
+		st.Details = &metav1.StatusDetails{Name: name, Group: res.Group, Kind: res.Resource}
+		writeStatusObject(c, st)
+		return
+	}
+	obj, err := out.object(found.Items[0])
+	if err != nil {
+		s.writeStoreError(c, err)
+		return
+	}
+	var buf bytes.Buffer
+	if out.table != nil {
+		out.tableHead(&buf, "")
+		if err := out.row(&buf, found.Items[0], obj, true, time.Now()); err != nil {
+			s.writeStoreError(c, err)
+			return
+		}
+		buf.WriteString("]}")
+	} else {
+		buf.Write(obj)
+	}
+	c.Data(http.StatusOK, "application/json", buf.Bytes())
+}
+
+// list answers a LIST. With a limit, one page (at most query.MaxLimit objects; fewer and a
+// continue token is what Kubernetes allows a server). Without one, every object, written to the
+// client page by page as they come, all pages from one snapshot of the index: memory holds one
+// page, whatever the list's size.
+func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *renderer, params url.Values) {
+	q, err := baseQuery(r, res, params)
+	if err != nil {
+		writeParamErrors(c, err)
+		return
+	}
+	limit := 0
+	if l := params.Get(query.ParamLimit); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			writeParamErrors(c, query.Errors{{Param: query.ParamLimit, Message: fmt.Sprintf("%q is not a non-negative integer", l)}})
+			return
+		}
+		limit = n
+	}
+	q.Limit = query.MaxLimit
+	if limit > 0 {
+		q.Limit = min(limit, query.MaxLimit)
+	}
+	rv, st := s.listResourceVersion(r, res, params)
+	if st != nil {
+		writeStatusObject(c, st)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
+	defer cancel()
+	page, err := s.store.Search(ctx, q)
+	if err != nil {
+		s.writeStoreError(c, err)
+		return
+	}
+	s.addWarnings(c, q, page.Warnings)
+	cont := ""
+	if limit > 0 {
+		cont = page.Continue
+	}
+	now := time.Now()
+	c.Header("Content-Type", "application/json")
+	c.Status(http.StatusOK)
+	var buf bytes.Buffer
+	out.listHead(&buf, rv, cont, page.Total-int64(len(page.Items)))
+	first := true
+	for {
+		for _, it := range page.Items {
+			obj, err := out.object(it)
+			if err == nil {
+				err = out.row(&buf, it, obj, first, now)
+			}
+			if err != nil {
+				s.abortStream(c, r, err)
+			}
+			first = false
+		}
+		if buf.Len() > 0 {
+			if _, err := c.Writer.Write(buf.Bytes()); err != nil {
+				return // the client went away
+			}
+			buf.Reset()
+		}
+		if limit > 0 || page.Continue == "" {
+			break
+		}
+		q.Continue = page.Continue
+		// Each page gets the request timeout anew: a full list of a large fleet takes longer than
+		// one search, and the client reads as it goes.
+		ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
+		page, err = s.store.Search(ctx, q)
+		cancel()
+		if err != nil {
+			s.abortStream(c, r, err)
+		}
+	}
+	buf.WriteString("]}")
+	_, _ = c.Writer.Write(buf.Bytes())
+}
+
+// abortStream ends a list whose answer has begun: the status is sent, so the only honest way to
+// say the list is incomplete is to break the response off; clients then retry instead of holding
+// a partial list as whole.
+func (s *Server) abortStream(c *gin.Context, r *facadeRequest, err error) {
+	s.log.Warn("list broken off after its first page", "path", r.path, "cluster", r.cluster, "err", err)
+	panic(http.ErrAbortHandler)
+}
+
+func (s *Server) addWarnings(c *gin.Context, q *query.Query, extra []string) {
+	_, warnings := s.fleet.freshness(q)
+	for _, w := range append(warnings, extra...) {
+		c.Writer.Header().Add("Warning", warningHeader(w))
+	}
+}
+
+// listResourceVersion is the resourceVersion of a LIST: in a one-cluster view the member's own,
+// the pair's watermark (every event up to it is searchable); in the fleet views a vector of the
+// watermarks of exactly the pairs the list covers. It checks the request's resourceVersion
+// against it: "" and "0" are served from the index as it is; NotOlderThan waits until the
+// watermarks reach the asked version (bounded, then 504); Exact can only be the current version,
+// the index keeps no history (410 otherwise, as kube-apiserver says of a compacted version).
+func (s *Server) listResourceVersion(r *facadeRequest, res apiResource, params url.Values) (string, *metav1.Status) {
+	asked, match := params.Get(paramResourceVersion), metav1.ResourceVersionMatch(params.Get(paramResourceVersionMatch))
+	switch match {
+	case "", metav1.ResourceVersionMatchNotOlderThan, metav1.ResourceVersionMatchExact:
+	default:
+		return "", newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("resourceVersionMatch: %q is not one of NotOlderThan, Exact", match))
+	}
+	var want rvVector
+	if asked != "" && asked != "0" {
+		var err error
+		if want, err = parseRV(asked, r.view); err != nil {
+			return "", newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, "resourceVersion: "+err.Error())
+		}
+	} else if match != "" && match != metav1.ResourceVersionMatchNotOlderThan {
+		return "", newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, "resourceVersionMatch: Exact needs a resourceVersion")
+	}
+	clusters := s.catalog.clusters()
+	if r.cluster != "" {
+		clusters = []string{r.cluster}
+	}
+	deadline := time.Now().Add(s.opts.ResourceVersionWait)
+	for {
+		have := rvVector{}
+		for _, cl := range clusters {
+			if rv, ok := s.fleet.watermark(store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource}); ok {
+				have[cl] = rv
+			}
+		}
+		switch {
+		case want == nil:
+			return have.encode(r.view), nil
+		case match == metav1.ResourceVersionMatchExact:
+			if have.equal(want) {
+				return have.encode(r.view), nil
+			}
+			return "", newStatus(http.StatusGone, metav1.StatusReasonExpired, fmt.Sprintf(
+				"resourceVersion %s: too old resource version: kubesearch serves the index as it is now (%s), not an earlier state", asked, have.encode(r.view)))
+		case have.reaches(want):
+			return have.encode(r.view), nil
+		case time.Now().After(deadline):
+			st := newStatus(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, fmt.Sprintf(
+				"Too large resource version: %s, current resource version: %s: the index did not reach it within %s", asked, have.encode(r.view), s.opts.ResourceVersionWait))
+			st.Details = &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}}
+			return "", st
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// rvVector is a multi-cluster resourceVersion: per member, a resourceVersion of that member.
+type rvVector map[string]int64
+
+// encode writes a vector for a view: the member's resourceVersion itself in a one-cluster view;
+// elsewhere, as Karmada encodes its multi-cluster resourceVersion, base64url of the JSON map
+// cluster → resourceVersion (keys sorted, which encoding/json does).
+func (v rvVector) encode(vw view) string {
+	if !vw.vector() {
+		return strconv.FormatInt(v[vw.cluster], 10)
+	}
+	m := make(map[string]string, len(v))
+	for k, rv := range v {
+		m[k] = strconv.FormatInt(rv, 10)
+	}
+	b, _ := json.Marshal(m) // a map of strings: cannot fail
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func parseRV(s string, vw view) (rvVector, error) {
+	if !vw.vector() {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a resourceVersion of cluster %s", s, vw.cluster)
+		}
+		return rvVector{vw.cluster: n}, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	var m map[string]string
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a fleet resourceVersion (base64url of a JSON map cluster → resourceVersion, as this server issues)", s)
+	}
+	v := rvVector{}
+	for k, x := range m {
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("cluster %s: %q is not a resourceVersion", k, x)
+		}
+		v[k] = n
+	}
+	return v, nil
+}
+
+func (v rvVector) equal(o rvVector) bool { return maps.Equal(v, o) }
+
+// reaches says every member of o is at or below v. A member v does not know is not reached.
+func (v rvVector) reaches(o rvVector) bool {
+	for k, rv := range o {
+		if have, ok := v[k]; !ok || have < rv {
+			return false
+		}
+	}
+	return true
+}
+
+func splitQualified(name string) (base, cluster string, ok bool) {
+	i := strings.LastIndex(name, qualifiedSeparator)
+	if i <= 0 || i == len(name)-1 {
+		return "", "", false
+	}
+	return name[:i], name[i+1:], true
+}
+
+// clusterOf reads the member a stored object came from.
+func clusterOf(obj []byte) string {
+	return gjson.GetBytes(obj, "metadata.annotations."+gjson.Escape(document.CachedFromClusterAnnotation)).Str
+}
+
+func groupResource(r apiResource) string {
+	if r.Group == "" {
+		return r.Resource
+	}
+	return r.Resource + "." + r.Group
+}
+
+// errNoStore is a stored object without what the facade needs to show it.
+var errNoStore = errors.New("stored object lacks metadata")

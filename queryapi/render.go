@@ -1,0 +1,242 @@
+package queryapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/table"
+)
+
+// shape is what a facade answer holds per object.
+type shape uint8
+
+const (
+	shapeObject   shape = iota // the object
+	shapeMetadata              // PartialObjectMetadata
+	shapeTable                 // a Table row
+)
+
+// renderer writes a resource's objects for one request: the object as the view shows it (the
+// qualified view renames it, the fleet views give it a vector resourceVersion), in the shape the
+// Accept header asks for.
+type renderer struct {
+	res   apiResource
+	view  view
+	shape shape
+	// tableVersion is the meta.k8s.io version of the Table asked for; includeObject what its rows
+	// carry.
+	tableVersion  string
+	includeObject metav1.IncludeObjectPolicy
+	table         printer
+}
+
+// newRenderer picks the first shape of the Accept header the facade serves, as kube-apiserver
+// negotiates: Table, PartialObjectMetadata(List), or the objects as JSON.
+func newRenderer(accept, includeObject string, res apiResource, v view) (*renderer, *metav1.Status) {
+	o := &renderer{res: res, view: v, includeObject: metav1.IncludeMetadata}
+	switch metav1.IncludeObjectPolicy(includeObject) {
+	case "":
+	case metav1.IncludeNone, metav1.IncludeMetadata, metav1.IncludeObject:
+		o.includeObject = metav1.IncludeObjectPolicy(includeObject)
+	default:
+		return nil, newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("includeObject: %q is not one of None, Metadata, Object", includeObject))
+	}
+	if strings.TrimSpace(accept) == "" {
+		return o, nil
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt := mediaParams(part)
+		switch {
+		case mt.typ != "application/json" && mt.typ != "*/*" && mt.typ != "application/*":
+			continue
+		case mt.params["as"] == "":
+			return o, nil
+		case mt.params["g"] != "meta.k8s.io" || (mt.params["v"] != "v1" && mt.params["v"] != "v1beta1"):
+			continue
+		case mt.params["as"] == "Table":
+			o.shape, o.tableVersion = shapeTable, mt.params["v"]
+			return o, nil
+		case mt.params["as"] == "PartialObjectMetadata" || mt.params["as"] == "PartialObjectMetadataList":
+			o.shape = shapeMetadata
+			return o, nil
+		}
+	}
+	return nil, newStatus(http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable,
+		fmt.Sprintf("none of the media types of Accept %q is served: kubesearch answers application/json, as a Table (as=Table;g=meta.k8s.io;v=v1) or as PartialObjectMetadata", accept))
+}
+
+// object is a stored object as the view shows it.
+func (o *renderer) object(stored []byte) ([]byte, error) {
+	if !o.view.vector() {
+		return stored, nil
+	}
+	meta := gjson.GetManyBytes(stored, "metadata.name", "metadata.resourceVersion")
+	name, rv := meta[0], meta[1]
+	if name.Index == 0 {
+		return nil, fmt.Errorf("%w: no metadata.name", errNoStore)
+	}
+	n, _ := strconv.ParseInt(rv.Str, 10, 64)
+	var edits []edit
+	if rv.Index > 0 {
+		edits = append(edits, edit{rv.Index, len(rv.Raw), strconv.Quote(rvVector{clusterOf(stored): n}.encode(o.view))})
+	}
+	if o.view.qualified {
+		edits = append(edits, edit{name.Index, len(name.Raw), strconv.Quote(name.Str + qualifiedSeparator + clusterOf(stored))})
+	}
+	return splice(stored, edits), nil
+}
+
+// edit replaces n bytes at at.
+type edit struct {
+	at, n int
+	with  string
+}
+
+// splice applies edits found on the same original, whatever their order.
+func splice(b []byte, edits []edit) []byte {
+	slices.SortFunc(edits, func(x, y edit) int { return y.at - x.at })
+	out := slices.Clone(b)
+	for _, e := range edits {
+		out = slices.Concat(out[:e.at], []byte(e.with), out[e.at+e.n:])
+	}
+	return out
+}
+
+// listHead writes everything of a list answer before its first item.
+func (o *renderer) listHead(buf *bytes.Buffer, rv, cont string, remaining int64) {
+	meta := metav1.ListMeta{ResourceVersion: rv, Continue: cont}
+	if cont != "" && remaining > 0 {
+		meta.RemainingItemCount = &remaining
+	}
+	switch o.shape {
+	case shapeTable:
+		o.tableHeadMeta(buf, meta)
+		return
+	case shapeMetadata:
+		buf.WriteString(`{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":`)
+	default:
+		apiVersion := o.res.groupVersion()
+		fmt.Fprintf(buf, `{"kind":%q,"apiVersion":%q,"metadata":`, o.res.Kind+"List", apiVersion)
+	}
+	writeJSON(buf, meta)
+	buf.WriteString(`,"items":[`)
+}
+
+// tableHead starts a Table of one object (a GET).
+func (o *renderer) tableHead(buf *bytes.Buffer, rv string) {
+	o.tableHeadMeta(buf, metav1.ListMeta{ResourceVersion: rv})
+}
+
+func (o *renderer) tableHeadMeta(buf *bytes.Buffer, meta metav1.ListMeta) {
+	fmt.Fprintf(buf, `{"kind":"Table","apiVersion":"meta.k8s.io/%s","metadata":`, o.tableVersion)
+	writeJSON(buf, meta)
+	cols := append([]metav1.TableColumnDefinition{{Name: "Cluster", Type: "string", Description: "The member cluster the object is cached from."}},
+		o.table.Columns()...)
+	buf.WriteString(`,"columnDefinitions":`)
+	writeJSON(buf, cols)
+	buf.WriteString(`,"rows":[`)
+}
+
+// row writes one object of a list (or of a one-object Table): a comma unless first, then the item.
+func (o *renderer) row(buf *bytes.Buffer, stored, obj []byte, first bool, now time.Time) error {
+	if !first {
+		buf.WriteByte(',')
+	}
+	switch o.shape {
+	case shapeObject:
+		buf.Write(obj)
+	case shapeMetadata:
+		writePartial(buf, obj)
+	case shapeTable:
+		row, err := o.table.Row(stored, now)
+		if err != nil {
+			return fmt.Errorf("table row of %s: %w", gjson.GetBytes(stored, "metadata.name").Str, err)
+		}
+		buf.WriteString(`{"cells":`)
+		writeJSON(buf, append([]any{clusterOf(stored)}, row.Cells...))
+		if len(row.Conditions) > 0 {
+			buf.WriteString(`,"conditions":`)
+			writeJSON(buf, row.Conditions)
+		}
+		switch o.includeObject {
+		case metav1.IncludeObject:
+			buf.WriteString(`,"object":`)
+			buf.Write(obj)
+		case metav1.IncludeMetadata:
+			buf.WriteString(`,"object":`)
+			writePartial(buf, obj)
+		}
+		buf.WriteByte('}')
+	}
+	return nil
+}
+
+// writePartial writes an object's PartialObjectMetadata.
+func writePartial(buf *bytes.Buffer, obj []byte) {
+	buf.WriteString(`{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":`)
+	buf.WriteString(gjson.GetBytes(obj, "metadata").Raw)
+	buf.WriteByte('}')
+}
+
+func writeJSON(buf *bytes.Buffer, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("encode %T: %v", v, err)) // Kubernetes API types and strings: a bug if it fails
+	}
+	buf.Write(b)
+}
+
+// printer renders a resource's Table columns: internal/table's Printer.
+type printer interface {
+	Columns() []metav1.TableColumnDefinition
+	Row(obj []byte, now time.Time) (metav1.TableRow, error)
+}
+
+// printerFor picks the Table printer of a resource: kube-apiserver's columns for a built-in one;
+// for a custom resource, its CRD's additionalPrinterColumns when the CRD itself is cached (from
+// any member: they serve the same CRD, or the columns are the first found), else NAME and AGE, as
+// kube-apiserver prints a CRD without columns.
+func (s *Server) printerFor(ctx context.Context, res apiResource) (printer, error) {
+	if builtinGroup(res.Group) {
+		return table.For(res.Group, res.Resource), nil
+	}
+	q := &query.Query{Resources: []query.Resource{{Resource: "customresourcedefinitions", Group: "apiextensions.k8s.io"}},
+		Names: []string{res.Resource + "." + res.Group}, Limit: 1}
+	found, err := s.store.Search(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	var cols []table.PrinterColumn
+	if len(found.Items) > 0 {
+		v := gjson.GetBytes(found.Items[0], `spec.versions.#(name==`+strconv.Quote(res.Version)+`).additionalPrinterColumns`)
+		if v.Exists() {
+			if err := json.Unmarshal([]byte(v.Raw), &cols); err != nil {
+				return nil, fmt.Errorf("additionalPrinterColumns of CRD %s.%s: %w", res.Resource, res.Group, err)
+			}
+		}
+	}
+	p, err := table.ForCRD(cols)
+	if err != nil {
+		// A column kube-apiserver would not have accepted: print NAME and AGE rather than fail.
+		return table.ForCRD(nil)
+	}
+	return p, nil
+}
+
+// builtinGroup says whether a group is Kubernetes' own: the core group, the groups without a dot
+// (apps, batch, policy, autoscaling) and *.k8s.io.
+func builtinGroup(g string) bool {
+	return !strings.Contains(g, ".") || strings.HasSuffix(g, ".k8s.io")
+}
