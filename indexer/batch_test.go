@@ -5,14 +5,14 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
 // TestBatchLimits: a batch closes at the count limit, before a message that would pass the byte
 // limit, and right after a message reaching it; an oversized message makes a batch alone.
 func TestBatchLimits(t *testing.T) {
-	msg := func(n int) kafka.Message { return kafka.Message{Value: make([]byte, n)} }
-	sizes := func(batches [][]kafka.Message) [][]int {
+	msg := func(n int) stream.Message { return stream.Message{Value: make([]byte, n)} }
+	sizes := func(batches [][]stream.Message) [][]int {
 		var out [][]int
 		for _, b := range batches {
 			var s []int
@@ -40,14 +40,14 @@ func TestBatchLimits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b batch
-			var done [][]kafka.Message
+			var done [][]stream.Message
 			for _, n := range tt.in {
 				done = append(done, b.push(msg(n), tt.count, tt.bytes)...)
 			}
 			if got := sizes(done); !equalSizes(got, tt.wantDone) {
 				t.Errorf("completed batches: got %v, want %v", got, tt.wantDone)
 			}
-			left := sizes([][]kafka.Message{b.take()})
+			left := sizes([][]stream.Message{b.take()})
 			if !equalSizes(left, [][]int{tt.wantLeft}) {
 				t.Errorf("open batch: got %v, want %v", left[0], tt.wantLeft)
 			}

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -18,13 +17,14 @@ import (
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
-// messageReader is what the consumer needs of a kafka.Reader in a consumer group.
+// messageReader is what the consumer needs of a stream.GroupReader.
 type messageReader interface {
-	FetchMessage(ctx context.Context) (kafka.Message, error)
-	CommitMessages(ctx context.Context, msgs ...kafka.Message) error
+	Fetch(ctx context.Context) (stream.Message, error)
+	Commit(ctx context.Context, msgs ...stream.Message) error
 }
 
 // documents is what the consumer needs of the store backend for the documents: writes that report
@@ -48,7 +48,7 @@ type progress interface {
 
 // item is one consumed message on its way through a batch.
 type item struct {
-	msg  kafka.Message
+	msg  stream.Message
 	ev   *envelope.Event // nil when it does not decode
 	op   *store.Op       // for ADDED, MODIFIED and DELETED
 	dead *deadLetter     // set once it is known never to apply
@@ -93,7 +93,7 @@ type consumer struct {
 func (c *consumer) run(ctx, work context.Context) error {
 	fetchCtx, stopFetch := context.WithCancel(ctx)
 	done := make(chan struct{}) // closed when run returns: the pipeline's stages stop too
-	msgs := make(chan kafka.Message, c.batchSize)
+	msgs := make(chan stream.Message, c.batchSize)
 	// Unbuffered: assemble decodes at most one batch ahead of the one being applied, which bounds
 	// memory to one more batch.
 	ready := make(chan *decodedBatch)
@@ -133,12 +133,12 @@ func (c *consumer) run(ctx, work context.Context) error {
 // assemble cuts the fetched messages into batches by count, bytes and time, decodes each and hands
 // it to out, in order. Once in is closed (fetching stopped) it hands over the last, partial batch
 // and returns; it returns without handing over once done is closed.
-func (c *consumer) assemble(in <-chan kafka.Message, out chan<- *decodedBatch, done <-chan struct{}) {
+func (c *consumer) assemble(in <-chan stream.Message, out chan<- *decodedBatch, done <-chan struct{}) {
 	var b batch
 	timer := time.NewTimer(c.batchInterval)
 	timer.Stop()
 	defer timer.Stop()
-	send := func(msgs []kafka.Message) bool {
+	send := func(msgs []stream.Message) bool {
 		select {
 		case out <- c.decodeBatch(msgs):
 			return true
@@ -174,12 +174,12 @@ func (c *consumer) assemble(in <-chan kafka.Message, out chan<- *decodedBatch, d
 	}
 }
 
-// fetch hands messages over until ctx is done. kafka-go retries broker errors itself; what reaches
+// fetch hands messages over until ctx is done. The reader retries broker errors itself; what reaches
 // here is logged and retried with backoff.
-func (c *consumer) fetch(ctx context.Context, out chan<- kafka.Message) {
+func (c *consumer) fetch(ctx context.Context, out chan<- stream.Message) {
 	bo := c.backoff()
 	for {
-		m, err := c.reader.FetchMessage(ctx)
+		m, err := c.reader.Fetch(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, io.EOF) {
 				return
@@ -202,7 +202,7 @@ func (c *consumer) fetch(ctx context.Context, out chan<- kafka.Message) {
 
 // batch collects messages up to the count and byte limits; the consumer adds the time limit.
 type batch struct {
-	msgs  []kafka.Message
+	msgs  []stream.Message
 	bytes int
 }
 
@@ -212,8 +212,8 @@ func (b *batch) len() int    { return len(b.msgs) }
 // push adds m and returns the batches it completed, oldest first: the batch before m when m does not
 // fit in it, and the one with m when that reached a limit. A message larger than maxBytes makes a
 // batch of its own.
-func (b *batch) push(m kafka.Message, maxCount, maxBytes int) [][]kafka.Message {
-	var full [][]kafka.Message
+func (b *batch) push(m stream.Message, maxCount, maxBytes int) [][]stream.Message {
+	var full [][]stream.Message
 	if !b.empty() && b.bytes+len(m.Value) > maxBytes {
 		full = append(full, b.take())
 	}
@@ -225,7 +225,7 @@ func (b *batch) push(m kafka.Message, maxCount, maxBytes int) [][]kafka.Message 
 	return full
 }
 
-func (b *batch) take() []kafka.Message {
+func (b *batch) take() []stream.Message {
 	msgs := b.msgs
 	b.msgs, b.bytes = nil, 0
 	return msgs
@@ -233,13 +233,13 @@ func (b *batch) take() []kafka.Message {
 
 // decodedBatch is a batch of messages with their items, in the same order.
 type decodedBatch struct {
-	msgs  []kafka.Message
+	msgs  []stream.Message
 	items []*item
 }
 
 // decodeBatch decodes the messages of a batch. It touches no state that apply uses, so it may run
 // while apply writes the previous batch.
-func (c *consumer) decodeBatch(msgs []kafka.Message) *decodedBatch {
+func (c *consumer) decodeBatch(msgs []stream.Message) *decodedBatch {
 	items := make([]*item, len(msgs))
 	for i, m := range msgs {
 		items[i] = c.decode(m)
@@ -334,7 +334,7 @@ func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
 
 // decode turns a message into an item: an op for object events, nothing more for markers, a dead
 // letter for what can never apply. It runs on assemble's goroutine (c.unversioned is its own).
-func (c *consumer) decode(m kafka.Message) *item {
+func (c *consumer) decode(m stream.Message) *item {
 	it := &item{msg: m}
 	ev, err := envelope.Unmarshal(m.Value)
 	if err != nil {
@@ -378,7 +378,7 @@ func (c *consumer) decode(m kafka.Message) *item {
 // checkContinuity notices when a partition's offsets jump: another consumer of the group had the
 // partition meanwhile (a rebalance), so the watermarks kept for its pairs may be behind what that
 // consumer stored. They are loaded again.
-func (c *consumer) checkContinuity(m kafka.Message) {
+func (c *consumer) checkContinuity(m stream.Message) {
 	if next, ok := c.next[m.Partition]; ok && m.Offset != next {
 		c.log.Info("partition resumed at another offset, reloading its watermarks", "topic", m.Topic,
 			"partition", m.Partition, "offset", m.Offset, "expected", next)
@@ -443,18 +443,18 @@ func (c *consumer) applyMarker(ctx context.Context, it *item) error {
 
 // commit commits the batch's offsets. The events are written: a failed commit (a rebalance took the
 // partition, say) only means they are consumed and written again, idempotently.
-func (c *consumer) commit(ctx context.Context, msgs []kafka.Message) {
-	last := map[int]kafka.Message{}
+func (c *consumer) commit(ctx context.Context, msgs []stream.Message) {
+	last := map[int]stream.Message{}
 	for _, m := range msgs {
 		if cur, ok := last[m.Partition]; !ok || m.Offset > cur.Offset {
 			last[m.Partition] = m
 		}
 	}
-	commits := make([]kafka.Message, 0, len(last))
+	commits := make([]stream.Message, 0, len(last))
 	for _, m := range last {
 		commits = append(commits, m)
 	}
-	if err := c.reader.CommitMessages(ctx, commits...); err != nil {
+	if err := c.reader.Commit(ctx, commits...); err != nil {
 		c.metrics.commitErrors.Inc()
 		c.log.Warn("offset commit failed; the batch's events will be consumed again", "topic", c.topic, "err", err)
 		return

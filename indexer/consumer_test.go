@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/stream"
@@ -36,7 +34,7 @@ func TestDecodeRefusesInvalidObject(t *testing.T) {
 		{"truncated", meta + `,"data":{"k":"v"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			it := newDecodeConsumer().decode(kafka.Message{Value: []byte(head + tc.object + "}")})
+			it := newDecodeConsumer().decode(stream.Message{Value: []byte(head + tc.object + "}")})
 			if it.op != nil || it.dead == nil {
 				t.Fatalf("decoded into an op (%v), want a dead letter", it.op != nil)
 			}
@@ -46,7 +44,7 @@ func TestDecodeRefusesInvalidObject(t *testing.T) {
 		})
 	}
 	// The same object, valid, is indexed: the cases above fail for their JSON only.
-	it := newDecodeConsumer().decode(kafka.Message{Value: []byte(head + meta + `,"data":{"k":"v"}}}`)})
+	it := newDecodeConsumer().decode(stream.Message{Value: []byte(head + meta + `,"data":{"k":"v"}}}`)})
 	if it.dead != nil || it.op == nil {
 		t.Fatalf("valid event not decoded: %+v", it.dead)
 	}
@@ -96,19 +94,19 @@ func (fakeProgress) SelectionWatermarks(context.Context, store.Selection) ([]sto
 }
 func (fakeProgress) DeleteWatermarks(context.Context, []store.Pair) error { return nil }
 
-type fakeKafka struct{ written, committed []kafka.Message }
+type fakeKafka struct{ written, committed []stream.Message }
 
-func (f *fakeKafka) FetchMessage(ctx context.Context) (kafka.Message, error) {
+func (f *fakeKafka) Fetch(ctx context.Context) (stream.Message, error) {
 	<-ctx.Done()
-	return kafka.Message{}, ctx.Err()
+	return stream.Message{}, ctx.Err()
 }
 
-func (f *fakeKafka) CommitMessages(_ context.Context, msgs ...kafka.Message) error {
+func (f *fakeKafka) Commit(_ context.Context, msgs ...stream.Message) error {
 	f.committed = append(f.committed, msgs...)
 	return nil
 }
 
-func (f *fakeKafka) WriteMessages(_ context.Context, msgs ...kafka.Message) error {
+func (f *fakeKafka) Write(_ context.Context, msgs ...stream.Message) error {
 	f.written = append(f.written, msgs...)
 	return nil
 }
@@ -123,22 +121,22 @@ func TestApplyDeadLettersByPosition(t *testing.T) {
 	c := newDecodeConsumer()
 	c.reader, c.dlq, c.docs, c.progress, c.wm = k, k, docs, fakeProgress{}, newWatermarks()
 	c.now, c.backoff, c.next = time.Now, defaultBackoff, map[int]int64{}
-	var msgs []kafka.Message
+	var msgs []stream.Message
 	for i, e := range []any{
 		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "10", 2),
-		kafka.Message{Value: []byte(`{"v":1,"type":"ADDED"`)},
+		stream.Message{Value: []byte(`{"v":1,"type":"ADDED"`)},
 		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p2", "u2", "11", 2),
 		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p3", "u3", "12", 2),
 		marker(envelope.Sync, "m1", "Pod", "pods", "", 2, "12"),
 		objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p4", "u4", "13", 2),
 	} {
-		m, ok := e.(kafka.Message)
+		m, ok := e.(stream.Message)
 		if !ok {
 			v, err := e.(*envelope.Event).Marshal()
 			if err != nil {
 				t.Fatal(err)
 			}
-			m = kafka.Message{Value: v}
+			m = stream.Message{Value: v}
 		}
 		m.Topic, m.Offset = "events", int64(i)
 		msgs = append(msgs, m)

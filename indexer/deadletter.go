@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
@@ -24,19 +22,19 @@ const (
 
 // deadLetter is an event that will never be applied, and why.
 type deadLetter struct {
-	msg    kafka.Message
+	msg    stream.Message
 	reason string
 	err    string
 	index  string
 }
 
 // message builds the dead letter's Kafka message.
-func (d deadLetter) message(now time.Time) kafka.Message {
+func (d deadLetter) message(now time.Time) stream.Message {
 	errText := d.err
 	if len(errText) > stream.MaxErrorHeader {
 		errText = errText[:stream.MaxErrorHeader]
 	}
-	h := []kafka.Header{
+	h := []stream.Header{
 		{Key: stream.HeaderReason, Value: []byte(d.reason)},
 		{Key: stream.HeaderError, Value: []byte(errText)},
 		{Key: stream.HeaderTopic, Value: []byte(d.msg.Topic)},
@@ -44,17 +42,17 @@ func (d deadLetter) message(now time.Time) kafka.Message {
 		{Key: stream.HeaderOffset, Value: strconv.AppendInt(nil, d.msg.Offset, 10)},
 	}
 	if d.index != "" {
-		h = append(h, kafka.Header{Key: stream.HeaderIndex, Value: []byte(d.index)})
+		h = append(h, stream.Header{Key: stream.HeaderIndex, Value: []byte(d.index)})
 	}
-	h = append(h, kafka.Header{Key: stream.HeaderTime, Value: now.UTC().AppendFormat(nil, time.RFC3339)})
+	h = append(h, stream.Header{Key: stream.HeaderTime, Value: now.UTC().AppendFormat(nil, time.RFC3339)})
 	// The original headers follow ours (the collector sets none today).
 	h = append(h, d.msg.Headers...)
-	return kafka.Message{Key: d.msg.Key, Value: d.msg.Value, Headers: h}
+	return stream.Message{Key: d.msg.Key, Value: d.msg.Value, Headers: h}
 }
 
-// messageWriter is what dead-lettering needs of a kafka.Writer.
+// messageWriter is what dead-lettering needs of a stream.Writer.
 type messageWriter interface {
-	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+	Write(ctx context.Context, msgs ...stream.Message) error
 }
 
 // writeDeadLetters writes the dead letters, retrying until they are written or ctx ends: the events'
@@ -64,13 +62,13 @@ func (c *consumer) writeDeadLetters(ctx context.Context, letters []deadLetter) e
 		return nil
 	}
 	now := c.now()
-	msgs := make([]kafka.Message, len(letters))
+	msgs := make([]stream.Message, len(letters))
 	for i, d := range letters {
 		msgs[i] = d.message(now)
 	}
 	bo := c.backoff()
 	for {
-		err := c.dlq.WriteMessages(ctx, msgs...)
+		err := c.dlq.Write(ctx, msgs...)
 		if err == nil {
 			break
 		}
@@ -78,20 +76,20 @@ func (c *consumer) writeDeadLetters(ctx context.Context, letters []deadLetter) e
 			return err
 		}
 		// Keep what failed; a letter the broker finds too large goes again without its value.
-		var werrs kafka.WriteErrors
+		var werrs stream.WriteErrors
 		if errors.As(err, &werrs) && len(werrs) == len(msgs) {
 			failed := msgs[:0:0]
 			for i, e := range werrs {
 				if e == nil {
 					continue
 				}
-				if errors.Is(e, kafka.MessageSizeTooLarge) {
+				if stream.TooLarge(e) {
 					dropValue(&msgs[i])
 				}
 				failed = append(failed, msgs[i])
 			}
 			msgs = failed
-		} else if errors.Is(err, kafka.MessageSizeTooLarge) && dropLargestValue(msgs) {
+		} else if stream.TooLarge(err) && dropLargestValue(msgs) {
 			continue // refused before anything was sent
 		}
 		if err := c.wait(ctx, &bo, "dead-letter write failed", len(msgs), err); err != nil {
@@ -109,7 +107,7 @@ func (c *consumer) writeDeadLetters(ctx context.Context, letters []deadLetter) e
 
 // dropLargestValue leaves out the largest value still carried, so a letter too large for the topic
 // still tells what failed and where the original is. It reports whether there was one to drop.
-func dropLargestValue(msgs []kafka.Message) bool {
+func dropLargestValue(msgs []stream.Message) bool {
 	largest := -1
 	for i := range msgs {
 		if msgs[i].Value != nil && (largest < 0 || len(msgs[i].Value) > len(msgs[largest].Value)) {
@@ -123,10 +121,10 @@ func dropLargestValue(msgs []kafka.Message) bool {
 	return true
 }
 
-func dropValue(m *kafka.Message) {
+func dropValue(m *stream.Message) {
 	if m.Value == nil {
 		return
 	}
 	m.Value = nil
-	m.Headers = append(m.Headers, kafka.Header{Key: stream.HeaderValueDropped, Value: []byte("true")})
+	m.Headers = append(m.Headers, stream.Header{Key: stream.HeaderValueDropped, Value: []byte("true")})
 }

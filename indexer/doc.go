@@ -11,7 +11,7 @@
 //     rolls; indices created on the first event of their kind as "<IndexName>-v<mappings.Version>"
 //     behind the alias mappings.IndexName, its write index, so a mapping change can roll to a new
 //     index. The document an event becomes is package document's.
-//   - Consumption: kafka-go's Reader in a consumer group, FetchMessage and CommitMessages; events
+//   - Consumption: a stream.GroupReader in a consumer group, Fetch and explicit Commits; events
 //     batched by count, bytes and time into _bulk requests; a batch's offsets committed only once all
 //     of it is written (or dead-lettered). Batches are applied one at a time, in order; the next one
 //     is decoded (documents built) while the previous one is written. On shutdown the batches in

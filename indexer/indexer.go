@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/segmentio/kafka-go"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
@@ -27,6 +26,8 @@ type Indexer struct {
 	log     *slog.Logger
 	conn    connection
 	backend *osstore.Store
+	kafka   *stream.Client
+	reader  *stream.GroupReader
 	metrics *metrics
 
 	listener net.Listener
@@ -60,10 +61,13 @@ func New(opts Options) (*Indexer, error) {
 		return nil, err
 	}
 	ix.backend = backend
-	rc := ix.readerConfig()
-	if err := rc.Validate(); err != nil {
-		return nil, errors.Join(fmt.Errorf("kafka reader: %w", err), backend.Close())
+	ix.kafka = stream.NewClient(opts.Brokers, conn.kafka, ix.log)
+	// Joins the group on its first fetch, in Run; a configuration it refuses is reported now.
+	reader, err := ix.kafka.NewGroupReader(stream.GroupReaderConfig{Topic: opts.Topic, Group: opts.GroupID, MaxBytes: opts.FetchMaxBytes})
+	if err != nil {
+		return nil, errors.Join(err, backend.Close())
 	}
+	ix.reader = reader
 	if opts.ListenAddr != "" {
 		l, err := net.Listen("tcp", opts.ListenAddr)
 		if err != nil {
@@ -88,6 +92,12 @@ func (ix *Indexer) Addr() string {
 func (ix *Indexer) Run(ctx context.Context) error {
 	g := lifecycle.New(ctx)
 	g.OnStop("opensearch client", func(context.Context) error { return ix.backend.Close() })
+	// Added before the reader's and the dead-letter writer's steps, so it runs after them: they
+	// share its connections.
+	g.OnStop("kafka client", func(context.Context) error {
+		ix.kafka.Close()
+		return nil
+	})
 	// Servers last, so /metrics answers while the indexer drains.
 	if ix.listener != nil {
 		g.Serve("http", &http.Server{Handler: ix.handler(), ReadHeaderTimeout: 10 * time.Second}, ix.listener)
@@ -105,7 +115,9 @@ func (ix *Indexer) index(ctx context.Context, g *lifecycle.Group) error {
 		}
 		return err
 	}
-	dlq := ix.deadLetterWriter()
+	// A letter larger than MaxMessageBytes is refused before it is sent, and goes again without its
+	// value.
+	dlq := ix.kafka.NewWriter(stream.WriterOptions{Topic: ix.opts.DeadLetterTopic, BatchBytes: ix.opts.MaxMessageBytes})
 	g.OnStop("dead-letter writer", func(context.Context) error { return dlq.Close() })
 	// The events topic too: a consumer group that joins before its topic exists is assigned no
 	// partitions. Created with the collector's defaults when the indexer comes first.
@@ -121,14 +133,13 @@ func (ix *Indexer) index(ctx context.Context, g *lifecycle.Group) error {
 		}
 		return err
 	}
-	reader := kafka.NewReader(ix.readerConfig())
 	// Closing leaves the group, so the partitions move to the other members without waiting for the
 	// session timeout.
-	g.OnStop("kafka reader", func(context.Context) error { return reader.Close() })
+	g.OnStop("kafka reader", func(context.Context) error { return ix.reader.Close() })
 
 	work, stop := shutdownGrace(ctx, ix.opts.ShutdownTimeout)
 	defer stop()
-	c := ix.newConsumer(reader, dlq)
+	c := ix.newConsumer(ix.reader, dlq)
 	ix.log.Info("indexer started", "topic", ix.opts.Topic, "group", ix.opts.GroupID, "listen", ix.Addr())
 	if err := c.run(ctx, work); err != nil {
 		return fmt.Errorf("shutdown: batch in flight not written within %s: %w", ix.opts.ShutdownTimeout, err)
@@ -173,21 +184,6 @@ func (ix *Indexer) newConsumer(reader messageReader, dlq messageWriter) *consume
 	}
 }
 
-func (ix *Indexer) deadLetterWriter() *kafka.Writer {
-	return &kafka.Writer{
-		Addr:         kafka.TCP(ix.opts.Brokers...),
-		Topic:        ix.opts.DeadLetterTopic,
-		Balancer:     &kafka.Hash{},
-		RequiredAcks: kafka.RequireAll,
-		BatchTimeout: 5 * time.Millisecond,
-		// A letter larger than this is refused before it is sent, and goes again without its value.
-		BatchBytes:   int64(ix.opts.MaxMessageBytes),
-		MaxAttempts:  3,
-		WriteTimeout: 30 * time.Second,
-		Transport:    ix.kafkaTransport(),
-	}
-}
-
 // setup has the backend install the index template and the state index and roll indices of an
 // older mapping version (osstore.Store.Setup), retrying until it is done; /readyz says what it is
 // doing meanwhile. Concrete indices are created later, on the first event of each kind.
@@ -212,33 +208,9 @@ func (ix *Indexer) setup(ctx context.Context) error {
 // ensureTopic creates a topic when it does not exist, retrying until Kafka answers. A refusal (no
 // permission to create topics) is logged: the topic may exist, or be created by the broker.
 func (ix *Indexer) ensureTopic(ctx context.Context, topic string, partitions int) error {
-	client := &kafka.Client{Addr: kafka.TCP(ix.opts.Brokers...), Transport: ix.kafkaTransport(), Timeout: 30 * time.Second}
-	return stream.EnsureTopic(ctx, client, stream.Topic{Name: topic, Partitions: partitions,
-		Config: stream.MaxMessageBytes(ix.opts.MaxMessageBytes), Optional: true}, ix.log)
+	return ix.kafka.EnsureTopic(ctx, stream.Topic{Name: topic, Partitions: partitions,
+		Config: stream.MaxMessageBytes(ix.opts.MaxMessageBytes), Optional: true})
 }
-
-func (ix *Indexer) readerConfig() kafka.ReaderConfig {
-	return kafka.ReaderConfig{
-		Brokers:  ix.opts.Brokers,
-		GroupID:  ix.opts.GroupID,
-		Topic:    ix.opts.Topic,
-		Dialer:   ix.conn.kafka.Dialer(),
-		MinBytes: 1,
-		MaxBytes: ix.opts.FetchMaxBytes,
-		MaxWait:  500 * time.Millisecond,
-		// A new group starts at the beginning of what the topic retains.
-		StartOffset: kafka.FirstOffset,
-		// Partitions added to the topic later are consumed too.
-		WatchPartitionChanges: true,
-		// Commits are synchronous: CommitMessages returns once Kafka has them.
-		CommitInterval: 0,
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			ix.log.Warn(fmt.Sprintf(msg, args...), "source", "kafka-go")
-		}),
-	}
-}
-
-func (ix *Indexer) kafkaTransport() *kafka.Transport { return ix.conn.kafka.Transport() }
 
 func ptr[T any](v T) *T { return &v }
 

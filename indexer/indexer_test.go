@@ -30,7 +30,8 @@ import (
 type testStream struct {
 	brokers []string
 	topic   string
-	w       *kafka.Writer
+	client  *stream.Client
+	w       *stream.Writer
 }
 
 func newStream(t *testing.T, partitions int32) *testStream {
@@ -41,15 +42,18 @@ func newStream(t *testing.T, partitions int32) *testStream {
 	}
 	t.Cleanup(c.Close)
 	s := &testStream{brokers: c.ListenAddrs(), topic: "events"}
-	s.w = &kafka.Writer{Addr: kafka.TCP(s.brokers...), Topic: "events", Balancer: &kafka.Hash{},
-		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
-	t.Cleanup(func() { s.w.Close() })
+	s.client = stream.NewClient(s.brokers, stream.Connection{}, nil)
+	s.w = s.client.NewWriter(stream.WriterOptions{Topic: "events"})
+	t.Cleanup(func() {
+		s.w.Close()
+		s.client.Close()
+	})
 	return s
 }
 
 func (s *testStream) publish(t *testing.T, events ...any) {
 	t.Helper()
-	var msgs []kafka.Message
+	var msgs []stream.Message
 	for _, e := range events {
 		switch e := e.(type) {
 		case *envelope.Event:
@@ -57,12 +61,12 @@ func (s *testStream) publish(t *testing.T, events ...any) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			msgs = append(msgs, kafka.Message{Key: e.Key(), Value: v})
-		case kafka.Message:
+			msgs = append(msgs, stream.Message{Key: e.Key(), Value: v})
+		case stream.Message:
 			msgs = append(msgs, e)
 		}
 	}
-	if err := s.w.WriteMessages(t.Context(), msgs...); err != nil {
+	if err := s.w.Write(t.Context(), msgs...); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -89,18 +93,12 @@ func (s *testStream) committed(t *testing.T, group string, partitions int) map[i
 // ends is the end offset per partition.
 func (s *testStream) ends(t *testing.T, partitions int) map[int]int64 {
 	t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(s.brokers...)}
-	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
-	for p := range partitions {
-		req.Topics[s.topic] = append(req.Topics[s.topic], kafka.LastOffsetOf(p))
-	}
-	resp, err := client.ListOffsets(t.Context(), req)
+	out, err := s.client.HighWaterMarks(t.Context(), s.topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[int]int64{}
-	for _, p := range resp.Topics[s.topic] {
-		out[p.Partition] = p.LastOffset
+	if len(out) != partitions {
+		t.Fatalf("ends of %d partitions, want %d: %v", len(out), partitions, out)
 	}
 	return out
 }
@@ -213,7 +211,7 @@ func TestIndexerEndToEnd(t *testing.T) {
 	osrv.Engine.Apply(osstoretest.Write{Index: "kubernetes-pod", ID: "gone", Versioned: true, Version: 3,
 		Doc: []byte(`{"cluster":"m1","group":"","resource":"pods","namespace":"shop","uid":"gone","epoch":1,"resourceVersion":3}`)})
 
-	bad := kafka.Message{Key: []byte("m1//pods"), Value: []byte(`{"v":1,"type":"ADDED"`)}
+	bad := stream.Message{Key: []byte("m1//pods"), Value: []byte(`{"v":1,"type":"ADDED"`)}
 	mismatched := objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p9", "u9", "15", 2)
 	mismatched.UID = "not-the-object's"
 	s.publish(t,
@@ -298,8 +296,8 @@ func TestIndexerEndToEnd(t *testing.T) {
 	r.shutdown(t)
 
 	// Dead letters: the original bytes, the reason and where they came from.
-	dl := readAll(t, s.brokers, "events.dlq", 2)
-	reasons := map[string]kafka.Message{}
+	dl := s.readAll(t, "events.dlq", 2)
+	reasons := map[string]stream.Message{}
 	for _, m := range dl {
 		reasons[header(m, stream.HeaderReason)] = m
 	}
@@ -313,7 +311,7 @@ func TestIndexerEndToEnd(t *testing.T) {
 	}
 }
 
-func header(m kafka.Message, key string) string {
+func header(m stream.Message, key string) string {
 	for _, h := range m.Headers {
 		if h.Key == key {
 			return string(h.Value)
@@ -322,21 +320,18 @@ func header(m kafka.Message, key string) string {
 	return ""
 }
 
-func readAll(t *testing.T, brokers []string, topic string, n int) []kafka.Message {
+// readAll is the first n messages of partition 0 of topic, waiting up to 10 s for them.
+func (s *testStream) readAll(t *testing.T, topic string, n int) []stream.Message {
 	t.Helper()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: 0, MaxWait: 100 * time.Millisecond})
-	defer r.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	var out []kafka.Message
-	for len(out) < n {
-		m, err := r.ReadMessage(ctx)
-		if err != nil {
-			t.Fatalf("read %s: got %d of %d messages: %v", topic, len(out), n, err)
-		}
-		out = append(out, m)
-	}
-	return out
+	var (
+		out []stream.Message
+		err error
+	)
+	eventually(t, 10*time.Second, func() bool {
+		out, err = s.client.ReadPartition(t.Context(), topic, 0)
+		return err == nil && len(out) >= n
+	}, func() string { return fmt.Sprintf("read %s: got %d of %d messages: %v", topic, len(out), n, err) })
+	return out[:n]
 }
 
 // TestIndexerWaitsForOpenSearch: while OpenSearch refuses writes, nothing is committed; once it

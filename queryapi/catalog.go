@@ -91,6 +91,31 @@ func (c *catalog) clustersLocked() []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
+// clustersOf are the clusters caching a resource, sorted.
+func (c *catalog) clustersOf(group, resource string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	set := map[string]bool{}
+	for _, r := range c.records {
+		if r.Group == group && r.Resource == resource {
+			set[r.Cluster] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// resourceOf is the resource a cluster caches a kind of a group as, "" if none.
+func (c *catalog) resourceOf(cluster, group, kind string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.records {
+		if r.Cluster == cluster && r.Group == group && r.Kind == kind {
+			return r.Resource
+		}
+	}
+	return ""
+}
+
 // clustersChanged is closed when the set of clusters changes after the call.
 func (c *catalog) clustersChanged() <-chan struct{} {
 	c.mu.Lock()

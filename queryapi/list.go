@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubesearch/kubesearch/internal/document"
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
 )
@@ -50,11 +51,6 @@ func (s *Server) serveResource(c *gin.Context, r *facadeRequest) {
 		return
 	}
 	params := c.Request.URL.Query()
-	if w := params.Get(paramWatch); w == "true" || w == "1" {
-		writeStatus(c, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
-			"watch is not served by this version of kubesearch's facade yet; list instead", nil)
-		return
-	}
 	out, st := newRenderer(c.GetHeader("Accept"), params.Get(paramIncludeObject), res, r.view)
 	if st != nil {
 		writeStatusObject(c, st)
@@ -70,11 +66,14 @@ func (s *Server) serveResource(c *gin.Context, r *facadeRequest) {
 		}
 		out.table = p
 	}
-	if r.name != "" {
+	switch {
+	case boolParam(params.Get(paramWatch)):
+		s.watch(c, r, res, out, params)
+	case r.name != "":
 		s.get(c, r, res, out)
-		return
+	default:
+		s.list(c, r, res, out, params)
 	}
-	s.list(c, r, res, out, params)
 }
 
 // impliedNamespace answers a GET of a namespace when namespaces are not cached: it exists in the
@@ -223,11 +222,15 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 	if limit > 0 {
 		q.Limit = min(limit, query.MaxLimit)
 	}
-	rv, st := s.listResourceVersion(r, res, params)
+	vec, warnings, st := s.listResourceVersion(c.Request.Context(), r, res, params)
 	if st != nil {
 		writeStatusObject(c, st)
 		return
 	}
+	for _, w := range warnings {
+		c.Writer.Header().Add("Warning", warningHeader(w))
+	}
+	q.Versions = q.Continue == ""
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
 	defer cancel()
 	page, err := s.store.Search(ctx, q)
@@ -235,6 +238,8 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 		s.writeStoreError(c, err)
 		return
 	}
+	vec.raise(page.Versions)
+	rv := vec.encode(r.view)
 	s.addWarnings(c, q, page.Warnings)
 	cont := ""
 	if limit > 0 {
@@ -297,58 +302,99 @@ func (s *Server) addWarnings(c *gin.Context, q *query.Query, extra []string) {
 
 // listResourceVersion is the resourceVersion of a LIST: in a one-cluster view the member's own,
 // the pair's watermark (every event up to it is searchable); in the fleet views a vector of the
-// watermarks of exactly the pairs the list covers. It checks the request's resourceVersion
-// against it: "" and "0" are served from the index as it is; NotOlderThan waits until the
-// watermarks reach the asked version (bounded, then 504); Exact can only be the current version,
-// the index keeps no history (410 otherwise, as kube-apiserver says of a compacted version).
-func (s *Server) listResourceVersion(r *facadeRequest, res apiResource, params url.Values) (string, *metav1.Status) {
+// watermarks of exactly the pairs the list covers. It applies the request's resourceVersion:
+//   - "" is a consistent read: it waits, bounded by ResourceVersionWait, until the watermarks reach
+//     the newest event the stream held at the request (the watch cache knows it); past the bound
+//     the answer is the index as it is, with a Warning;
+//   - "0" is the index as it is;
+//   - NotOlderThan waits until the watermarks reach the asked version (bounded, then 504);
+//   - Exact can only be the current version: the index keeps no history (410 otherwise, as
+//     kube-apiserver says of a compacted version).
+func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res apiResource, params url.Values) (rvVector, []string, *metav1.Status) {
 	asked, match := params.Get(paramResourceVersion), metav1.ResourceVersionMatch(params.Get(paramResourceVersionMatch))
 	switch match {
 	case "", metav1.ResourceVersionMatchNotOlderThan, metav1.ResourceVersionMatchExact:
 	default:
-		return "", newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest,
+		return nil, nil, newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest,
 			fmt.Sprintf("resourceVersionMatch: %q is not one of NotOlderThan, Exact", match))
 	}
 	var want rvVector
 	if asked != "" && asked != "0" {
 		var err error
 		if want, err = parseRV(asked, r.view); err != nil {
-			return "", newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, "resourceVersion: "+err.Error())
+			return nil, nil, newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, "resourceVersion: "+err.Error())
 		}
 	} else if match != "" && match != metav1.ResourceVersionMatchNotOlderThan {
-		return "", newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, "resourceVersionMatch: Exact needs a resourceVersion")
+		return nil, nil, newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, "resourceVersionMatch: Exact needs a resourceVersion")
 	}
-	clusters := s.catalog.clusters()
-	if r.cluster != "" {
-		clusters = []string{r.cluster}
+	consistent := asked == "" && match == "" && s.cache != nil
+	if consistent {
+		want = s.cache.heads(r, res, s.viewClusters(r, res))
 	}
 	deadline := time.Now().Add(s.opts.ResourceVersionWait)
+	have := s.indexedVector(r, res)
 	for {
-		have := rvVector{}
-		for _, cl := range clusters {
-			if rv, ok := s.fleet.watermark(store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource}); ok {
-				have[cl] = rv
-			}
-		}
 		switch {
 		case want == nil:
-			return have.encode(r.view), nil
+			return have, nil, nil
 		case match == metav1.ResourceVersionMatchExact:
 			if have.equal(want) {
-				return have.encode(r.view), nil
+				return have, nil, nil
 			}
-			return "", newStatus(http.StatusGone, metav1.StatusReasonExpired, fmt.Sprintf(
+			return nil, nil, newStatus(http.StatusGone, metav1.StatusReasonExpired, fmt.Sprintf(
 				"resourceVersion %s: too old resource version: kubesearch serves the index as it is now (%s), not an earlier state", asked, have.encode(r.view)))
 		case have.reaches(want):
-			return have.encode(r.view), nil
+			return have, nil, nil
+		case time.Now().After(deadline) && consistent:
+			var behind []string
+			for c, rv := range want {
+				if have[c] < rv {
+					behind = append(behind, fmt.Sprintf("%s at %d of %d", c, have[c], rv))
+				}
+			}
+			slices.Sort(behind)
+			return have, []string{fmt.Sprintf("not a consistent read: after %s the index is still behind the event stream for %s: %s",
+				s.opts.ResourceVersionWait, groupResource(res), strings.Join(behind, ", "))}, nil
 		case time.Now().After(deadline):
 			st := newStatus(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, fmt.Sprintf(
 				"Too large resource version: %s, current resource version: %s: the index did not reach it within %s", asked, have.encode(r.view), s.opts.ResourceVersionWait))
 			st.Details = &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}}
-			return "", st
+			return nil, nil, st
 		}
-		time.Sleep(100 * time.Millisecond)
+		if err := lifecycle.Sleep(ctx, 200*time.Millisecond); err != nil {
+			return nil, nil, newStatus(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, "gave up waiting for the index: "+err.Error())
+		}
+		// Read afresh: the fleet status polls every PollInterval, too slow to wait on.
+		if fresh, err := s.fleet.readWatermarks(ctx); err == nil {
+			have = rvVector{}
+			for _, cl := range s.viewClusters(r, res) {
+				have[cl] = 0
+				for _, w := range fresh {
+					if w.Cluster == cl && w.Group == res.Group && w.Resource == res.Resource {
+						have[cl] = w.ResourceVersion
+					}
+				}
+			}
+		}
 	}
+}
+
+// indexedVector is, for every cluster of the view serving a resource, the resource's watermark
+// there: 0 when nothing of it is searchable yet.
+func (s *Server) indexedVector(r *facadeRequest, res apiResource) rvVector {
+	have := rvVector{}
+	for _, cl := range s.viewClusters(r, res) {
+		have[cl], _ = s.fleet.watermark(store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource})
+	}
+	return have
+}
+
+// viewClusters are the clusters of a request's view that cache a resource.
+func (s *Server) viewClusters(r *facadeRequest, res apiResource) []string {
+	if r.cluster != "" {
+		return []string{r.cluster}
+	}
+	return s.catalog.clustersOf(res.Group, res.Resource)
 }
 
 // rvVector is a multi-cluster resourceVersion: per member, a resourceVersion of that member.
@@ -394,6 +440,18 @@ func parseRV(s string, vw view) (rvVector, error) {
 		v[k] = n
 	}
 	return v, nil
+}
+
+// raise lifts the vector's members to the newest resourceVersions a snapshot shows of them (a
+// page's Versions). A watermark moves only once its events are stored and searchable, after the
+// documents themselves; a LIST's resourceVersion taken from the watermarks alone would make a
+// watch from it repeat the events the list already showed.
+func (v rvVector) raise(shown map[string]int64) {
+	for c, rv := range shown {
+		if cur, ok := v[c]; ok && rv > cur {
+			v[c] = rv
+		}
+	}
 }
 
 func (v rvVector) equal(o rvVector) bool { return maps.Equal(v, o) }

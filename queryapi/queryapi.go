@@ -13,9 +13,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/osstore"
@@ -42,6 +44,13 @@ type Options struct {
 	Kafka stream.Security
 	// Topic is the event topic (the collectors' --topic); the ledger is next to it.
 	Topic string
+	// IndexerGroup is the indexers' consumer group (their --group): the watch cache starts reading
+	// the stream a little before what they committed.
+	IndexerGroup string
+	// WatchWindowEvents and WatchWindowBytes bound the watch cache's window of recent events (the
+	// first reached applies); a watch can resume from a position the window still holds.
+	WatchWindowEvents int
+	WatchWindowBytes  int64
 	// CollectorStatusURLs are the collectors' /status endpoints; without them, collection state is
 	// Unknown and only the index's own progress is reported.
 	CollectorStatusURLs []string
@@ -64,6 +73,22 @@ type Options struct {
 	Logger          *slog.Logger
 }
 
+// ParseWatchWindow reads --watch-window: a number of events ("100000") or a size ("512Mi", as
+// Kubernetes quantities are written). The bound it does not give stays unset (its default).
+func ParseWatchWindow(s string) (events int, bytes int64, err error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n <= 0 {
+			return 0, 0, fmt.Errorf("--watch-window: %d events; want at least 1", n)
+		}
+		return n, 0, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil || q.Value() <= 0 {
+		return 0, 0, fmt.Errorf("--watch-window: %q is neither a number of events (100000) nor a size (512Mi)", s)
+	}
+	return 0, q.Value(), nil
+}
+
 // SetDefaults fills unset options.
 func (o *Options) SetDefaults() {
 	if o.ListenAddr == "" {
@@ -71,6 +96,15 @@ func (o *Options) SetDefaults() {
 	}
 	if o.Topic == "" {
 		o.Topic = stream.DefaultTopic
+	}
+	if o.IndexerGroup == "" {
+		o.IndexerGroup = "kubesearch-indexer"
+	}
+	if o.WatchWindowEvents == 0 {
+		o.WatchWindowEvents = 100_000
+	}
+	if o.WatchWindowBytes == 0 {
+		o.WatchWindowBytes = 512 << 20
 	}
 	if o.PageKeepAlive == 0 {
 		o.PageKeepAlive = 5 * time.Minute
@@ -107,6 +141,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", d.flag, d.v))
 		}
 	}
+	if o.WatchWindowEvents < 0 || o.WatchWindowBytes < 0 {
+		errs = append(errs, fmt.Errorf("--watch-window: must be positive, got %d events, %d bytes", o.WatchWindowEvents, o.WatchWindowBytes))
+	}
 	if o.PageKeepAlive > 0 && o.PageKeepAlive < time.Second {
 		errs = append(errs, fmt.Errorf("--page-keep-alive: at least 1s, got %s", o.PageKeepAlive))
 	}
@@ -122,6 +159,7 @@ type Server struct {
 	fleet    *fleet
 	catalog  *catalog
 	kafka    *stream.Client // nil without KafkaBrokers
+	cache    *watchCache    // nil without KafkaBrokers
 	metrics  *metrics
 	listener net.Listener
 	engine   *gin.Engine
@@ -187,6 +225,7 @@ func New(o Options) (*Server, error) {
 	}
 	if len(o.KafkaBrokers) > 0 {
 		s.kafka = stream.NewClient(o.KafkaBrokers, kafkaConn, log)
+		s.cache = newWatchCache(log, o.WatchWindowEvents, o.WatchWindowBytes)
 	}
 	s.engine = s.routes()
 	return s, nil
@@ -211,6 +250,9 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		})
 		g.Go("collectors' ledger", s.followLedger)
+		g.Go("watch cache", func(ctx context.Context) error {
+			return s.cache.run(ctx, s.kafka, s.opts.Topic, s.opts.IndexerGroup, s.backend, s.catalog.resourceOf)
+		})
 	} else {
 		s.log.Warn("no --kafka-brokers: the Kubernetes facade discovers no resources; REST search is served")
 	}

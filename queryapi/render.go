@@ -77,20 +77,30 @@ func newRenderer(accept, includeObject string, res apiResource, v view) (*render
 		fmt.Sprintf("none of the media types of Accept %q is served: kubesearch answers application/json, as a Table (as=Table;g=meta.k8s.io;v=v1) or as PartialObjectMetadata", accept))
 }
 
-// object is a stored object as the view shows it.
+// object is a stored object as the view shows it in a list: in the fleet views its resourceVersion
+// is the vector of its own cluster's.
 func (o *renderer) object(stored []byte) ([]byte, error) {
 	if !o.view.vector() {
 		return stored, nil
 	}
+	n, _ := strconv.ParseInt(gjson.GetBytes(stored, "metadata.resourceVersion").Str, 10, 64)
+	return o.objectAt(stored, rvVector{clusterOf(stored): n})
+}
+
+// objectAt is a stored object as the view shows it at the resourceVersion rv: a watch event's
+// object carries the watch's whole position, so a client resuming from it misses nothing.
+func (o *renderer) objectAt(stored []byte, rv rvVector) ([]byte, error) {
+	if !o.view.vector() {
+		return stored, nil
+	}
 	meta := gjson.GetManyBytes(stored, "metadata.name", "metadata.resourceVersion")
-	name, rv := meta[0], meta[1]
+	name, oldRV := meta[0], meta[1]
 	if name.Index == 0 {
 		return nil, fmt.Errorf("%w: no metadata.name", errNoStore)
 	}
-	n, _ := strconv.ParseInt(rv.Str, 10, 64)
 	var edits []edit
-	if rv.Index > 0 {
-		edits = append(edits, edit{rv.Index, len(rv.Raw), strconv.Quote(rvVector{clusterOf(stored): n}.encode(o.view))})
+	if oldRV.Index > 0 {
+		edits = append(edits, edit{oldRV.Index, len(oldRV.Raw), strconv.Quote(rv.encode(o.view))})
 	}
 	if o.view.qualified {
 		edits = append(edits, edit{name.Index, len(name.Raw), strconv.Quote(name.Str + qualifiedSeparator + clusterOf(stored))})

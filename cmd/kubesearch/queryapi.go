@@ -23,6 +23,17 @@ func queryAPICommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) error
 	fs.Var(&brokers, "kafka-brokers", "comma-separated Kafka brokers; the Kubernetes facade reads what each member has cached from the collectors' ledger there")
 	fs.StringVar(&o.Topic, "topic", o.Topic, "the collectors' event topic (the ledger is <topic>.collectors)")
 	kafkaSecurityFlags(fs, &o.Kafka)
+	fs.StringVar(&o.IndexerGroup, "indexer-group", o.IndexerGroup, "the indexers' consumer group (their --group): the watch cache starts reading a little before what they committed")
+	fs.Func("watch-window", "bound of the watch cache's window of recent events: a number of events (default 100000) or a size such as 512Mi (default); watches resume from positions it holds", func(v string) error {
+		events, bytes, err := queryapi.ParseWatchWindow(v)
+		if events > 0 {
+			o.WatchWindowEvents = events
+		}
+		if bytes > 0 {
+			o.WatchWindowBytes = bytes
+		}
+		return err
+	})
 	fs.Var(&collectors, "collector-status-urls", "comma-separated /status URLs of the collectors, for collection state and lag")
 	fs.StringVar(&o.ContinueKeyFile, "continue-key-file", "", "file with the key (≥16 bytes) signing continue tokens; replicas must share it (default: random per process)")
 	fs.DurationVar(&o.PageKeepAlive, "page-keep-alive", o.PageKeepAlive, "how long a paged query's snapshot lives between two pages")

@@ -550,7 +550,7 @@ func (t *trimmer) value(v gjson.Result) bool {
 }
 
 // Rebuild builds this version's document for a document stored by any version, for a roll to a new
-// index (the indexer's roll.go). It reads only what every version stores: the envelope's fields at the top
+// index (internal/osstore/roll.go). It reads only what every version stores: the envelope's fields at the top
 // (cluster, group, version, resource, kind, epoch, lastChangedAt) and the stored object, which holds
 // the rest. The result equals what Build made of the event that stored the original.
 func Rebuild(source []byte) ([]byte, error) {

@@ -33,10 +33,43 @@ func Compile(q *query.Query) map[string]any {
 		"track_total_hits": true,
 		"_source":          compileSource(q),
 	}
-	if aggs := compileFacets(q.Facets); len(aggs) > 0 {
+	aggs := compileFacets(q.Facets)
+	if q.Versions {
+		aggs[versionsAgg] = compileVersions(q)
+	}
+	if len(aggs) > 0 {
 		body["aggs"] = aggs
 	}
 	return body
+}
+
+// versionsAgg names the aggregation of Query.Versions.
+const versionsAgg = "versions"
+
+// compileVersions is the newest resourceVersion per cluster of the query's resources, clusters and
+// scope: a global aggregation (it ignores the query's other filters, and still reads only the
+// search's snapshot) filtered to them.
+func compileVersions(q *query.Query) map[string]any {
+	var b boolQuery
+	if len(q.Resources) > 0 {
+		b.filter = append(b.filter, compileResources(q.Resources))
+	}
+	if len(q.Clusters) > 0 {
+		b.filter = append(b.filter, terms(document.FieldCluster, q.Clusters))
+	}
+	if q.Scope != nil {
+		b.filter = append(b.filter, compileScope(q.Scope))
+	}
+	return map[string]any{
+		"global": map[string]any{},
+		"aggs": map[string]any{"pair": map[string]any{
+			"filter": b.build(),
+			"aggs": map[string]any{"cluster": map[string]any{
+				"terms": map[string]any{"field": document.FieldCluster, "size": query.MaxListValues},
+				"aggs":  map[string]any{"rv": map[string]any{"max": map[string]any{"field": document.FieldResourceVersion}}},
+			}},
+		}},
+	}
 }
 
 // boolQuery collects the clauses of one bool query.
@@ -286,9 +319,10 @@ func compileSource(q *query.Query) map[string]any {
 		for _, f := range []string{object, mappings.FieldFullObject} {
 			inc = append(inc, f+".apiVersion", f+".kind", f+".metadata")
 		}
-		return map[string]any{"includes": inc}
+		return map[string]any{"includes": append(inc, document.FieldEpoch)}
 	}
-	return map[string]any{"includes": []string{object, mappings.FieldFullObject}}
+	// The epoch says which list or watch wrote the object (store.Result.Epochs).
+	return map[string]any{"includes": []string{object, mappings.FieldFullObject, document.FieldEpoch}}
 }
 
 // facetShardSize makes each shard report many more buckets than asked for, so the merged top N are

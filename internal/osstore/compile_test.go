@@ -7,8 +7,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/query"
 )
@@ -125,5 +128,32 @@ func checkGolden(t *testing.T, name string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s changed (go test -update after checking):\n%s", path, got)
+	}
+}
+
+// TestCompileVersions: the newest resourceVersion per cluster is taken over the query's resources,
+// clusters and scope only, not its selectors, so a LIST in one namespace with a label selector
+// still learns how far the snapshot shows the whole (cluster, resource).
+func TestCompileVersions(t *testing.T) {
+	q := &query.Query{Resources: []query.Resource{{Resource: "pods"}}, Clusters: []string{"member1"},
+		Namespaces: []string{"shop"}, Labels: []query.Requirement{{Key: "app", Op: query.Equals, Values: []string{"web"}}},
+		Scope: &query.Scope{Grants: []query.Grant{{Clusters: []string{"member1"}}}}, Versions: true, Limit: 10}
+	b, err := json.Marshal(Compile(q)["aggs"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := gjson.GetBytes(b, "versions.aggs.pair.filter").Raw
+	for _, want := range []string{`"resource":"pods"`, `"cluster":"member1"`} {
+		if !strings.Contains(filter, want) {
+			t.Errorf("versions filter lacks %s: %s", want, filter)
+		}
+	}
+	for _, not := range []string{"shop", "app=web"} {
+		if strings.Contains(filter, not) {
+			t.Errorf("versions filter holds the query's selector %q: %s", not, filter)
+		}
+	}
+	if !gjson.GetBytes(b, "versions.global").Exists() || gjson.GetBytes(b, "versions.aggs.pair.aggs.cluster.aggs.rv.max.field").Str != "resourceVersion" {
+		t.Errorf("versions aggregation = %s", b)
 	}
 }

@@ -194,6 +194,13 @@ func (s *Store) result(q *query.Query, resp []byte) (*store.Result, error) {
 			return nil, fmt.Errorf("document %s in %s: %w", h.Get("_id").Str, h.Get("_index").Str, err)
 		}
 		res.Items = append(res.Items, obj)
+		res.Epochs = append(res.Epochs, h.Get("_source."+document.FieldEpoch).Int())
+	}
+	if v := r.Get("aggregations." + versionsAgg + ".pair.cluster.buckets"); v.Exists() {
+		res.Versions = map[string]int64{}
+		for _, b := range v.Array() {
+			res.Versions[b.Get("key").Str] = b.Get("rv.value").Int()
+		}
 	}
 	for i, f := range q.Facets {
 		agg := r.Get("aggregations." + facetAggName(i))

@@ -64,6 +64,10 @@ type Query struct {
 	Facets []Facet `json:"facets,omitempty"`
 	// MetadataOnly returns apiVersion, kind and metadata of each object, nothing else.
 	MetadataOnly bool `json:"metadataOnly,omitempty"`
+	// Versions asks, with the first page and in its snapshot, for the newest resourceVersion per
+	// cluster among the objects of the query's resources, clusters and scope, whatever the other
+	// filters: how far the snapshot shows each member, which a facade LIST's resourceVersion needs.
+	Versions bool `json:"versions,omitempty"`
 	// Scope is what the subject asking may see; nil means everything. It is not a parameter: the
 	// server sets it from who is asking, every backend's compiler applies it as a filter inside the
 	// query (never by filtering answers afterwards, which would break totals, facets and paging), and
@@ -215,11 +219,11 @@ const (
 )
 
 // Fingerprint identifies what a query selects and in which order: everything but Limit, Continue
-// and the response shape; the Scope included. A continue token carries it, so a token is only accepted for the query
+// and the response shape (facets, metadataOnly, versions); the Scope included. A continue token carries it, so a token is only accepted for the query
 // that issued it.
 func (q *Query) Fingerprint() string {
 	c := *q
-	c.Limit, c.Continue, c.Facets, c.MetadataOnly = 0, "", nil, false
+	c.Limit, c.Continue, c.Facets, c.MetadataOnly, c.Versions = 0, "", nil, false, false
 	b, _ := json.Marshal(c) // a struct of strings, slices and times: cannot fail
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])

@@ -118,12 +118,18 @@ func (w Watermark) Pair() Pair { return Pair{w.Cluster, w.Group, w.Resource} }
 type Result struct {
 	// Items are the stored objects (mappings.StoredObject), in order.
 	Items []json.RawMessage
+	// Epochs are, per item, the epoch of the list or watch that wrote it: what the facade's watch
+	// cache needs to tell which objects a later list's SYNC removes.
+	Epochs []int64
 	// Total counts every match of the query in its snapshot; TotalIsLowerBound is set if OpenSearch
 	// could only say "at least".
 	Total             int64
 	TotalIsLowerBound bool
 	// Continue fetches the next page; empty on the last.
 	Continue string
+	// Versions is, when the query asked, the newest resourceVersion per cluster of its resources
+	// in the page's snapshot (first page only).
+	Versions map[string]int64
 	// Facets, in the order asked, on the first page only.
 	Facets []FacetResult
 	// Took sums OpenSearch's own "took" over the searches this page needed.

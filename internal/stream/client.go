@@ -62,29 +62,18 @@ func MaxMessageBytes(n int) map[string]string {
 // EnsureTopic creates the topic when it does not exist, retrying until Kafka answers or ctx ends; a
 // topic that exists is left as it is. The replication factor is the broker's default.
 func (c *Client) EnsureTopic(ctx context.Context, t Topic) error {
-	return ensureTopic(ctx, c.kc, t, c.log)
-}
-
-// EnsureTopic is Client.EnsureTopic on a kafka-go client.
-//
-// Deprecated: use Client.EnsureTopic; kept until the indexer is ported.
-func EnsureTopic(ctx context.Context, client *kafka.Client, t Topic, log *slog.Logger) error {
-	return ensureTopic(ctx, client, t, log)
-}
-
-func ensureTopic(ctx context.Context, client *kafka.Client, t Topic, log *slog.Logger) error {
 	bo := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
 	for {
-		err := createTopic(ctx, client, t)
+		err := c.CreateTopic(ctx, t)
 		switch {
 		case err == nil:
 			return nil
 		case t.Optional && Refused(err):
-			log.Warn("cannot create the topic; assuming it exists", "topic", t.Name, "err", err)
+			c.log.Warn("cannot create the topic; assuming it exists", "topic", t.Name, "err", err)
 			return nil
 		}
 		delay := bo.Step()
-		log.Warn("cannot ensure the Kafka topic, retrying", "topic", t.Name, "retryIn", delay.Round(time.Millisecond), "err", err)
+		c.log.Warn("cannot ensure the Kafka topic, retrying", "topic", t.Name, "retryIn", delay.Round(time.Millisecond), "err", err)
 		if err := lifecycle.Sleep(ctx, delay); err != nil {
 			return fmt.Errorf("ensure topic %s: %w", t.Name, err)
 		}
@@ -93,14 +82,12 @@ func ensureTopic(ctx context.Context, client *kafka.Client, t Topic, log *slog.L
 
 // CreateTopic creates the topic once; a topic that exists already is no error. t.Optional is not
 // looked at: Refused tells a refusal from Kafka being away.
-func (c *Client) CreateTopic(ctx context.Context, t Topic) error { return createTopic(ctx, c.kc, t) }
-
-func createTopic(ctx context.Context, client *kafka.Client, t Topic) error {
+func (c *Client) CreateTopic(ctx context.Context, t Topic) error {
 	entries := make([]kafka.ConfigEntry, 0, len(t.Config))
 	for k, v := range t.Config {
 		entries = append(entries, kafka.ConfigEntry{ConfigName: k, ConfigValue: v})
 	}
-	resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+	resp, err := c.kc.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
 		Topic: t.Name, NumPartitions: t.Partitions, ReplicationFactor: -1, ConfigEntries: entries,
 	}}})
 	if err == nil {

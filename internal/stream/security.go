@@ -106,19 +106,9 @@ func mechanism(name, user, pass string) (sasl.Mechanism, error) {
 	return nil, fmt.Errorf("unknown mechanism %q", name)
 }
 
-// Transport is a kafka-go transport over the connection.
-//
-// Deprecated: build a Client (NewClient) and its Writers instead; kept until the indexer is ported.
-func (c Connection) Transport() *kafka.Transport { return c.transport() }
-
 func (c Connection) transport() *kafka.Transport {
 	return &kafka.Transport{TLS: c.TLS, SASL: c.SASL, DialTimeout: 10 * time.Second}
 }
-
-// Dialer is a kafka-go dialer over the connection.
-//
-// Deprecated: use Client.NewGroupReader instead; kept until the indexer is ported.
-func (c Connection) Dialer() *kafka.Dialer { return c.dialer() }
 
 func (c Connection) dialer() *kafka.Dialer {
 	return &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: c.TLS, SASLMechanism: c.SASL}

@@ -1,0 +1,412 @@
+package queryapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/tidwall/gjson"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
+)
+
+// Watch parameters.
+const (
+	paramAllowWatchBookmarks = "allowWatchBookmarks"
+	paramSendInitialEvents   = "sendInitialEvents"
+	paramTimeoutSeconds      = "timeoutSeconds"
+)
+
+// initialEventsEnd is the annotation of the bookmark that ends a watch's initial events
+// (streaming lists): client-go waits for it before it counts an informer synced.
+const initialEventsEnd = "k8s.io/initial-events-end"
+
+// bookmarkEvery is how often an idle watch that asked for bookmarks gets one.
+const bookmarkEvery = 10 * time.Second
+
+// watcher is one WATCH request being served.
+type watcher struct {
+	s     *Server
+	c     *gin.Context
+	r     *facadeRequest
+	res   apiResource
+	out   *renderer
+	q     *query.Query
+	pairs []store.Pair
+	// pos is, per cluster, the resourceVersion the client has seen everything up to.
+	pos rvVector
+	// present are the objects the client holds, with the resourceVersion it got; nil when the
+	// watch resumed from a resourceVersion without initial events (the client's list is not
+	// known then).
+	present    map[string]int64
+	bookmarks  bool
+	tableFirst bool
+	buf        bytes.Buffer
+}
+
+// watch serves a WATCH: initial events when asked for (sendInitialEvents, or no resourceVersion,
+// as kube-apiserver does), then every later change from the watch cache, until the client goes,
+// timeoutSeconds pass, the view's member clusters change (fleet views: clients re-list), or the
+// position falls out of the window (an ERROR event with 410 Expired).
+func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *renderer, params url.Values) {
+	if s.cache == nil {
+		writeStatus(c, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+			"watch is served from the event stream: start the query API with --kafka-brokers", nil)
+		return
+	}
+	if params.Get(query.ParamContinue) != "" {
+		writeParamErrors(c, query.Errors{{Param: query.ParamContinue, Message: "a watch takes no continue token"}})
+		return
+	}
+	sel := url.Values{}
+	for _, p := range []string{query.ParamLabelSelector, query.ParamFieldSelector} {
+		sel[p] = params[p]
+	}
+	if r.name != "" {
+		// A watch of one object (/pods/<name>?watch=1): its name as a field selector.
+		fs := "metadata.name=" + r.name
+		if x := params.Get(query.ParamFieldSelector); x != "" {
+			fs += "," + x
+		}
+		if r.qualified {
+			base, _, ok := splitQualified(r.name)
+			if !ok {
+				base = r.name
+			}
+			fs = "metadata.name=" + base
+		}
+		sel.Set(query.ParamFieldSelector, fs)
+	}
+	q, err := baseQuery(r, res, sel)
+	if err != nil {
+		writeParamErrors(c, err)
+		return
+	}
+	w := &watcher{s: s, c: c, r: r, res: res, out: out, q: q, bookmarks: boolParam(params.Get(paramAllowWatchBookmarks)), tableFirst: true}
+	for _, cl := range s.viewClusters(r, res) {
+		w.pairs = append(w.pairs, store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource})
+	}
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	timeout := 30*time.Minute + time.Duration(rand.Int64N(int64(30*time.Minute))) // kube-apiserver's spread
+	if t := params.Get(paramTimeoutSeconds); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 0 {
+			writeParamErrors(c, query.Errors{{Param: paramTimeoutSeconds, Message: fmt.Sprintf("%q is not a non-negative integer", t)}})
+			return
+		}
+		if n > 0 {
+			timeout = time.Duration(n) * time.Second
+		}
+	}
+	ctx, stop := context.WithTimeout(ctx, timeout)
+	defer stop()
+
+	rv := params.Get(paramResourceVersion)
+	initial := boolParam(params.Get(paramSendInitialEvents))
+	if params.Has(paramSendInitialEvents) && initial {
+		if params.Get(paramResourceVersionMatch) != string(metav1.ResourceVersionMatchNotOlderThan) {
+			writeStatusObject(c, newStatus(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
+				"resourceVersionMatch: sendInitialEvents=true needs resourceVersionMatch=NotOlderThan"))
+			return
+		}
+		if !w.bookmarks {
+			writeStatusObject(c, newStatus(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
+				"allowWatchBookmarks: sendInitialEvents=true needs allowWatchBookmarks=true"))
+			return
+		}
+	}
+	// Without a resourceVersion kube-apiserver starts a watch with the current state as ADDED
+	// events, unless sendInitialEvents=false says to start from now.
+	fromList := initial || (!params.Has(paramSendInitialEvents) && (rv == "" || rv == "0"))
+	var cur cursor
+	switch {
+	case !fromList && (rv == "" || rv == "0"):
+		w.pos = s.indexedVector(r, res)
+	case fromList:
+		// The list's position first, then the cursor: the window is read from its start, so no
+		// event after the position is missed however long the list takes.
+		lp := url.Values{}
+		if initial && rv != "" && rv != "0" {
+			lp.Set(paramResourceVersion, rv)
+			lp.Set(paramResourceVersionMatch, string(metav1.ResourceVersionMatchNotOlderThan))
+		}
+		if !initial || rv == "" {
+			lp.Set(paramResourceVersion, "0") // the watch follows on: no wait for a consistent read
+		}
+		vec, _, st := s.listResourceVersion(ctx, r, res, lp)
+		if st != nil {
+			writeStatusObject(c, st)
+			return
+		}
+		w.pos = vec
+	default:
+		vec, err := parseRV(rv, r.view)
+		if err != nil {
+			writeStatusObject(c, newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, "resourceVersion: "+err.Error()))
+			return
+		}
+		for _, p := range w.pairs {
+			if _, ok := vec[p.Cluster]; !ok {
+				// A member that joined since the client listed: it has to list again.
+				writeStatusObject(c, newStatus(http.StatusGone, metav1.StatusReasonExpired, fmt.Sprintf(
+					"too old resource version: %s lacks cluster %s, which joined the fleet since; list again", rv, p.Cluster)))
+				return
+			}
+		}
+		w.pos = vec
+	}
+	startCtx, cancelStart := context.WithTimeout(ctx, s.opts.ResourceVersionWait)
+	cur, err = s.cache.start(startCtx, w.positions())
+	cancelStart()
+	switch {
+	case errors.Is(err, errTooOld):
+		writeStatusObject(c, newStatus(http.StatusGone, metav1.StatusReasonExpired, err.Error()))
+		return
+	case errors.Is(err, errTooNew):
+		st := newStatus(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, err.Error())
+		st.Details = &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}}
+		writeStatusObject(c, st)
+		return
+	case err != nil:
+		writeStatusObject(c, newStatus(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			"the watch cache is still reading the event stream; retry: "+err.Error()))
+		return
+	}
+
+	c.Header("Content-Type", "application/json")
+	c.Header("Transfer-Encoding", "chunked")
+	c.Status(http.StatusOK)
+	if fromList {
+		w.present = map[string]int64{}
+		if err := w.initialEvents(ctx); err != nil {
+			s.log.Warn("watch initial events broken off", "path", r.path, "err", err)
+			return
+		}
+		if initial {
+			w.bookmark(true)
+		}
+	}
+	if !w.flush() {
+		return
+	}
+	var changed <-chan struct{}
+	if r.cluster == "" {
+		changed = s.catalog.clustersChanged()
+	}
+	tick := time.NewTicker(bookmarkEvery)
+	defer tick.Stop()
+	lastBookmark := time.Now()
+	for {
+		evs, heads, next, err := s.cache.read(&cur, w.pairs)
+		if err != nil {
+			w.status(newStatus(http.StatusGone, metav1.StatusReasonExpired, err.Error()))
+			w.flush()
+			return
+		}
+		for _, e := range evs {
+			w.event(e)
+		}
+		if w.bookmarks && time.Since(lastBookmark) >= bookmarkEvery {
+			for _, p := range w.pairs {
+				w.pos[p.Cluster] = max(w.pos[p.Cluster], heads[p])
+			}
+			w.bookmark(false)
+			lastBookmark = time.Now()
+		}
+		if !w.flush() {
+			return
+		}
+		select {
+		case <-next:
+		case <-tick.C:
+		case <-changed:
+			return // the fleet's members changed: clients list again
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func boolParam(s string) bool { return s == "true" || s == "1" }
+
+// positions are the watch's position per pair.
+func (w *watcher) positions() map[store.Pair]int64 {
+	out := make(map[store.Pair]int64, len(w.pairs))
+	for _, p := range w.pairs {
+		out[p] = w.pos[p.Cluster]
+	}
+	return out
+}
+
+// initialEvents sends an ADDED event for every object the index shows, page by page on one
+// snapshot, as a LIST would.
+func (w *watcher) initialEvents(ctx context.Context) error {
+	q := *w.q
+	q.Limit, q.Versions = query.MaxLimit, true
+	for {
+		sctx, cancel := context.WithTimeout(ctx, w.s.opts.RequestTimeout)
+		page, err := w.s.store.Search(sctx, &q)
+		cancel()
+		if err != nil {
+			return err
+		}
+		w.pos.raise(page.Versions) // the first page's: the snapshot's (see rvVector.raise)
+		q.Versions = false
+		for _, it := range page.Items {
+			cl := clusterOf(it)
+			rv, _ := strconv.ParseInt(gjson.GetBytes(it, "metadata.resourceVersion").Str, 10, 64)
+			uid := gjson.GetBytes(it, "metadata.uid").Str
+			w.present[uid] = rv
+			w.send(watch.Added, it, rvVector{cl: rv})
+		}
+		if !w.flush() {
+			return errors.New("client went away")
+		}
+		if page.Continue == "" {
+			return nil
+		}
+		q.Continue = page.Continue
+	}
+}
+
+// event sends what a cache event means to this watch, if anything: events of other resources,
+// clusters or namespaces, events the client has seen (at or below its position), and objects
+// outside its selectors are skipped; an object entering the selectors is ADDED, one leaving them
+// DELETED, as kube-apiserver does.
+func (w *watcher) event(e *cacheEvent) {
+	if !w.covers(e.pair) || (w.r.namespace != "" && e.ns != w.r.namespace) || e.rv <= w.pos[e.pair.Cluster] && e.rv != 0 {
+		return
+	}
+	w.pos[e.pair.Cluster] = max(w.pos[e.pair.Cluster], e.rv)
+	if w.present != nil {
+		if seen, ok := w.present[e.uid]; ok && e.typ != watch.Deleted && e.rv != 0 && e.rv <= seen {
+			return // the initial events showed this state or a newer one
+		}
+	}
+	match := matches(w.q, e.obj)
+	wasKnown, had := false, false
+	if w.present != nil {
+		_, had = w.present[e.uid]
+		wasKnown = true
+	} else if e.typ != watch.Added && e.prevLabels != "" {
+		// Resumed: whether the client holds it is judged by the labels it had (field selectors
+		// cannot be judged on the state before; the object is then taken as held).
+		had, wasKnown = matches(&query.Query{Labels: w.q.Labels}, []byte(`{"metadata":{"labels":`+e.prevLabels+`}}`)), true
+	}
+	typ := e.typ
+	switch {
+	case e.typ == watch.Deleted:
+		if wasKnown && !had {
+			return
+		}
+	case match && wasKnown && !had:
+		typ = watch.Added
+	case match:
+		// ADDED or MODIFIED as the cache says
+	case wasKnown && had:
+		typ = watch.Deleted // left the selectors
+	default:
+		return
+	}
+	if w.present != nil {
+		if typ == watch.Deleted {
+			delete(w.present, e.uid)
+		} else {
+			w.present[e.uid] = e.rv
+		}
+	}
+	w.send(typ, e.obj, w.pos)
+}
+
+func (w *watcher) covers(p store.Pair) bool {
+	for _, q := range w.pairs {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// send writes one event, the object as the view shows it at the resourceVersion rv.
+func (w *watcher) send(typ watch.EventType, stored []byte, rv rvVector) {
+	obj, err := w.out.objectAt(stored, rv)
+	if err != nil {
+		w.s.log.Warn("watch event skipped", "path", w.r.path, "err", err)
+		return
+	}
+	fmt.Fprintf(&w.buf, `{"type":%q,"object":`, typ)
+	switch w.out.shape {
+	case shapeTable:
+		w.tableEvent(stored, obj)
+	case shapeMetadata:
+		writePartial(&w.buf, obj)
+	default:
+		w.buf.Write(obj)
+	}
+	w.buf.WriteString("}\n")
+}
+
+// tableEvent writes a Table of one row; the first of a watch carries the column definitions.
+func (w *watcher) tableEvent(stored, obj []byte) {
+	meta := metav1.ListMeta{ResourceVersion: gjson.GetBytes(obj, "metadata.resourceVersion").Str}
+	if w.tableFirst {
+		w.out.tableHeadMeta(&w.buf, meta)
+		w.tableFirst = false
+	} else {
+		fmt.Fprintf(&w.buf, `{"kind":"Table","apiVersion":"meta.k8s.io/%s","metadata":`, w.out.tableVersion)
+		writeJSON(&w.buf, meta)
+		w.buf.WriteString(`,"columnDefinitions":null,"rows":[`)
+	}
+	if err := w.out.row(&w.buf, stored, obj, true, time.Now()); err != nil {
+		w.s.log.Warn("watch table row", "err", err)
+	}
+	w.buf.WriteString("]}")
+}
+
+// bookmark writes a BOOKMARK at the watch's position; the one ending the initial events says so.
+func (w *watcher) bookmark(initialEnd bool) {
+	meta := metav1.ObjectMeta{ResourceVersion: w.pos.encode(w.r.view)}
+	if initialEnd {
+		meta.Annotations = map[string]string{initialEventsEnd: "true"}
+	}
+	kind, apiVersion := w.res.Kind, w.res.groupVersion()
+	switch w.out.shape {
+	case shapeTable:
+		kind, apiVersion = "Table", "meta.k8s.io/"+w.out.tableVersion
+	case shapeMetadata:
+		kind, apiVersion = "PartialObjectMetadata", "meta.k8s.io/v1"
+	}
+	fmt.Fprintf(&w.buf, `{"type":"BOOKMARK","object":{"kind":%q,"apiVersion":%q,"metadata":`, kind, apiVersion)
+	writeJSON(&w.buf, meta)
+	w.buf.WriteString("}}\n")
+}
+
+// status writes an ERROR event.
+func (w *watcher) status(st *metav1.Status) {
+	w.buf.WriteString(`{"type":"ERROR","object":`)
+	writeJSON(&w.buf, st)
+	w.buf.WriteString("}\n")
+}
+
+// flush sends what was written; false when the client went away.
+func (w *watcher) flush() bool {
+	if w.buf.Len() > 0 {
+		if _, err := w.c.Writer.Write(w.buf.Bytes()); err != nil {
+			return false
+		}
+		w.buf.Reset()
+	}
+	w.c.Writer.Flush()
+	return w.c.Request.Context().Err() == nil
+}

@@ -1,0 +1,480 @@
+package queryapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubesearch/kubesearch/internal/document"
+	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/internal/stream"
+)
+
+// The watch cache feeds the facade's WATCH (DESIGN section 5). Every query API replica reads every
+// partition of the event stream itself, no consumer group, into a bounded window of events, and
+// keeps the identity of every cached object (uid → namespace, name, resourceVersion, epoch, a
+// metadata-only copy), which turns the stream into Kubernetes watch events: a collector's re-list
+// repeats unchanged objects (dropped here), and its SYNC marker says which objects vanished (sent as
+// DELETED here). A watch resumes from any resourceVersion the window still covers; from an older
+// one it gets 410 Gone and re-lists.
+//
+// Start: the window must hold every event a LIST served from the index may not show yet, so
+// reading starts a little before the indexers' committed offsets (what they have not written yet
+// is after them), and object identities are seeded from the index. A watch may resume from a
+// pair's resourceVersion only at or above its watermark at that start (the pair's floor, raised as
+// events leave the window): older positions may need events from before the window.
+
+// cacheEvent is one watch event of one object.
+type cacheEvent struct {
+	seq  uint64
+	typ  watch.EventType
+	pair store.Pair
+	ns   string
+	uid  string
+	rv   int64
+	// obj is the object as a LIST returns it; for a DELETED the cache made up (a SYNC or PURGE),
+	// its metadata-only copy.
+	obj []byte
+	// prevLabels are the object's labels before the event (a JSON object, "" if it was not cached),
+	// so a resumed watch can tell an object that left its label selector.
+	prevLabels string
+}
+
+func (e *cacheEvent) size() int64 { return int64(len(e.obj) + len(e.prevLabels) + 160) }
+
+// objState is what the cache keeps of every cached object.
+type objState struct {
+	ns, name string
+	rv       int64
+	epoch    int64
+	labels   string // JSON
+	meta     []byte // apiVersion, kind and the identifying metadata, for a DELETED made up here
+}
+
+// watchCache is the window and the identities. Its methods are safe for concurrent use.
+type watchCache struct {
+	log       *slog.Logger
+	maxEvents int
+	maxBytes  int64
+
+	mu      sync.Mutex
+	window  []*cacheEvent // oldest first
+	bytes   int64
+	nextSeq uint64
+	objects map[store.Pair]map[string]*objState
+	kinds   map[store.Pair]string
+	head    map[store.Pair]int64 // the newest resourceVersion applied, per pair
+	floor   map[store.Pair]int64 // below this a watch may have missed events
+	// replaying is true until the events written before the start are read: events then are not
+	// deduplicated against the seeded identities (see apply).
+	replaying bool
+	ready     bool
+	// generation counts restarts of the cache: a watch of an earlier generation ends with 410.
+	generation uint64
+	changed    chan struct{} // closed and replaced on every change
+}
+
+func newWatchCache(log *slog.Logger, maxEvents int, maxBytes int64) *watchCache {
+	c := &watchCache{log: log, maxEvents: maxEvents, maxBytes: maxBytes, changed: make(chan struct{})}
+	c.resetLocked()
+	return c
+}
+
+func (c *watchCache) resetLocked() {
+	c.window, c.bytes = nil, 0
+	c.objects = map[store.Pair]map[string]*objState{}
+	c.kinds = map[store.Pair]string{}
+	c.head = map[store.Pair]int64{}
+	c.floor = map[store.Pair]int64{}
+	c.ready, c.replaying = false, true
+	c.generation++
+	c.notifyLocked()
+}
+
+func (c *watchCache) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// cacheSource is what the cache reads besides the stream: the index.
+type cacheSource interface {
+	searcher
+	Watermarks(ctx context.Context) ([]store.Watermark, error)
+}
+
+// run fills the cache until ctx is done, starting over (every watch ends with 410) when the stream
+// cannot be followed from where it was.
+func (c *watchCache) run(ctx context.Context, kafka *stream.Client, topic, indexerGroup string, src cacheSource, resourceOf func(cluster, group, kind string) string) error {
+	bo := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Cap: 30 * time.Second, Steps: 1 << 30}
+	for {
+		err := c.fill(ctx, kafka, topic, indexerGroup, src, resourceOf)
+		if ctx.Err() != nil {
+			return nil
+		}
+		delay := bo.Step()
+		c.log.Warn("watch cache lost the event stream; starting over, open watches end with 410", "topic", topic,
+			"retryIn", delay.Round(time.Millisecond), "err", err)
+		c.mu.Lock()
+		c.resetLocked()
+		c.mu.Unlock()
+		if err := lifecycle.Sleep(ctx, delay); err != nil {
+			return nil
+		}
+	}
+}
+
+// replaySlack is how far before the indexers' committed offsets reading starts, per partition: a
+// batch they wrote and committed may not be searchable yet (refreshes come every watermark
+// interval), and a LIST does not show it.
+const replaySlack = 5000
+
+func (c *watchCache) fill(ctx context.Context, kafka *stream.Client, topic, indexerGroup string, src cacheSource, resourceOf func(cluster, group, kind string) string) error {
+	spans, err := kafka.Spans(ctx, topic)
+	if err != nil {
+		return err
+	}
+	committed, err := kafka.CommittedOffsets(ctx, indexerGroup, topic)
+	if err != nil {
+		return err
+	}
+	perPartition := int64(c.maxEvents / max(len(spans), 1))
+	from := map[int]int64{}
+	behind := map[int]int64{}
+	for p, sp := range spans {
+		at := sp.End
+		if co, ok := committed[p]; ok && co >= 0 && co < at {
+			at = co
+		}
+		at = max(sp.First, at-replaySlack, sp.End-perPartition)
+		from[p] = at
+		if sp.End > at {
+			behind[p] = sp.End
+		}
+	}
+	wms, err := src.Watermarks(ctx)
+	if err != nil {
+		return fmt.Errorf("watermarks: %w", err)
+	}
+	c.mu.Lock()
+	for _, w := range wms {
+		c.floor[w.Pair()] = w.ResourceVersion
+	}
+	c.mu.Unlock()
+	if err := c.seed(ctx, src, resourceOf); err != nil {
+		return fmt.Errorf("seed from the index: %w", err)
+	}
+	c.mu.Lock()
+	if len(behind) == 0 {
+		c.replaying, c.ready = false, true
+		c.notifyLocked()
+	}
+	c.mu.Unlock()
+	c.log.Info("watch cache reading the event stream", "topic", topic, "partitions", len(spans), "replaying", len(behind))
+	f, err := kafka.NewFollower(stream.FollowerConfig{Topic: topic, From: from})
+	if err != nil {
+		return err
+	}
+	return f.Run(ctx, func(_ context.Context, m stream.Message) error {
+		ev, err := envelope.Unmarshal(m.Value)
+		if err == nil {
+			c.apply(ev)
+		}
+		if end, ok := behind[m.Partition]; ok && m.Offset+1 >= end {
+			delete(behind, m.Partition)
+			if len(behind) == 0 {
+				c.mu.Lock()
+				c.replaying, c.ready = false, true
+				c.notifyLocked()
+				c.mu.Unlock()
+				c.log.Info("watch cache caught up with the event stream")
+			}
+		}
+		return nil
+	})
+}
+
+// seed reads the identity of every cached object from the index.
+func (c *watchCache) seed(ctx context.Context, src searcher, resourceOf func(cluster, group, kind string) string) error {
+	q := &query.Query{Limit: query.MaxLimit, MetadataOnly: true, Now: time.Now()}
+	n := 0
+	for {
+		res, err := src.Search(ctx, q)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		for i, it := range res.Items {
+			gv, kind := gjson.GetBytes(it, "apiVersion").Str, gjson.GetBytes(it, "kind").Str
+			group, _ := splitGroupVersion(gv)
+			cluster := clusterOf(it)
+			resource := resourceOf(cluster, group, kind)
+			if resource == "" {
+				continue // not in the catalog (yet): its events will say
+			}
+			pair := store.Pair{Cluster: cluster, Group: group, Resource: resource}
+			var epoch int64
+			if i < len(res.Epochs) {
+				epoch = res.Epochs[i]
+			}
+			st := stateOf(it, epoch)
+			if st.name == "" {
+				continue
+			}
+			c.objectsOf(pair)[gjson.GetBytes(it, "metadata.uid").Str] = st
+			c.kinds[pair] = kind
+			n++
+		}
+		c.mu.Unlock()
+		if res.Continue == "" {
+			break
+		}
+		q.Continue = res.Continue
+	}
+	c.log.Info("watch cache seeded from the index", "objects", n)
+	return nil
+}
+
+func splitGroupVersion(gv string) (group, version string) {
+	for i := len(gv) - 1; i >= 0; i-- {
+		if gv[i] == '/' {
+			return gv[:i], gv[i+1:]
+		}
+	}
+	return "", gv
+}
+
+// stateOf reads the identity of an object as stored.
+func stateOf(obj []byte, epoch int64) *objState {
+	m := gjson.GetManyBytes(obj, "apiVersion", "kind", "metadata.name", "metadata.namespace", "metadata.uid",
+		"metadata.resourceVersion", "metadata.labels", "metadata.creationTimestamp", "metadata.annotations."+gjson.Escape(document.CachedFromClusterAnnotation))
+	rv, _ := strconv.ParseInt(m[5].Str, 10, 64)
+	st := &objState{ns: m[3].Str, name: m[2].Str, rv: rv, epoch: epoch, labels: m[6].Raw}
+	meta := []byte(`{"apiVersion":` + m[0].Raw + `,"kind":` + m[1].Raw + `,"metadata":{"name":` + m[2].Raw)
+	if m[3].Exists() {
+		meta = append(meta, `,"namespace":`+m[3].Raw...)
+	}
+	meta = append(meta, `,"uid":`+m[4].Raw+`,"resourceVersion":`+m[5].Raw...)
+	if m[6].Exists() {
+		meta = append(meta, `,"labels":`+m[6].Raw...)
+	}
+	if m[7].Exists() {
+		meta = append(meta, `,"creationTimestamp":`+m[7].Raw...)
+	}
+	meta = append(meta, `,"annotations":{"`+document.CachedFromClusterAnnotation+`":`+m[8].Raw+`}}}`...)
+	st.meta = meta
+	return st
+}
+
+func (c *watchCache) objectsOf(p store.Pair) map[string]*objState {
+	m := c.objects[p]
+	if m == nil {
+		m = map[string]*objState{}
+		c.objects[p] = m
+	}
+	return m
+}
+
+// apply turns one event of the stream into watch events.
+func (c *watchCache) apply(ev *envelope.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pair := ev.Pair()
+	rv, _ := strconv.ParseInt(ev.ResourceVersion, 10, 64)
+	switch ev.Type {
+	case envelope.Added, envelope.Modified:
+		obj, err := document.Object(ev)
+		if err != nil {
+			return // the indexer dead-letters it: it never reaches the index either
+		}
+		objs := c.objectsOf(pair)
+		st := objs[ev.UID]
+		c.kinds[pair] = ev.Kind
+		if st != nil && !c.replaying {
+			if st.rv == rv && rv != 0 {
+				st.epoch = max(st.epoch, ev.Epoch) // a re-list repeating an unchanged object
+				return
+			}
+			if rv < st.rv && ev.Epoch <= st.epoch {
+				return // older than what is cached: a replay
+			}
+		}
+		typ, prev := watch.Added, ""
+		if st != nil {
+			typ, prev = watch.Modified, st.labels
+		}
+		next := stateOf(obj, ev.Epoch)
+		if st == nil || rv >= st.rv || ev.Epoch > st.epoch {
+			objs[ev.UID] = next
+		}
+		c.appendLocked(&cacheEvent{typ: typ, pair: pair, ns: ev.Namespace, uid: ev.UID, rv: rv, obj: obj, prevLabels: prev})
+	case envelope.Deleted:
+		objs := c.objectsOf(pair)
+		st := objs[ev.UID]
+		delete(objs, ev.UID)
+		obj, err := document.Object(ev)
+		if err != nil {
+			if st == nil {
+				return
+			}
+			obj = st.meta
+		}
+		prev := ""
+		if st != nil {
+			prev = st.labels
+		}
+		c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: pair, ns: ev.Namespace, uid: ev.UID, rv: rv, obj: obj, prevLabels: prev})
+	case envelope.Sync:
+		// Every object of the scope the list did not repeat is gone from the member.
+		listRV, _ := strconv.ParseInt(ev.ListResourceVersion, 10, 64)
+		rv = max(listRV, c.head[pair])
+		for uid, st := range c.objects[pair] {
+			if st.epoch < ev.Epoch && (ev.Namespace == "" || st.ns == ev.Namespace) {
+				delete(c.objects[pair], uid)
+				c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: pair, ns: st.ns, uid: uid, rv: rv, obj: st.meta, prevLabels: st.labels})
+			}
+		}
+	case envelope.Purge:
+		for p, objs := range c.objects {
+			if p.Cluster != ev.Cluster || p.Group != ev.Group || c.kinds[p] != ev.Kind {
+				continue
+			}
+			for uid, st := range objs {
+				if ev.Namespace == "" || st.ns == ev.Namespace {
+					delete(objs, uid)
+					c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: p, ns: st.ns, uid: uid, rv: c.head[p], obj: st.meta, prevLabels: st.labels})
+				}
+			}
+		}
+	}
+	if rv > c.head[pair] {
+		c.head[pair] = rv
+	}
+	c.notifyLocked()
+}
+
+func (c *watchCache) appendLocked(e *cacheEvent) {
+	e.seq = c.nextSeq
+	c.nextSeq++
+	c.window = append(c.window, e)
+	c.bytes += e.size()
+	for len(c.window) > 1 && (len(c.window) > c.maxEvents || c.bytes > c.maxBytes) {
+		old := c.window[0]
+		c.window[0] = nil
+		c.window = c.window[1:]
+		c.bytes -= old.size()
+		c.floor[old.pair] = max(c.floor[old.pair], old.rv)
+	}
+}
+
+// errTooOld is a watch position the window no longer covers.
+var errTooOld = errors.New("too old resource version")
+
+// cursor is a watch's place in the cache.
+type cursor struct {
+	generation uint64
+	next       uint64 // the seq of the next event to read
+}
+
+// errTooNew is a watch position ahead of everything the stream has shown.
+var errTooNew = errors.New("too large resource version")
+
+// start places a watch of pairs from positions from (per pair, the resourceVersion it has seen up
+// to): errTooOld when the window may lack an event after one of them. It waits, bounded by ctx,
+// for the cache to be ready, and for every position to be reached by the stream (errTooNew when
+// ctx ends first: a position ahead of the stream is never 410, the client would re-list in vain).
+func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (cursor, error) {
+	for {
+		c.mu.Lock()
+		var ahead error
+		if c.ready {
+			for p, rv := range from {
+				if rv < c.floor[p] {
+					c.mu.Unlock()
+					return cursor{}, fmt.Errorf("%w: %s/%s at %d, the watch window starts at %d", errTooOld, p.Cluster, groupResourceOf(p), rv, c.floor[p])
+				}
+				if rv > c.head[p] {
+					ahead = fmt.Errorf("%w: %s/%s at %d, the event stream is at %d", errTooNew, p.Cluster, groupResourceOf(p), rv, c.head[p])
+				}
+			}
+			if ahead == nil {
+				defer c.mu.Unlock()
+				first := c.nextSeq - uint64(len(c.window))
+				return cursor{generation: c.generation, next: first}, nil
+			}
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if ahead != nil {
+				return cursor{}, ahead
+			}
+			return cursor{}, ctx.Err()
+		}
+	}
+}
+
+// read returns the events after cur (a copy of the slice; events are immutable), the pairs' heads,
+// and a channel closed at the next change. errTooOld says the watch fell behind the window or the
+// cache started over.
+func (c *watchCache) read(cur *cursor, pairs []store.Pair) ([]*cacheEvent, map[store.Pair]int64, <-chan struct{}, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur.generation != c.generation || !c.ready {
+		return nil, nil, nil, fmt.Errorf("%w: the watch cache started over", errTooOld)
+	}
+	first := c.nextSeq - uint64(len(c.window))
+	if cur.next < first {
+		return nil, nil, nil, fmt.Errorf("%w: the watch fell behind the window", errTooOld)
+	}
+	evs := append([]*cacheEvent(nil), c.window[cur.next-first:]...)
+	cur.next = c.nextSeq
+	heads := make(map[store.Pair]int64, len(pairs))
+	for _, p := range pairs {
+		heads[p] = c.head[p]
+	}
+	return evs, heads, c.changed, nil
+}
+
+// heads are, per cluster, the newest resourceVersion of a resource the stream has shown: what a
+// consistent read waits for the index to reach. Clusters without any are left out (nothing to wait
+// for); so is everything while the cache is not ready.
+func (c *watchCache) heads(_ *facadeRequest, res apiResource, clusters []string) rvVector {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := rvVector{}
+	if !c.ready {
+		return out
+	}
+	for _, cl := range clusters {
+		if h := c.head[store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource}]; h > 0 {
+			out[cl] = h
+		}
+	}
+	return out
+}
+
+func (c *watchCache) isReady() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ready
+}
+
+func groupResourceOf(p store.Pair) string {
+	if p.Group == "" {
+		return p.Resource
+	}
+	return p.Resource + "." + p.Group
+}
