@@ -104,7 +104,9 @@ func facadeConfig(base, path string) *rest.Config {
 }
 
 func testFacadeWatch(t *testing.T, env *testbed.Env, f fleet, p *queryPipeline, k *facadeKubectl) {
-	cs := func(cluster string) kubernetes.Interface { return kubernetes.NewForConfigOrDie(env.RESTConfig(t, cluster)) }
+	cs := func(cluster string) kubernetes.Interface {
+		return kubernetes.NewForConfigOrDie(env.RESTConfig(t, cluster))
+	}
 	createCM := func(cluster, name string, labels map[string]string) {
 		t.Helper()
 		_, err := cs(cluster).CoreV1().ConfigMaps(f.shop).Create(t.Context(), &corev1.ConfigMap{
