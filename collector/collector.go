@@ -5,7 +5,8 @@
 // key → (uid, resourceVersion). Every list starts a new epoch: the listed objects are published as
 // ADDED, keys that vanished as DELETED, then a SYNC marker. Publishing blocks the reflectors when
 // Kafka is slow or away. Configuration files are re-read while running; a selection that leaves every
-// registry is PURGEd.
+// registry is PURGEd. Each member's OpenAPI v3 documents of the group-versions it collects are relayed
+// through the collectors' ledger for the query API's facade (openapi.go).
 //
 // It leaves out what happens to the events (the indexer) and leader election: run one collector per
 // member cluster at a time, or two collectors would interleave epochs and delete each other's documents.
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -293,6 +295,11 @@ func (c *Collector) start(ctx context.Context) error {
 	if err := c.purgeForgotten(ctx); err != nil {
 		return err
 	}
+	for cl, paths := range c.ledger.forgottenOpenAPI(c.plan) {
+		if err := c.ledger.dropOpenAPI(ctx, cl, paths); err != nil {
+			return err
+		}
+	}
 	c.apply(ctx, registry.Plan{}, c.plan)
 	c.started.Store(true)
 	return nil
@@ -365,6 +372,12 @@ func (c *Collector) apply(ctx context.Context, from, to registry.Plan) {
 				"cluster", ch.Cluster, "err", err)
 		}
 		if !stays {
+			// The query API serves no document of a cluster without selections; the records go.
+			if paths := slices.Sorted(maps.Keys(c.ledger.openAPIHashes(ch.Cluster))); len(paths) > 0 {
+				if err := c.ledger.dropOpenAPI(ctx, ch.Cluster, paths); err != nil && ctx.Err() == nil {
+					c.log.Warn("cannot delete the OpenAPI records of a cluster no longer collected", "cluster", ch.Cluster, "err", err)
+				}
+			}
 			continue
 		}
 		if cur := c.members[ch.Cluster]; cur != nil {

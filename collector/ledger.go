@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,11 +26,16 @@ import (
 //     acknowledged before kill -9. A purged selection's record becomes a tombstone;
 //   - one record per member cluster saying how far epochs were reserved (key "epochs/<cluster>",
 //     never deleted), so a restarted collector hands out epochs above every epoch an earlier run
-//     used, whatever the clock did meanwhile.
+//     used, whatever the clock did meanwhile;
+//   - one record per group-version collected of a member with the member's OpenAPI v3 document of it
+//     (key "openapi/<cluster>/<path>", see openapi.go), relayed to the query API. Only its hash is
+//     kept in memory, so a restarted collector does not write an unchanged document again.
 //
 // A selection's record is written before its collection publishes anything, and deleted only once
-// its PURGE was acknowledged by Kafka. Records are small (a few hundred bytes) and written rarely:
-// when a collection starts, a selection is removed, or every reserveAhead of epochs.
+// its PURGE was acknowledged by Kafka. Selection and epochs records are small (a few hundred bytes)
+// and written rarely: when a collection starts, a selection is removed, or every reserveAhead of
+// epochs. OpenAPI records are large (up to a few MiB of JSON, compressed to a fifth), which the
+// topic's max.message.bytes allows, and written when a member's document changes.
 type ledger struct {
 	client *stream.Client
 	writer *stream.Writer
@@ -45,6 +51,12 @@ type ledger struct {
 	mu      sync.Mutex                                                    // guards the fields below; never held while waiting for Kafka
 	entries map[string]map[registry.SelectionKey]registry.SelectionRecord // by cluster: what may have documents
 	ours    []string                                                      // the clusters this collector serves now, sorted
+	openapi map[string]map[string]openAPIEntry                            // by cluster and path: the OpenAPI records
+}
+
+// openAPIEntry is what the collector keeps of an OpenAPI record: not its document.
+type openAPIEntry struct {
+	hash, owner string
 }
 
 // sameRecord says two records record the same selection resolved and described alike: a record
@@ -68,9 +80,13 @@ type epochsRecord struct {
 func newLedger(client *stream.Client, topic, owner string, log *slog.Logger) *ledger {
 	return &ledger{
 		client: client, topic: registry.LedgerTopic(topic), owner: owner, log: log,
-		writer:  client.NewWriter(stream.WriterOptions{Topic: registry.LedgerTopic(topic)}),
+		// Compressed and allowed large messages for the OpenAPI records; the broker measures the
+		// compressed batch against the topic's max.message.bytes, the writer the uncompressed one.
+		writer: client.NewWriter(stream.WriterOptions{Topic: registry.LedgerTopic(topic), Compress: true,
+			BatchBytes: registry.LedgerMaxMessageBytes}),
 		writing: make(chan struct{}, 1),
 		entries: map[string]map[registry.SelectionKey]registry.SelectionRecord{},
+		openapi: map[string]map[string]openAPIEntry{},
 	}
 }
 
@@ -97,8 +113,9 @@ func (l *ledger) load(ctx context.Context) (int64, error) {
 }
 
 func (l *ledger) read(ctx context.Context) (int64, error) {
-	if err := l.client.CreateTopic(ctx, stream.Topic{Name: l.topic, Partitions: 1,
-		Config: map[string]string{"cleanup.policy": "compact"}}); err != nil {
+	config := stream.MaxMessageBytes(registry.LedgerMaxMessageBytes)
+	config["cleanup.policy"] = "compact"
+	if err := l.client.CreateTopic(ctx, stream.Topic{Name: l.topic, Partitions: 1, Config: config}); err != nil {
 		return 0, err
 	}
 	msgs, err := l.client.ReadPartition(ctx, l.topic, 0)
@@ -106,14 +123,56 @@ func (l *ledger) read(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	entries := map[string]map[registry.SelectionKey]registry.SelectionRecord{}
+	openapi := map[string]map[string]openAPIEntry{}
 	var floor int64
 	for _, m := range msgs {
+		if _, _, ok := registry.ParseOpenAPIRecordKey(string(m.Key)); ok {
+			l.applyOpenAPI(openapi, string(m.Key), m.Value, m.Offset)
+			continue
+		}
 		floor = max(floor, l.apply(entries, string(m.Key), m.Value, m.Offset))
 	}
+	l.checkLimit(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.entries = entries
+	l.entries, l.openapi = entries, openapi
 	return floor, nil
+}
+
+// checkLimit warns when the topic was made with a smaller max.message.bytes than this build asks
+// for (by an older build, or by hand): the OpenAPI documents that do not fit are not relayed.
+func (l *ledger) checkLimit(ctx context.Context) {
+	limit, err := l.client.TopicMaxMessageBytes(ctx, l.topic)
+	if err == nil && limit > 0 && limit < registry.LedgerMaxMessageBytes {
+		l.log.Warn("the collector ledger's topic accepts smaller messages than OpenAPI documents may need; raise its max.message.bytes",
+			"topic", l.topic, "topicLimit", limit, "want", registry.LedgerMaxMessageBytes)
+	}
+}
+
+// applyOpenAPI adds one OpenAPI record to entries, remembering only its hash and owner.
+func (l *ledger) applyOpenAPI(entries map[string]map[string]openAPIEntry, key string, value []byte, offset int64) {
+	cluster, path, _ := registry.ParseOpenAPIRecordKey(key)
+	if value == nil {
+		delete(entries[cluster], path)
+		if len(entries[cluster]) == 0 {
+			delete(entries, cluster)
+		}
+		return
+	}
+	// The document is not decoded: json skips a field the struct lacks.
+	var r struct {
+		V     int    `json:"v"`
+		Owner string `json:"owner"`
+		Hash  string `json:"hash"`
+	}
+	if err := json.Unmarshal(value, &r); err != nil || r.V != registry.LedgerVersion {
+		l.log.Warn("collector ledger record not understood, ignored", "topic", l.topic, "offset", offset, "key", key, "err", err, "v", r.V)
+		return
+	}
+	if entries[cluster] == nil {
+		entries[cluster] = map[string]openAPIEntry{}
+	}
+	entries[cluster][path] = openAPIEntry{hash: r.Hash, owner: r.Owner}
 }
 
 // apply adds one record to entries and returns the epoch it reserves, if it is an epochs record.
@@ -271,6 +330,9 @@ func (l *ledger) write(ctx context.Context, msgs []stream.Message, done func()) 
 		if ctx.Err() != nil {
 			return fmt.Errorf("write the collector ledger: %w", ctx.Err())
 		}
+		if stream.TooLarge(err) {
+			return fmt.Errorf("write the collector ledger: %w", err) // no retry makes it fit
+		}
 		delay := bo.Step()
 		l.log.Warn("cannot write the collector ledger, retrying", "topic", l.topic, "records", len(msgs), "retryIn", delay.Round(time.Millisecond), "err", err)
 		if err := lifecycle.Sleep(ctx, delay); err != nil {
@@ -285,4 +347,73 @@ func (l *ledger) write(ctx context.Context, msgs []stream.Message, done func()) 
 
 func ledgerBackoff() wait.Backoff {
 	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
+}
+
+// openAPIHashes are the hashes of a cluster's OpenAPI records, by path.
+func (l *ledger) openAPIHashes(cluster string) map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]string, len(l.openapi[cluster]))
+	for p, e := range l.openapi[cluster] {
+		out[p] = e.hash
+	}
+	return out
+}
+
+// putOpenAPI writes a cluster's OpenAPI record, waiting until Kafka acknowledged it.
+func (l *ledger) putOpenAPI(ctx context.Context, r registry.OpenAPIRecord) error {
+	r.V, r.Owner, r.UpdatedAt = registry.LedgerVersion, l.owner, time.Now().UTC()
+	// Not HTML-escaped, so the document keeps the member's bytes, which its hash is of.
+	var value bytes.Buffer
+	enc := json.NewEncoder(&value)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("encode OpenAPI record of %s %s: %w", r.Cluster, r.Path, err)
+	}
+	return l.write(ctx, []stream.Message{{Key: []byte(registry.OpenAPIRecordKey(r.Cluster, r.Path)), Value: value.Bytes()}}, func() {
+		if l.openapi[r.Cluster] == nil {
+			l.openapi[r.Cluster] = map[string]openAPIEntry{}
+		}
+		l.openapi[r.Cluster][r.Path] = openAPIEntry{hash: r.Hash, owner: r.Owner}
+	})
+}
+
+// dropOpenAPI makes a cluster's OpenAPI records of paths tombstones.
+func (l *ledger) dropOpenAPI(ctx context.Context, cluster string, paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	msgs := make([]stream.Message, len(paths))
+	for i, p := range paths {
+		msgs[i] = stream.Message{Key: []byte(registry.OpenAPIRecordKey(cluster, p))}
+	}
+	return l.write(ctx, msgs, func() {
+		for _, p := range paths {
+			delete(l.openapi[cluster], p)
+		}
+		if len(l.openapi[cluster]) == 0 {
+			delete(l.openapi, cluster)
+		}
+	})
+}
+
+// forgottenOpenAPI are, per cluster, the paths of the OpenAPI records of clusters the plan dropped
+// that this collector wrote (only with a name, as forgotten). Those of the plan's clusters are its
+// members' to settle.
+func (l *ledger) forgottenOpenAPI(plan registry.Plan) map[string][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string][]string{}
+	for cluster, es := range l.openapi {
+		if _, inPlan := plan.Cluster(cluster); inPlan || l.owner == "" {
+			continue
+		}
+		for p, e := range es {
+			if e.owner == l.owner {
+				out[cluster] = append(out[cluster], p)
+			}
+		}
+		slices.Sort(out[cluster])
+	}
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/openapi"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubesearch/kubesearch/internal/registry"
@@ -30,6 +31,8 @@ type member struct {
 	discover discovery.DiscoveryInterface
 	// raw lists pages as bytes, so a page is never decoded whole (see listWatch).
 	raw rest.Interface
+	// openapi reads the member's OpenAPI v3 documents (see openapi.go).
+	openapi openapi.ClientWithContext
 
 	kick chan struct{} // the selections changed: reconcile now
 
@@ -85,7 +88,8 @@ func newMember(c *Collector, cp registry.ClusterPlan) (*member, error) {
 	}
 	m := &member{
 		cluster: cp.Cluster, c: c, log: c.log.With("cluster", cp.Cluster.Name),
-		dynamic: dyn, discover: disc, raw: disc.RESTClient(), kick: make(chan struct{}, 1),
+		dynamic: dyn, discover: disc, raw: disc.RESTClient(), openapi: openapi.NewClientWithContext(disc.RESTClient()),
+		kick:       make(chan struct{}, 1),
 		selections: map[registry.SelectionKey]registry.Selection{},
 		statuses:   map[registry.SelectionKey]*statusEntry{},
 		running:    map[registry.SelectionKey]*running{},
@@ -139,6 +143,9 @@ func (m *member) run(ctx context.Context) {
 			m.log.Warn("cannot reconcile the member's collections, retrying", "retryIn", delay.Round(time.Millisecond), "err", err)
 		} else {
 			backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Cap: time.Minute, Steps: 1 << 30}
+			if err := m.syncOpenAPI(ctx); err != nil && ctx.Err() == nil {
+				m.log.Warn("cannot relay the member's OpenAPI documents; retrying at the next discovery", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -153,8 +153,11 @@ func (s *store) Replace(_ []any, resourceVersion string) error {
 		}
 		ns, name, _ := cache.SplitMetaNamespaceKey(k)
 		ev := s.event(envelope.Deleted, l.epoch)
-		ev.Namespace, ev.Name, ev.UID, ev.ResourceVersion = ns, name, st.uid, st.rv
-		ev.ChangedAt = ev.ObservedAt // deleted while nothing watched: noticed now
+		// Deleted while nothing watched: noticed now, at the list's resourceVersion. Its own last
+		// resourceVersion would place the deletion before changes the member made since, which a
+		// watch of the facade has passed already and would then skip it as seen.
+		ev.Namespace, ev.Name, ev.UID, ev.ResourceVersion = ns, name, st.uid, resourceVersion
+		ev.ChangedAt = ev.ObservedAt
 		if err := s.sink.Publish(s.ctx, ev); err != nil {
 			return err
 		}

@@ -135,7 +135,7 @@ func TestStoreListWatchRelist(t *testing.T) {
 	assertSummaries(t, "re-list", summarize(evs), []summary{
 		{envelope.Added, "a/web-1", "u1", "13", e2},
 		{envelope.Added, "a/web-4", "u4", "20", e2},
-		{envelope.Deleted, "a/web-2", "u2", "11", e2},
+		{envelope.Deleted, "a/web-2", "u2", "21", e2}, // at the list's resourceVersion: noticed then
 		{envelope.Sync, "", "", "21", e2},
 	})
 	if c := evs[3].Count; c == nil || *c != 2 {

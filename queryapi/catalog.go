@@ -41,10 +41,53 @@ type catalog struct {
 	// and their clients re-list.
 	changed chan struct{}
 	synced  bool
+
+	// openapi are the members' OpenAPI v3 documents the collectors relay (see openapi.go): by
+	// cluster and path, the hash of the member's document. docs holds each document once, by
+	// hash, however many members serve it: members of one Kubernetes version serve the same.
+	openapi map[string]map[string]string
+	docs    map[string]*openAPIDoc
+}
+
+// openAPIDoc is one OpenAPI document and how many (cluster, path) serve it.
+type openAPIDoc struct {
+	body []byte
+	refs int
 }
 
 func newCatalog() *catalog {
-	return &catalog{records: map[string]registry.SelectionRecord{}, changed: make(chan struct{})}
+	return &catalog{records: map[string]registry.SelectionRecord{}, changed: make(chan struct{}),
+		openapi: map[string]map[string]string{}, docs: map[string]*openAPIDoc{}}
+}
+
+// applyOpenAPI records a cluster's OpenAPI document of a path, or its removal (body nil).
+func (c *catalog) applyOpenAPI(cluster, path, hash string, body []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.openapi[cluster][path]; ok {
+		if d := c.docs[old]; d != nil {
+			if d.refs--; d.refs <= 0 {
+				delete(c.docs, old)
+			}
+		}
+		delete(c.openapi[cluster], path)
+		if len(c.openapi[cluster]) == 0 {
+			delete(c.openapi, cluster)
+		}
+	}
+	if body == nil {
+		return
+	}
+	d := c.docs[hash]
+	if d == nil {
+		d = &openAPIDoc{body: body}
+		c.docs[hash] = d
+	}
+	d.refs++
+	if c.openapi[cluster] == nil {
+		c.openapi[cluster] = map[string]string{}
+	}
+	c.openapi[cluster][path] = hash
 }
 
 // apply records one selection record, or its removal (rec nil).

@@ -51,10 +51,12 @@ type facadeRequest struct {
 	legacy                         bool
 	group, version                 string
 	namespace, resource, name, sub string
+	// openAPI is what follows /openapi/ ("v3", "v3/apis/apps/v1"); "" for any other path.
+	openAPI string
 }
 
 func (s *Server) facadeRoutes(e *gin.Engine) {
-	for _, p := range []string{"/version", "/api", "/api/*path", "/apis", "/apis/*path",
+	for _, p := range []string{"/version", "/api", "/api/*path", "/apis", "/apis/*path", "/openapi/*path",
 		ClustersPrefix + ":cluster/*path", QualifiedPrefix + "/*path"} {
 		e.Any(p, s.facade)
 	}
@@ -80,6 +82,8 @@ func (s *Server) facade(c *gin.Context) {
 	switch {
 	case r.path == "/version":
 		c.JSON(http.StatusOK, versionInfo())
+	case r.openAPI != "":
+		s.serveOpenAPI(c, r)
 	case r.legacy && r.version == "":
 		s.discoverRoot(c, r, true)
 	case !r.legacy && r.group == "":
@@ -116,6 +120,12 @@ func parseFacadePath(p string) (*facadeRequest, *metav1.Status) {
 			return nil, notFound
 		}
 		r.path = "/version"
+		return r, nil
+	case "openapi":
+		r.openAPI = strings.Join(parts[1:], "/")
+		if r.openAPI == "" {
+			return nil, notFound
+		}
 		return r, nil
 	case "api":
 		r.legacy = true

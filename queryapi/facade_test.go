@@ -84,6 +84,8 @@ func testCatalog() *catalog {
 	for _, cl := range []string{"member1", "member2"} {
 		c.apply("selection/"+cl+"//Pod/", &registry.SelectionRecord{Cluster: cl, Version: "v1", Resource: "pods", Kind: "Pod",
 			Namespaced: true, Singular: "pod", ShortNames: []string{"po"}, Categories: []string{"all"}})
+		c.apply("selection/"+cl+"//ConfigMap/shop", &registry.SelectionRecord{Cluster: cl, Version: "v1", Resource: "configmaps", Kind: "ConfigMap",
+			Namespace: "shop", Namespaced: true, Singular: "configmap", ShortNames: []string{"cm"}})
 		c.apply("selection/"+cl+"//Node/", &registry.SelectionRecord{Cluster: cl, Version: "v1", Resource: "nodes", Kind: "Node",
 			Singular: "node", ShortNames: []string{"no"}})
 	}
@@ -98,6 +100,19 @@ func testCatalog() *catalog {
 
 func newFacadeServer(t *testing.T, st *fakeStore) *httptest.Server {
 	t.Helper()
+	srv, _ := newFacadeTestServer(t, st)
+	return srv
+}
+
+// newFacadeServerWithCache is a facade with a ready watch cache, fed by the test.
+func newFacadeServerWithCache(t *testing.T, st *fakeStore) (string, *Server) {
+	t.Helper()
+	srv, s := newFacadeTestServer(t, st)
+	return srv.URL, s
+}
+
+func newFacadeTestServer(t *testing.T, st *fakeStore) (*httptest.Server, *Server) {
+	t.Helper()
 	wms := []store.Watermark{
 		{Cluster: "member1", Resource: "pods", Kind: "Pod", ResourceVersion: 500},
 		{Cluster: "member2", Resource: "pods", Kind: "Pod", ResourceVersion: 700},
@@ -107,10 +122,12 @@ func newFacadeServer(t *testing.T, st *fakeStore) *httptest.Server {
 	f.poll(t.Context())
 	s := &Server{opts: Options{RequestTimeout: 5 * time.Second, ResourceVersionWait: 300 * time.Millisecond},
 		log: slog.New(slog.DiscardHandler), store: st, fleet: f, metrics: newMetrics(), catalog: testCatalog()}
+	s.cache = newWatchCache(s.log, 1000, 1<<20)
+	s.cache.replaying, s.cache.ready = false, true
 	s.engine = s.routes()
 	srv := httptest.NewServer(s.engine)
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, s
 }
 
 func fetch(t *testing.T, method, url, accept string) (int, http.Header, []byte) {
@@ -161,7 +178,7 @@ func TestFacadeDiscovery(t *testing.T) {
 		t.Errorf("deployments discovery = %s", got)
 	}
 	_, _, body = fetch(t, "GET", srv.URL+"/api", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
-	if got := gjson.GetBytes(body, "items.0.versions.0.resources.#.resource").String(); got != `["nodes","pods"]` {
+	if got := gjson.GetBytes(body, "items.0.versions.0.resources.#.resource").String(); got != `["configmaps","nodes","pods"]` {
 		t.Errorf("aggregated /api resources = %s", got)
 	}
 	// Legacy forms.

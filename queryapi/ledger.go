@@ -3,6 +3,7 @@ package queryapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -72,6 +73,10 @@ func (s *Server) readLedger(ctx context.Context, topic string) error {
 // from another build, and the facade serves the rest.
 func (s *Server) applyLedgerRecord(m stream.Message) {
 	key := string(m.Key)
+	if cluster, path, ok := registry.ParseOpenAPIRecordKey(key); ok {
+		s.applyOpenAPIRecord(m, cluster, path)
+		return
+	}
 	if !strings.HasPrefix(key, registry.SelectionRecordPrefix) {
 		return
 	}
@@ -86,4 +91,27 @@ func (s *Server) applyLedgerRecord(m stream.Message) {
 		return
 	}
 	s.catalog.apply(key, &rec)
+}
+
+// applyOpenAPIRecord applies a member's OpenAPI document, or its tombstone, to the catalog. The key
+// names the cluster and path, whatever the value says.
+func (s *Server) applyOpenAPIRecord(m stream.Message, cluster, path string) {
+	if m.Value == nil {
+		s.catalog.applyOpenAPI(cluster, path, "", nil)
+		return
+	}
+	var rec registry.OpenAPIRecord
+	err := json.Unmarshal(m.Value, &rec)
+	switch {
+	case err == nil && rec.V != registry.LedgerVersion:
+		err = fmt.Errorf("version %d, want %d", rec.V, registry.LedgerVersion)
+	case err == nil && (rec.Hash == "" || len(rec.Document) == 0):
+		err = errors.New("no hash or no document")
+	}
+	if err != nil {
+		s.log.Warn("ledger record does not decode; skipped", "key", string(m.Key), "partition", m.Partition, "offset", m.Offset,
+			"err", fmt.Errorf("OpenAPI record: %w", err))
+		return
+	}
+	s.catalog.applyOpenAPI(cluster, path, rec.Hash, rec.Document)
 }

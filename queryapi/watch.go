@@ -285,8 +285,11 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 // outside its selectors are skipped; an object entering the selectors is ADDED, one leaving them
 // DELETED, as kube-apiserver does.
 func (w *watcher) event(e *cacheEvent) {
-	if !w.covers(e.pair) || (w.r.namespace != "" && e.ns != w.r.namespace) || e.rv <= w.pos[e.pair.Cluster] && e.rv != 0 {
+	if !w.covers(e.pair) || (w.r.namespace != "" && e.ns != w.r.namespace) {
 		return
+	}
+	if e.rv <= w.pos[e.pair.Cluster] && e.rv != 0 {
+		return // the client has seen it
 	}
 	w.pos[e.pair.Cluster] = max(w.pos[e.pair.Cluster], e.rv)
 	if w.present != nil {

@@ -1,6 +1,10 @@
 package registry
 
-import "time"
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
 
 // The ledger is the collectors' durable memory, a compacted Kafka topic next to the event topic
 // (LedgerTopic). Collectors write it; the query API reads it too: its selection records are what
@@ -13,7 +17,12 @@ const LedgerVersion = 1
 const (
 	SelectionRecordPrefix = "selection/"
 	EpochsRecordPrefix    = "epochs/"
+	OpenAPIRecordPrefix   = "openapi/"
 )
+
+// LedgerMaxMessageBytes is the ledger topic's max.message.bytes: an OpenAPI record holds a whole
+// OpenAPI v3 document, and api/v1's is 1.5 MiB of JSON (a few hundred KiB compressed).
+const LedgerMaxMessageBytes = 16 << 20
 
 // LedgerTopic is the ledger's topic for an event topic.
 func LedgerTopic(topic string) string { return topic + ".collectors" }
@@ -46,4 +55,45 @@ type SelectionRecord struct {
 // Key is the record's selection.
 func (r SelectionRecord) Key() SelectionKey {
 	return SelectionKey{Group: r.Group, Kind: r.Kind, Namespace: r.Namespace}
+}
+
+// OpenAPIRecordKey is the key of an OpenAPI record: "openapi/<cluster>/<path>", path as the
+// member's /openapi/v3 index names it ("api/v1", "apis/apps/v1").
+func OpenAPIRecordKey(cluster, path string) string {
+	return OpenAPIRecordPrefix + cluster + "/" + path
+}
+
+// ParseOpenAPIRecordKey reads an OpenAPI record's key, which names its cluster and path (a
+// tombstone says nothing else).
+func ParseOpenAPIRecordKey(key string) (cluster, path string, ok bool) {
+	rest, ok := strings.CutPrefix(key, OpenAPIRecordPrefix)
+	if !ok {
+		return "", "", false
+	}
+	cluster, path, ok = strings.Cut(rest, "/")
+	return cluster, path, ok && cluster != "" && path != ""
+}
+
+// OpenAPIRecord is a member's OpenAPI v3 document of one group-version it has collected, relayed so
+// the query API can serve it without asking the member. A collector writes it again only when the
+// member's hash changes, and makes it a tombstone once nothing of that group-version is collected.
+type OpenAPIRecord struct {
+	V       int    `json:"v"`
+	Cluster string `json:"cluster"`
+	Owner   string `json:"owner,omitempty"`
+	// Path is the document's path under /openapi/v3: "api/v1", "apis/<group>/<version>".
+	Path string `json:"path"`
+	// Hash is the member's hash of the document (the hash parameter of its serverRelativeURL), which
+	// clients cache the document by.
+	Hash      string          `json:"hash"`
+	Document  json.RawMessage `json:"document"`
+	UpdatedAt time.Time       `json:"updatedAt,omitzero"`
+}
+
+// OpenAPIPath is the /openapi/v3 path of a group-version's document.
+func OpenAPIPath(group, version string) string {
+	if group == "" {
+		return "api/" + version
+	}
+	return "apis/" + group + "/" + version
 }

@@ -215,6 +215,61 @@ func testFacadeWatch(t *testing.T, env *testbed.Env, f fleet, p *queryPipeline, 
 		}
 	})
 
+	t.Run("informers survive query API and member restarts", func(t *testing.T) {
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		api := p.startQueryAPIAt(t, addr)
+		base := "http://" + addr
+		type view struct {
+			path, cluster string
+			qualified     bool
+			inf           cache.SharedIndexInformer
+		}
+		views := []*view{{path: "/clusters/member1", cluster: "member1"}, {path: "/qualified", qualified: true}}
+		stop := make(chan struct{})
+		defer close(stop)
+		for _, v := range views {
+			factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynamic.NewForConfigOrDie(facadeConfig(base, v.path)), 0, f.shop, nil)
+			v.inf = factory.ForResource(gvrConfigMaps).Informer()
+			factory.Start(stop)
+			if !cache.WaitForCacheSync(stop, v.inf.HasSynced) {
+				t.Fatal("informer never synced")
+			}
+		}
+		converged := func(what string) {
+			t.Helper()
+			for _, v := range views {
+				pollUntil(t, what+" ("+v.path+")", 2*time.Minute, func(ctx context.Context) (bool, error) {
+					var objs []*unstructured.Unstructured
+					for _, o := range v.inf.GetStore().List() {
+						objs = append(objs, o.(*unstructured.Unstructured))
+					}
+					got, want := cmKeys(objs), memberConfigMaps(t, env, f.shop, v.cluster, v.qualified)
+					if !slices.Equal(got, want) {
+						t.Logf("%s: informer:\n%s\nmembers:\n%s", v.path, strings.Join(got, "\n"), strings.Join(want, "\n"))
+						return false, nil
+					}
+					return true, nil
+				})
+			}
+		}
+		converged("informers synced")
+		// The query API is killed; the members change meanwhile; a new one starts on the same address.
+		api.kill()
+		before := uniqueName("while-down")
+		createCM("member1", before, nil)
+		createCM("member2", before, nil)
+		p.startQueryAPIAt(t, addr)
+		converged("informers converge after a query API kill -9 and restart")
+		// member1's kube-apiserver restarts: the collector re-lists it (a new epoch).
+		env.Restart(t, "member1-apiserver")
+		after := uniqueName("after-restart")
+		createCM("member1", after, nil)
+		if err := cs("member1").CoreV1().ConfigMaps(f.shop).Delete(t.Context(), before, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		converged("informers converge after member1's kube-apiserver restarted")
+	})
+
 	t.Run("watch semantics", func(t *testing.T) {
 		dyn := dynamic.NewForConfigOrDie(facadeConfig(p.base, ""))
 		list, err := dyn.Resource(gvrConfigMaps).Namespace(f.shop).List(t.Context(), metav1.ListOptions{})

@@ -238,12 +238,20 @@ func startQueryPipeline(t *testing.T, env *testbed.Env, registries string) *quer
 func (p *queryPipeline) startQueryAPI(t *testing.T, extra ...string) string {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p.startQueryAPIAt(t, addr, extra...)
+	return "http://" + addr
+}
+
+// startQueryAPIAt starts a query API on addr and waits until it is ready.
+func (p *queryPipeline) startQueryAPIAt(t *testing.T, addr string, extra ...string) *process {
+	t.Helper()
 	args := append([]string{"queryapi", "--listen", addr, "--opensearch-addresses", p.env.OpenSearchURL,
 		"--index-prefix", p.prefix, "--collector-status-urls", p.collectorStatus,
-		"--kafka-brokers", strings.Join(p.env.KafkaBrokers, ","), "--topic", p.topic}, extra...)
-	startProcess(t, "queryapi", args...)
+		"--kafka-brokers", strings.Join(p.env.KafkaBrokers, ","), "--topic", p.topic,
+		"--indexer-group", p.topic + "-indexer"}, extra...)
+	proc := startProcess(t, "queryapi", args...)
 	waitHTTP(t, "http://"+addr+"/readyz", time.Minute)
-	return "http://" + addr
+	return proc
 }
 
 // answer is a decoded search response.

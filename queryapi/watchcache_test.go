@@ -1,0 +1,98 @@
+package queryapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/store"
+)
+
+func cmEvent(typ envelope.Type, name string, rv int, epoch int64) *envelope.Event {
+	obj := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"shop","uid":"uid-%s","resourceVersion":"%d"},"data":{"k":"v"}}`, name, name, rv)
+	return &envelope.Event{V: envelope.Version, Type: typ, Cluster: "member1", Version: "v1", Resource: "configmaps", Kind: "ConfigMap",
+		Namespace: "shop", Name: name, UID: "uid-" + name, ResourceVersion: fmt.Sprint(rv), Epoch: epoch, Object: json.RawMessage(obj)}
+}
+
+func TestWatchCacheTurnsRelistsIntoEvents(t *testing.T) {
+	c := newWatchCache(slog.New(slog.DiscardHandler), 1000, 1<<20)
+	c.replaying, c.ready = false, true
+	c.apply(cmEvent(envelope.Added, "a", 10, 1))
+	c.apply(cmEvent(envelope.Added, "b", 11, 1))
+	c.apply(cmEvent(envelope.Modified, "b", 12, 1))
+	// A re-list (epoch 2) repeats a unchanged, has b changed, lacks nothing else; then c appears, b
+	// vanished by the next list (epoch 3).
+	c.apply(cmEvent(envelope.Added, "a", 10, 2))
+	c.apply(cmEvent(envelope.Added, "b", 13, 2))
+	count := 2
+	c.apply(&envelope.Event{V: envelope.Version, Type: envelope.Sync, Cluster: "member1", Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespace: "shop", Epoch: 2, ListResourceVersion: "14", Count: &count})
+	c.apply(cmEvent(envelope.Added, "a", 10, 3))
+	count = 1
+	c.apply(&envelope.Event{V: envelope.Version, Type: envelope.Sync, Cluster: "member1", Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespace: "shop", Epoch: 3, ListResourceVersion: "20", Count: &count})
+
+	var got []string
+	for _, e := range c.window {
+		got = append(got, fmt.Sprintf("%s %s %d", e.typ, e.uid, e.rv))
+	}
+	want := []string{"ADDED uid-a 10", "ADDED uid-b 11", "MODIFIED uid-b 12", "MODIFIED uid-b 13", "DELETED uid-b 20"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("window = %v\nwant     %v", got, want)
+	}
+	if c.head[store.Pair{Cluster: "member1", Resource: "configmaps"}] != 20 {
+		t.Errorf("head = %d, want 20", c.head[store.Pair{Cluster: "member1", Resource: "configmaps"}])
+	}
+	_ = watch.Added
+}
+
+// TestWatchDeliversSyncDeletes: a watch resumed from a list's resourceVersion gets the DELETED a
+// re-list's SYNC implies, and the events after it, once.
+func TestWatchDeliversSyncDeletes(t *testing.T) {
+	st := &fakeStore{}
+	srvURL, s := newFacadeServerWithCache(t, st)
+	c := s.cache
+	c.apply(cmEvent(envelope.Added, "a", 10, 1))
+	c.apply(cmEvent(envelope.Added, "gone", 11, 1))
+	done := make(chan []string)
+	go func() {
+		var seen []string
+		resp, err := http.Get(srvURL + "/clusters/member1/api/v1/namespaces/shop/configmaps?watch=1&resourceVersion=11")
+		if err != nil {
+			t.Error(err)
+			close(done)
+			return
+		}
+		defer resp.Body.Close()
+		dec := json.NewDecoder(resp.Body)
+		for len(seen) < 2 {
+			var ev struct {
+				Type   string
+				Object struct{ Metadata struct{ Name, ResourceVersion string } }
+			}
+			if err := dec.Decode(&ev); err != nil {
+				t.Errorf("after %v: %v", seen, err)
+				break
+			}
+			seen = append(seen, ev.Type+" "+ev.Object.Metadata.Name+" "+ev.Object.Metadata.ResourceVersion)
+		}
+		done <- seen
+	}()
+	time.Sleep(200 * time.Millisecond)
+	c.apply(cmEvent(envelope.Added, "a", 10, 2))
+	c.apply(cmEvent(envelope.Added, "new", 15, 2))
+	c.apply(&envelope.Event{V: envelope.Version, Type: envelope.Sync, Cluster: "member1", Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespace: "shop", Epoch: 2, ListResourceVersion: "16"})
+	select {
+	case seen := <-done:
+		want := []string{"ADDED new 15", "DELETED gone 11"}
+		if fmt.Sprint(seen) != fmt.Sprint(want) {
+			t.Errorf("watch saw %v, want %v", seen, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no events")
+	}
+}
