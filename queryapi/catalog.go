@@ -37,8 +37,8 @@ type catalog struct {
 	// records are the live selection records by their key; several selections (one per namespace)
 	// may resolve to the same resource.
 	records map[string]registry.SelectionRecord
-	// changed is closed and replaced when the set of clusters changes, so open fleet watches end
-	// and their clients re-list.
+	// changed is closed and replaced when what the fleet caches changes (a member, a resource of a
+	// member, its version), so open fleet watches end and their clients re-list.
 	changed chan struct{}
 	synced  bool
 
@@ -94,13 +94,15 @@ func (c *catalog) applyOpenAPI(cluster, path, hash string, body []byte) {
 func (c *catalog) apply(key string, rec *registry.SelectionRecord) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	before := c.clustersLocked()
+	old, had := c.records[key]
 	if rec == nil {
 		delete(c.records, key)
 	} else {
 		c.records[key] = *rec
 	}
-	if !slices.Equal(before, c.clustersLocked()) {
+	moved := had != (rec != nil) || (had && rec != nil &&
+		(old.Cluster != rec.Cluster || old.Group != rec.Group || old.Version != rec.Version || old.Resource != rec.Resource))
+	if moved {
 		close(c.changed)
 		c.changed = make(chan struct{})
 	}
@@ -134,13 +136,15 @@ func (c *catalog) clustersLocked() []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// clustersOf are the clusters caching a resource, sorted.
-func (c *catalog) clustersOf(group, resource string) []string {
+// clustersOf are the clusters caching a resource in a version, sorted: the objects of a version
+// are those of the members that collect it (the index holds each member's objects in the version
+// it collected; nothing converts them).
+func (c *catalog) clustersOf(group, version, resource string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	set := map[string]bool{}
 	for _, r := range c.records {
-		if r.Group == group && r.Resource == resource {
+		if r.Group == group && r.Version == version && r.Resource == resource {
 			set[r.Cluster] = true
 		}
 	}
@@ -159,8 +163,8 @@ func (c *catalog) resourceOf(cluster, group, kind string) string {
 	return ""
 }
 
-// clustersChanged is closed when the set of clusters changes after the call.
-func (c *catalog) clustersChanged() <-chan struct{} {
+// changes is closed when what the fleet caches changes after the call.
+func (c *catalog) changes() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.changed

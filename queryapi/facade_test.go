@@ -77,6 +77,8 @@ func (f *fakeStore) Search(_ context.Context, q *query.Query) (*store.Result, er
 	return res, nil
 }
 
+func (f *fakeStore) Release(context.Context, string) {}
+
 func (f *fakeStore) Counts(context.Context, *query.Scope) ([]store.Count, error) { return nil, nil }
 
 func testCatalog() *catalog {

@@ -221,6 +221,14 @@ func (f *fleet) watermark(p store.Pair) (int64, bool) {
 	return w.ResourceVersion, ok
 }
 
+// listing says whether a pair is being (re-)listed, by its watermark; a pair without one is.
+func (f *fleet) listing(p store.Pair) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, ok := f.watermarks[p]
+	return !ok || w.Listing
+}
+
 // ready says whether the watermarks were read once: OpenSearch answers and the state is known.
 func (f *fleet) ready() error {
 	f.mu.Lock()

@@ -41,7 +41,9 @@ func (s *Server) serveResource(c *gin.Context, r *facadeRequest) {
 		s.impliedNamespace(c, r)
 		return
 	}
-	if !ok || (r.namespace != "" && !res.Namespaced) {
+	// A namespaced object is named within its namespace: /api/v1/pods/<name> names none, as
+	// kube-apiserver answers.
+	if !ok || (r.namespace != "" && !res.Namespaced) || (res.Namespaced && r.namespace == "" && r.name != "") {
 		writeStatusObject(c, newStatus(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource"))
 		return
 	}
@@ -102,10 +104,12 @@ func (s *Server) impliedNamespace(c *gin.Context, r *facadeRequest) {
 		"metadata": map[string]any{"name": r.name}, "status": map[string]any{"phase": "Active"}})
 }
 
-// baseQuery selects a resource's objects in a request's view and namespace.
-func baseQuery(r *facadeRequest, res apiResource, sel url.Values) (*query.Query, error) {
+// baseQuery selects a resource's objects in a request's view and namespace: in the clusters of the
+// view that collect the resource in the requested version (the index holds each member's objects
+// in the version it collected).
+func (s *Server) baseQuery(r *facadeRequest, res apiResource, sel url.Values) (*query.Query, error) {
 	v := url.Values{}
-	for _, p := range []string{query.ParamLabelSelector, query.ParamFieldSelector, query.ParamContinue} {
+	for _, p := range []string{query.ParamLabelSelector, query.ParamFieldSelector} {
 		if x := sel.Get(p); x != "" {
 			v.Set(p, x)
 		}
@@ -118,8 +122,9 @@ func baseQuery(r *facadeRequest, res apiResource, sel url.Values) (*query.Query,
 	if r.namespace != "" {
 		q.Namespaces = []string{r.namespace}
 	}
-	if r.cluster != "" {
-		q.Clusters = []string{r.cluster}
+	q.Clusters = s.viewClusters(r, res)
+	if r.qualified {
+		unqualifyNames(q)
 	}
 	// kube-apiserver lists in key order, namespace then name; across members the cluster breaks
 	// the tie, so one name's copies are listed side by side.
@@ -127,11 +132,30 @@ func baseQuery(r *facadeRequest, res apiResource, sel url.Values) (*query.Query,
 	return q, nil
 }
 
+// unqualifyNames turns metadata.name=<name>_<cluster> of the qualified view into the stored name
+// and the cluster (what kubectl get NAME --watch, rollout status and wait send). A name without a
+// cluster matches nothing there, as no qualified name lacks one.
+func unqualifyNames(q *query.Query) {
+	for i, f := range q.Fields {
+		if f.Key != "metadata.name" || f.Op != query.Equals || len(f.Values) != 1 {
+			continue
+		}
+		base, cluster, ok := splitQualified(f.Values[0])
+		if !ok || !slices.Contains(q.Clusters, cluster) {
+			q.Clusters = []string{}
+			q.Names = []string{f.Values[0]} // matches nothing: keeps the query valid and empty
+			continue
+		}
+		q.Fields[i].Values = []string{base}
+		q.Clusters = []string{cluster}
+	}
+}
+
 // get answers a GET by name: the object if exactly one cluster of the view has it, 409 naming the
 // clusters when several do.
 func (s *Server) get(c *gin.Context, r *facadeRequest, res apiResource, out *renderer) {
 	name := r.name
-	q, err := baseQuery(r, res, nil)
+	q, err := s.baseQuery(r, res, nil)
 	if err != nil {
 		writeParamErrors(c, err)
 		return
@@ -186,14 +210,17 @@ func (s *Server) get(c *gin.Context, r *facadeRequest, res apiResource, out *ren
 		return
 	}
 	var buf bytes.Buffer
-	if out.table != nil {
+	switch out.shape {
+	case shapeTable:
 		out.tableHead(&buf, "")
 		if err := out.row(&buf, found.Items[0], obj, true, time.Now()); err != nil {
 			s.writeStoreError(c, err)
 			return
 		}
 		buf.WriteString("]}")
-	} else {
+	case shapeMetadata:
+		writePartial(&buf, obj)
+	default:
 		buf.Write(obj)
 	}
 	c.Data(http.StatusOK, "application/json", buf.Bytes())
@@ -204,7 +231,7 @@ func (s *Server) get(c *gin.Context, r *facadeRequest, res apiResource, out *ren
 // client page by page as they come, all pages from one snapshot of the index: memory holds one
 // page, whatever the list's size.
 func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *renderer, params url.Values) {
-	q, err := baseQuery(r, res, params)
+	q, err := s.baseQuery(r, res, params)
 	if err != nil {
 		writeParamErrors(c, err)
 		return
@@ -222,15 +249,29 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 	if limit > 0 {
 		q.Limit = min(limit, query.MaxLimit)
 	}
-	vec, warnings, st := s.listResourceVersion(c.Request.Context(), r, res, params)
-	if st != nil {
-		writeStatusObject(c, st)
-		return
+	var rv string
+	var vec rvVector
+	if token := params.Get(query.ParamContinue); token != "" {
+		// A later page: the snapshot and the resourceVersion of the first.
+		lc, err := decodeContinue(token)
+		if err != nil {
+			writeParamErrors(c, query.Errors{{Param: query.ParamContinue, Message: err.Error()}})
+			return
+		}
+		q.Continue, rv = lc.Store, lc.RV
+	} else {
+		var warnings []string
+		var st *metav1.Status
+		vec, warnings, st = s.listResourceVersion(c.Request.Context(), r, res, params)
+		if st != nil {
+			writeStatusObject(c, st)
+			return
+		}
+		for _, w := range warnings {
+			c.Writer.Header().Add("Warning", warningHeader(w))
+		}
+		q.Versions = true
 	}
-	for _, w := range warnings {
-		c.Writer.Header().Add("Warning", warningHeader(w))
-	}
-	q.Versions = q.Continue == ""
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
 	defer cancel()
 	page, err := s.store.Search(ctx, q)
@@ -238,12 +279,15 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 		s.writeStoreError(c, err)
 		return
 	}
-	vec.raise(page.Versions)
-	rv := vec.encode(r.view)
+	if q.Versions {
+		vec.raise(page.Versions, s.listingClusters(res))
+		rv = vec.encode(r.view)
+		q.Versions = false
+	}
 	s.addWarnings(c, q, page.Warnings)
 	cont := ""
-	if limit > 0 {
-		cont = page.Continue
+	if limit > 0 && page.Continue != "" {
+		cont = encodeContinue(rv, page.Continue)
 	}
 	now := time.Now()
 	c.Header("Content-Type", "application/json")
@@ -258,13 +302,16 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 				err = out.row(&buf, it, obj, first, now)
 			}
 			if err != nil {
-				s.abortStream(c, r, err)
+				s.abortStream(c, r, page.Continue, limit == 0, err)
 			}
 			first = false
 		}
 		if buf.Len() > 0 {
 			if _, err := c.Writer.Write(buf.Bytes()); err != nil {
-				return // the client went away
+				if limit == 0 {
+					s.store.Release(c.Request.Context(), page.Continue) // the client went away
+				}
+				return
 			}
 			buf.Reset()
 		}
@@ -278,18 +325,47 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 		page, err = s.store.Search(ctx, q)
 		cancel()
 		if err != nil {
-			s.abortStream(c, r, err)
+			s.abortStream(c, r, q.Continue, true, err)
 		}
 	}
 	buf.WriteString("]}")
 	_, _ = c.Writer.Write(buf.Bytes())
 }
 
+// listContinue is the facade's continue token: the store's, with the list's resourceVersion,
+// which every page of one list reports (kubectl keeps a chunked list's resourceVersion only when
+// its pages agree).
+type listContinue struct {
+	RV    string `json:"rv"`
+	Store string `json:"c"`
+}
+
+func encodeContinue(rv, storeToken string) string {
+	b, _ := json.Marshal(listContinue{RV: rv, Store: storeToken}) // two strings: cannot fail
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(s string) (listContinue, error) {
+	var lc listContinue
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &lc)
+	}
+	if err != nil || lc.Store == "" {
+		return listContinue{}, errors.New("not a continue token this server issued")
+	}
+	return lc, nil
+}
+
 // abortStream ends a list whose answer has begun: the status is sent, so the only honest way to
 // say the list is incomplete is to break the response off; clients then retry instead of holding
 // a partial list as whole.
-func (s *Server) abortStream(c *gin.Context, r *facadeRequest, err error) {
+// The snapshot is freed when nothing else will page in it (release).
+func (s *Server) abortStream(c *gin.Context, r *facadeRequest, token string, release bool, err error) {
 	s.log.Warn("list broken off after its first page", "path", r.path, "cluster", r.cluster, "err", err)
+	if release {
+		s.store.Release(c.Request.Context(), token)
+	}
 	panic(http.ErrAbortHandler)
 }
 
@@ -394,7 +470,7 @@ func (s *Server) viewClusters(r *facadeRequest, res apiResource) []string {
 	if r.cluster != "" {
 		return []string{r.cluster}
 	}
-	return s.catalog.clustersOf(res.Group, res.Resource)
+	return s.catalog.clustersOf(res.Group, res.Version, res.Resource)
 }
 
 // rvVector is a multi-cluster resourceVersion: per member, a resourceVersion of that member.
@@ -445,13 +521,26 @@ func parseRV(s string, vw view) (rvVector, error) {
 // raise lifts the vector's members to the newest resourceVersions a snapshot shows of them (a
 // page's Versions). A watermark moves only once its events are stored and searchable, after the
 // documents themselves; a LIST's resourceVersion taken from the watermarks alone would make a
-// watch from it repeat the events the list already showed.
-func (v rvVector) raise(shown map[string]int64) {
+// watch from it repeat the events the list already showed. Members re-listing are left out: a
+// re-list writes objects in key order, not resourceVersion order, so the newest shown says
+// nothing of the older ones still to come.
+func (v rvVector) raise(shown map[string]int64, listing map[string]bool) {
 	for c, rv := range shown {
-		if cur, ok := v[c]; ok && rv > cur {
+		if cur, ok := v[c]; ok && rv > cur && !listing[c] {
 			v[c] = rv
 		}
 	}
+}
+
+// listingClusters are the clusters re-listing a resource, by the watermarks.
+func (s *Server) listingClusters(res apiResource) map[string]bool {
+	out := map[string]bool{}
+	for _, cl := range s.catalog.clustersOf(res.Group, res.Version, res.Resource) {
+		if s.fleet.listing(store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource}) {
+			out[cl] = true
+		}
+	}
+	return out
 }
 
 func (v rvVector) equal(o rvVector) bool { return maps.Equal(v, o) }

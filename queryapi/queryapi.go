@@ -169,6 +169,8 @@ type Server struct {
 // fleet status, each within a subject's scope.
 type searcher interface {
 	Search(ctx context.Context, q *query.Query) (*store.Result, error)
+	// Release frees the snapshot of a continue token whose pages will not all be read.
+	Release(ctx context.Context, continueToken string)
 	Counts(ctx context.Context, scope *query.Scope) ([]store.Count, error)
 }
 
@@ -251,7 +253,7 @@ func (s *Server) Run(ctx context.Context) error {
 		})
 		g.Go("collectors' ledger", s.followLedger)
 		g.Go("watch cache", func(ctx context.Context) error {
-			return s.cache.run(ctx, s.kafka, s.opts.Topic, s.opts.IndexerGroup, s.backend, s.catalog.resourceOf)
+			return s.cache.run(ctx, s.kafka, s.opts.Topic, s.opts.IndexerGroup, s.backend, s.catalog)
 		})
 	} else {
 		s.log.Warn("no --kafka-brokers: the Kubernetes facade discovers no resources; REST search is served")

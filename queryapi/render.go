@@ -219,7 +219,9 @@ type printer interface {
 // any member: they serve the same CRD, or the columns are the first found), else NAME and AGE, as
 // kube-apiserver prints a CRD without columns.
 func (s *Server) printerFor(ctx context.Context, res apiResource) (printer, error) {
-	if builtinGroup(res.Group) {
+	// Groups without a dot are Kubernetes' own; a dotted one may be a CRD's even under *.k8s.io
+	// (gateway.networking.k8s.io, snapshot.storage.k8s.io), so its CRD is looked for first.
+	if !strings.Contains(res.Group, ".") {
 		return table.For(res.Group, res.Resource), nil
 	}
 	q := &query.Query{Resources: []query.Resource{{Resource: "customresourcedefinitions", Group: "apiextensions.k8s.io"}},
@@ -227,6 +229,9 @@ func (s *Server) printerFor(ctx context.Context, res apiResource) (printer, erro
 	found, err := s.store.Search(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	if len(found.Items) == 0 && builtinGroup(res.Group) {
+		return table.For(res.Group, res.Resource), nil
 	}
 	var cols []table.PrinterColumn
 	if len(found.Items) > 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -31,6 +32,9 @@ const (
 // (streaming lists): client-go waits for it before it counts an informer synced.
 const initialEventsEnd = "k8s.io/initial-events-end"
 
+// maxWatchSeconds bounds timeoutSeconds: a day.
+const maxWatchSeconds = 86400
+
 // bookmarkEvery is how often an idle watch that asked for bookmarks gets one.
 const bookmarkEvery = 10 * time.Second
 
@@ -43,8 +47,11 @@ type watcher struct {
 	out   *renderer
 	q     *query.Query
 	pairs []store.Pair
-	// pos is, per cluster, the resourceVersion the client has seen everything up to.
-	pos rvVector
+	// from is, per cluster, where the watch started: every event after it is sent, in the
+	// stream's order (a re-list's events do not come in resourceVersion order). pos is where a
+	// client that got what was sent may resume: bookmarks and the fleet views' event
+	// resourceVersions carry it.
+	from, pos rvVector
 	// present are the objects the client holds, with the resourceVersion it got; nil when the
 	// watch resumed from a resourceVersion without initial events (the client's list is not
 	// known then).
@@ -78,22 +85,19 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		if x := params.Get(query.ParamFieldSelector); x != "" {
 			fs += "," + x
 		}
-		if r.qualified {
-			base, _, ok := splitQualified(r.name)
-			if !ok {
-				base = r.name
-			}
-			fs = "metadata.name=" + base
-		}
 		sel.Set(query.ParamFieldSelector, fs)
 	}
-	q, err := baseQuery(r, res, sel)
+	q, err := s.baseQuery(r, res, sel)
 	if err != nil {
 		writeParamErrors(c, err)
 		return
 	}
 	w := &watcher{s: s, c: c, r: r, res: res, out: out, q: q, bookmarks: boolParam(params.Get(paramAllowWatchBookmarks)), tableFirst: true}
-	for _, cl := range s.viewClusters(r, res) {
+	var changed <-chan struct{}
+	if r.cluster == "" {
+		changed = s.catalog.changes() // before the pairs are read: a change in between ends the watch
+	}
+	for _, cl := range q.Clusters {
 		w.pairs = append(w.pairs, store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource})
 	}
 	ctx, cancel := context.WithCancel(c.Request.Context())
@@ -101,8 +105,8 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 	timeout := 30*time.Minute + time.Duration(rand.Int64N(int64(30*time.Minute))) // kube-apiserver's spread
 	if t := params.Get(paramTimeoutSeconds); t != "" {
 		n, err := strconv.Atoi(t)
-		if err != nil || n < 0 {
-			writeParamErrors(c, query.Errors{{Param: paramTimeoutSeconds, Message: fmt.Sprintf("%q is not a non-negative integer", t)}})
+		if err != nil || n < 0 || n > maxWatchSeconds {
+			writeParamErrors(c, query.Errors{{Param: paramTimeoutSeconds, Message: fmt.Sprintf("%q is not an integer from 0 to %d", t, maxWatchSeconds)}})
 			return
 		}
 		if n > 0 {
@@ -136,15 +140,19 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 	case fromList:
 		// The list's position first, then the cursor: the window is read from its start, so no
 		// event after the position is missed however long the list takes.
+		// sendInitialEvents with "" is a consistent read of the initial state, with "0" any state,
+		// with a resourceVersion one not older; a watch without sendInitialEvents starts from the
+		// index as it is.
 		lp := url.Values{}
-		if initial && rv != "" && rv != "0" {
+		switch {
+		case initial && rv == "":
+		case initial && rv != "0":
 			lp.Set(paramResourceVersion, rv)
 			lp.Set(paramResourceVersionMatch, string(metav1.ResourceVersionMatchNotOlderThan))
+		default:
+			lp.Set(paramResourceVersion, "0")
 		}
-		if !initial || rv == "" {
-			lp.Set(paramResourceVersion, "0") // the watch follows on: no wait for a consistent read
-		}
-		vec, _, st := s.listResourceVersion(ctx, r, res, lp)
+		vec, _, st := s.listResourceVersion(ctx, r, res, lp) // a Warning cannot follow a 200 already sent
 		if st != nil {
 			writeStatusObject(c, st)
 			return
@@ -167,6 +175,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		w.pos = vec
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, s.opts.ResourceVersionWait)
+	w.from = maps.Clone(w.pos)
 	cur, err = s.cache.start(startCtx, w.positions())
 	cancelStart()
 	switch {
@@ -200,15 +209,11 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 	if !w.flush() {
 		return
 	}
-	var changed <-chan struct{}
-	if r.cluster == "" {
-		changed = s.catalog.clustersChanged()
-	}
 	tick := time.NewTicker(bookmarkEvery)
 	defer tick.Stop()
 	lastBookmark := time.Now()
 	for {
-		evs, heads, next, err := s.cache.read(&cur, w.pairs)
+		evs, stable, next, err := s.cache.read(&cur, w.pairs)
 		if err != nil {
 			w.status(newStatus(http.StatusGone, metav1.StatusReasonExpired, err.Error()))
 			w.flush()
@@ -219,7 +224,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		}
 		if w.bookmarks && time.Since(lastBookmark) >= bookmarkEvery {
 			for _, p := range w.pairs {
-				w.pos[p.Cluster] = max(w.pos[p.Cluster], heads[p])
+				w.pos[p.Cluster] = max(w.pos[p.Cluster], stable[p])
 			}
 			w.bookmark(false)
 			lastBookmark = time.Now()
@@ -261,7 +266,10 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		w.pos.raise(page.Versions) // the first page's: the snapshot's (see rvVector.raise)
+		if q.Versions {
+			w.pos.raise(page.Versions, w.s.listingClusters(w.res)) // the snapshot's (see rvVector.raise)
+			w.from = maps.Clone(w.pos)
+		}
 		q.Versions = false
 		for _, it := range page.Items {
 			cl := clusterOf(it)
@@ -271,6 +279,7 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 			w.send(watch.Added, it, rvVector{cl: rv})
 		}
 		if !w.flush() {
+			w.s.store.Release(ctx, page.Continue)
 			return errors.New("client went away")
 		}
 		if page.Continue == "" {
@@ -288,10 +297,10 @@ func (w *watcher) event(e *cacheEvent) {
 	if !w.covers(e.pair) || (w.r.namespace != "" && e.ns != w.r.namespace) {
 		return
 	}
-	if e.rv <= w.pos[e.pair.Cluster] && e.rv != 0 {
-		return // the client has seen it
+	if e.rv <= w.from[e.pair.Cluster] && e.rv != 0 {
+		return // the client had it when the watch started
 	}
-	w.pos[e.pair.Cluster] = max(w.pos[e.pair.Cluster], e.rv)
+	w.pos[e.pair.Cluster] = max(w.pos[e.pair.Cluster], e.stable)
 	if w.present != nil {
 		if seen, ok := w.present[e.uid]; ok && e.typ != watch.Deleted && e.rv != 0 && e.rv <= seen {
 			return // the initial events showed this state or a newer one
@@ -299,13 +308,20 @@ func (w *watcher) event(e *cacheEvent) {
 	}
 	match := matches(w.q, e.obj)
 	wasKnown, had := false, false
-	if w.present != nil {
+	switch {
+	case w.present != nil:
 		_, had = w.present[e.uid]
 		wasKnown = true
-	} else if e.typ != watch.Added && e.prevLabels != "" {
-		// Resumed: whether the client holds it is judged by the labels it had (field selectors
-		// cannot be judged on the state before; the object is then taken as held).
-		had, wasKnown = matches(&query.Query{Labels: w.q.Labels}, []byte(`{"metadata":{"labels":`+e.prevLabels+`}}`)), true
+	case e.typ == watch.Added:
+	default:
+		// Resumed: whether the client holds the object is judged by its previous state, while
+		// the window has it; else by its previous labels alone (a field selector is then taken
+		// to have matched).
+		if prev := w.s.cache.previous(e.prevSeq); prev != nil {
+			had, wasKnown = matches(w.q, prev), true
+		} else if e.prevLabels != "" {
+			had, wasKnown = matches(&query.Query{Labels: w.q.Labels}, []byte(`{"metadata":{"labels":`+e.prevLabels+`}}`)), true
+		}
 	}
 	typ := e.typ
 	switch {
@@ -315,6 +331,8 @@ func (w *watcher) event(e *cacheEvent) {
 		}
 	case match && wasKnown && !had:
 		typ = watch.Added
+	case match && wasKnown && had && typ == watch.Added:
+		typ = watch.Modified
 	case match:
 		// ADDED or MODIFIED as the cache says
 	case wasKnown && had:

@@ -47,8 +47,15 @@ type cacheEvent struct {
 	// its metadata-only copy.
 	obj []byte
 	// prevLabels are the object's labels before the event (a JSON object, "" if it was not cached),
-	// so a resumed watch can tell an object that left its label selector.
+	// so a resumed watch can tell an object that left its label selector; prevSeq is the seq of
+	// the object's previous event (its previous state, while the window holds it), 0 if none.
 	prevLabels string
+	prevSeq    uint64
+	// stable is the pair's position once this event is applied: a client that has seen it may
+	// resume from there and miss nothing. During a re-list it stays where the list began: a
+	// re-list publishes changed objects in key order, not resourceVersion order, so a resume from
+	// the newest one seen would skip older changes still to come.
+	stable int64
 }
 
 func (e *cacheEvent) size() int64 { return int64(len(e.obj) + len(e.prevLabels) + 160) }
@@ -58,8 +65,9 @@ type objState struct {
 	ns, name string
 	rv       int64
 	epoch    int64
-	labels   string // JSON
+	labels   string // JSON, "{}" when it has none
 	meta     []byte // apiVersion, kind and the identifying metadata, for a DELETED made up here
+	lastSeq  uint64 // the seq of its last event, 0 for one seeded from the index
 }
 
 // watchCache is the window and the identities. Its methods are safe for concurrent use.
@@ -76,6 +84,11 @@ type watchCache struct {
 	kinds   map[store.Pair]string
 	head    map[store.Pair]int64 // the newest resourceVersion applied, per pair
 	floor   map[store.Pair]int64 // below this a watch may have missed events
+	// stable is, per pair, the position a client may resume from (see cacheEvent.stable);
+	// synced the epoch of the pair's last completed list: an ADDED of a newer epoch is a re-list
+	// in progress.
+	stable  map[store.Pair]int64
+	synced  map[store.Pair]int64
 	// replaying is true until the events written before the start are read: events then are not
 	// deduplicated against the seeded identities (see apply).
 	replaying bool
@@ -86,7 +99,8 @@ type watchCache struct {
 }
 
 func newWatchCache(log *slog.Logger, maxEvents int, maxBytes int64) *watchCache {
-	c := &watchCache{log: log, maxEvents: maxEvents, maxBytes: maxBytes, changed: make(chan struct{})}
+	// Sequence numbers start at 1: 0 says "no event" in prevSeq and lastSeq.
+	c := &watchCache{log: log, maxEvents: maxEvents, maxBytes: maxBytes, changed: make(chan struct{}), nextSeq: 1}
 	c.resetLocked()
 	return c
 }
@@ -97,6 +111,8 @@ func (c *watchCache) resetLocked() {
 	c.kinds = map[store.Pair]string{}
 	c.head = map[store.Pair]int64{}
 	c.floor = map[store.Pair]int64{}
+	c.stable = map[store.Pair]int64{}
+	c.synced = map[store.Pair]int64{}
 	c.ready, c.replaying = false, true
 	c.generation++
 	c.notifyLocked()
@@ -115,10 +131,10 @@ type cacheSource interface {
 
 // run fills the cache until ctx is done, starting over (every watch ends with 410) when the stream
 // cannot be followed from where it was.
-func (c *watchCache) run(ctx context.Context, kafka *stream.Client, topic, indexerGroup string, src cacheSource, resourceOf func(cluster, group, kind string) string) error {
+func (c *watchCache) run(ctx context.Context, kafka *stream.Client, topic, indexerGroup string, src cacheSource, cat *catalog) error {
 	bo := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Cap: 30 * time.Second, Steps: 1 << 30}
 	for {
-		err := c.fill(ctx, kafka, topic, indexerGroup, src, resourceOf)
+		err := c.fill(ctx, kafka, topic, indexerGroup, src, cat.resourceOf, cat.isSynced)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -139,7 +155,8 @@ func (c *watchCache) run(ctx context.Context, kafka *stream.Client, topic, index
 // interval), and a LIST does not show it.
 const replaySlack = 5000
 
-func (c *watchCache) fill(ctx context.Context, kafka *stream.Client, topic, indexerGroup string, src cacheSource, resourceOf func(cluster, group, kind string) string) error {
+func (c *watchCache) fill(ctx context.Context, kafka *stream.Client, topic, indexerGroup string, src cacheSource,
+	resourceOf func(cluster, group, kind string) string, catalogSynced func() bool) error {
 	spans, err := kafka.Spans(ctx, topic)
 	if err != nil {
 		return err
@@ -168,9 +185,21 @@ func (c *watchCache) fill(ctx context.Context, kafka *stream.Client, topic, inde
 	}
 	c.mu.Lock()
 	for _, w := range wms {
-		c.floor[w.Pair()] = w.ResourceVersion
+		// A pair without events in the window is still at its watermark: a LIST says so, and a
+		// watch from there must start, not wait for an event.
+		p := w.Pair()
+		c.floor[p], c.head[p], c.stable[p] = w.ResourceVersion, w.ResourceVersion, w.ResourceVersion
+		if !w.Listing {
+			c.synced[p] = w.Epoch
+		}
 	}
 	c.mu.Unlock()
+	// Seeding maps each stored object to its resource through the catalog: it must be read first.
+	for !catalogSynced() {
+		if err := lifecycle.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
 	if err := c.seed(ctx, src, resourceOf); err != nil {
 		return fmt.Errorf("seed from the index: %w", err)
 	}
@@ -259,7 +288,11 @@ func stateOf(obj []byte, epoch int64) *objState {
 	m := gjson.GetManyBytes(obj, "apiVersion", "kind", "metadata.name", "metadata.namespace", "metadata.uid",
 		"metadata.resourceVersion", "metadata.labels", "metadata.creationTimestamp", "metadata.annotations."+gjson.Escape(document.CachedFromClusterAnnotation))
 	rv, _ := strconv.ParseInt(m[5].Str, 10, 64)
-	st := &objState{ns: m[3].Str, name: m[2].Str, rv: rv, epoch: epoch, labels: m[6].Raw}
+	labels := m[6].Raw
+	if !m[6].IsObject() {
+		labels = "{}"
+	}
+	st := &objState{ns: m[3].Str, name: m[2].Str, rv: rv, epoch: epoch, labels: labels}
 	meta := []byte(`{"apiVersion":` + m[0].Raw + `,"kind":` + m[1].Raw + `,"metadata":{"name":` + m[2].Raw)
 	if m[3].Exists() {
 		meta = append(meta, `,"namespace":`+m[3].Raw...)
@@ -309,15 +342,21 @@ func (c *watchCache) apply(ev *envelope.Event) {
 				return // older than what is cached: a replay
 			}
 		}
-		typ, prev := watch.Added, ""
+		if ev.Epoch > c.synced[pair] {
+			// A list of a newer epoch is in progress: positions wait for its SYNC.
+		} else {
+			c.stable[pair] = max(c.stable[pair], rv)
+		}
+		e := &cacheEvent{typ: watch.Added, pair: pair, ns: ev.Namespace, uid: ev.UID, rv: rv, obj: obj}
 		if st != nil {
-			typ, prev = watch.Modified, st.labels
+			e.typ, e.prevLabels, e.prevSeq = watch.Modified, st.labels, st.lastSeq
 		}
 		next := stateOf(obj, ev.Epoch)
+		c.appendLocked(e)
 		if st == nil || rv >= st.rv || ev.Epoch > st.epoch {
+			next.lastSeq = e.seq
 			objs[ev.UID] = next
 		}
-		c.appendLocked(&cacheEvent{typ: typ, pair: pair, ns: ev.Namespace, uid: ev.UID, rv: rv, obj: obj, prevLabels: prev})
 	case envelope.Deleted:
 		objs := c.objectsOf(pair)
 		st := objs[ev.UID]
@@ -329,19 +368,25 @@ func (c *watchCache) apply(ev *envelope.Event) {
 			}
 			obj = st.meta
 		}
-		prev := ""
-		if st != nil {
-			prev = st.labels
+		if ev.Epoch <= c.synced[pair] {
+			c.stable[pair] = max(c.stable[pair], rv)
 		}
-		c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: pair, ns: ev.Namespace, uid: ev.UID, rv: rv, obj: obj, prevLabels: prev})
+		e := &cacheEvent{typ: watch.Deleted, pair: pair, ns: ev.Namespace, uid: ev.UID, rv: rv, obj: obj}
+		if st != nil {
+			e.prevLabels, e.prevSeq = st.labels, st.lastSeq
+		}
+		c.appendLocked(e)
 	case envelope.Sync:
 		// Every object of the scope the list did not repeat is gone from the member.
 		listRV, _ := strconv.ParseInt(ev.ListResourceVersion, 10, 64)
 		rv = max(listRV, c.head[pair])
+		c.synced[pair] = max(c.synced[pair], ev.Epoch)
+		c.stable[pair] = max(c.stable[pair], rv)
 		for uid, st := range c.objects[pair] {
 			if st.epoch < ev.Epoch && (ev.Namespace == "" || st.ns == ev.Namespace) {
 				delete(c.objects[pair], uid)
-				c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: pair, ns: st.ns, uid: uid, rv: rv, obj: st.meta, prevLabels: st.labels})
+				c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: pair, ns: st.ns, uid: uid, rv: rv, obj: st.meta,
+					prevLabels: st.labels, prevSeq: st.lastSeq})
 			}
 		}
 	case envelope.Purge:
@@ -349,10 +394,14 @@ func (c *watchCache) apply(ev *envelope.Event) {
 			if p.Cluster != ev.Cluster || p.Group != ev.Group || c.kinds[p] != ev.Kind {
 				continue
 			}
+			// The selection is gone: its deletions come after everything seen of it.
+			c.head[p]++
+			c.stable[p] = c.head[p]
 			for uid, st := range objs {
 				if ev.Namespace == "" || st.ns == ev.Namespace {
 					delete(objs, uid)
-					c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: p, ns: st.ns, uid: uid, rv: c.head[p], obj: st.meta, prevLabels: st.labels})
+					c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: p, ns: st.ns, uid: uid, rv: c.head[p], obj: st.meta,
+						prevLabels: st.labels, prevSeq: st.lastSeq})
 				}
 			}
 		}
@@ -365,6 +414,7 @@ func (c *watchCache) apply(ev *envelope.Event) {
 
 func (c *watchCache) appendLocked(e *cacheEvent) {
 	e.seq = c.nextSeq
+	e.stable = c.stable[e.pair]
 	c.nextSeq++
 	c.window = append(c.window, e)
 	c.bytes += e.size()
@@ -400,8 +450,9 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 		if c.ready {
 			for p, rv := range from {
 				if rv < c.floor[p] {
+					err := fmt.Errorf("%w: %s/%s at %d, the watch window starts at %d", errTooOld, p.Cluster, groupResourceOf(p), rv, c.floor[p])
 					c.mu.Unlock()
-					return cursor{}, fmt.Errorf("%w: %s/%s at %d, the watch window starts at %d", errTooOld, p.Cluster, groupResourceOf(p), rv, c.floor[p])
+					return cursor{}, err
 				}
 				if rv > c.head[p] {
 					ahead = fmt.Errorf("%w: %s/%s at %d, the event stream is at %d", errTooNew, p.Cluster, groupResourceOf(p), rv, c.head[p])
@@ -426,8 +477,8 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 	}
 }
 
-// read returns the events after cur (a copy of the slice; events are immutable), the pairs' heads,
-// and a channel closed at the next change. errTooOld says the watch fell behind the window or the
+// read returns the events after cur (a copy of the slice; events are immutable), the pairs' stable
+// positions (where a client that saw them may resume), and a channel closed at the next change. errTooOld says the watch fell behind the window or the
 // cache started over.
 func (c *watchCache) read(cur *cursor, pairs []store.Pair) ([]*cacheEvent, map[store.Pair]int64, <-chan struct{}, error) {
 	c.mu.Lock()
@@ -441,11 +492,11 @@ func (c *watchCache) read(cur *cursor, pairs []store.Pair) ([]*cacheEvent, map[s
 	}
 	evs := append([]*cacheEvent(nil), c.window[cur.next-first:]...)
 	cur.next = c.nextSeq
-	heads := make(map[store.Pair]int64, len(pairs))
+	stable := make(map[store.Pair]int64, len(pairs))
 	for _, p := range pairs {
-		heads[p] = c.head[p]
+		stable[p] = c.stable[p]
 	}
-	return evs, heads, c.changed, nil
+	return evs, stable, c.changed, nil
 }
 
 // heads are, per cluster, the newest resourceVersion of a resource the stream has shown: what a
@@ -464,6 +515,21 @@ func (c *watchCache) heads(_ *facadeRequest, res apiResource, clusters []string)
 		}
 	}
 	return out
+}
+
+// previous is the object of the event with seq, while the window holds it: an object's state
+// before a later event, for a watch to judge whether it matched its selectors then.
+func (c *watchCache) previous(seq uint64) []byte {
+	if seq == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := c.nextSeq - uint64(len(c.window))
+	if seq < first || seq >= c.nextSeq {
+		return nil
+	}
+	return c.window[seq-first].obj
 }
 
 func (c *watchCache) isReady() bool {

@@ -255,6 +255,19 @@ func (s *Store) closePIT(ctx context.Context, pit string) {
 	_, _, _ = s.do(ctx, http.MethodDelete, request{path: "/_search/point_in_time", body: body})
 }
 
+// Release frees the snapshot a continue token pages in, for a client that stops before the last
+// page (a broken-off list, a watch's initial events ended early); left alone, it holds one of
+// OpenSearch's search.max_open_pit_context slots until the keep-alive passes. A token that does
+// not decode has nothing to free.
+func (s *Store) Release(ctx context.Context, continueToken string) {
+	if continueToken == "" {
+		return
+	}
+	if tok, err := s.tokens.decode(continueToken); err == nil {
+		s.closePIT(ctx, tok.PIT)
+	}
+}
+
 // closePITTimeout bounds closing a PIT; past it, the keep-alive frees it.
 const closePITTimeout = 5 * time.Second
 
