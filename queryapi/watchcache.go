@@ -87,8 +87,8 @@ type watchCache struct {
 	// stable is, per pair, the position a client may resume from (see cacheEvent.stable);
 	// synced the epoch of the pair's last completed list: an ADDED of a newer epoch is a re-list
 	// in progress.
-	stable  map[store.Pair]int64
-	synced  map[store.Pair]int64
+	stable map[store.Pair]int64
+	synced map[store.Pair]int64
 	// replaying is true until the events written before the start are read: events then are not
 	// deduplicated against the seeded identities (see apply).
 	replaying bool

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -74,7 +74,9 @@ func TestWatchDeliversSyncDeletes(t *testing.T) {
 		for len(seen) < 3 {
 			var ev struct {
 				Type   string
-				Object struct{ Metadata struct{ Name, ResourceVersion string } }
+				Object struct {
+					Metadata struct{ Name, ResourceVersion string }
+				}
 			}
 			if err := dec.Decode(&ev); err != nil {
 				t.Errorf("after %v: %v", seen, err)
