@@ -107,15 +107,10 @@ func (s *Server) search(c *gin.Context) {
 		writeParamErrors(c, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
-	defer cancel()
-	start := time.Now()
-	res, err := s.store.Search(ctx, q)
-	if err != nil {
-		s.writeStoreError(c, err)
+	res, ok := s.searchOrFail(c, q)
+	if !ok {
 		return
 	}
-	s.metrics.observeStore(time.Since(start), res.Took)
 	clusters, warnings := s.fleet.freshness(q)
 	warnings = append(warnings, res.Warnings...)
 	out := SearchResult{APIVersion: APIVersion, Kind: KindSearchResult, Total: res.Total,

@@ -87,11 +87,8 @@ func (s *Server) impliedNamespace(c *gin.Context, r *facadeRequest) {
 	if r.cluster != "" {
 		q.Clusters = []string{r.cluster}
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
-	defer cancel()
-	found, err := s.store.Search(ctx, q)
-	if err != nil {
-		s.writeStoreError(c, err)
+	found, ok := s.searchOrFail(c, q)
+	if !ok {
 		return
 	}
 	if len(found.Items) == 0 {
@@ -178,11 +175,8 @@ func (s *Server) get(c *gin.Context, r *facadeRequest, res apiResource, out *ren
 	// One object per cluster at most: a name is unique in its namespace (or cluster, for
 	// cluster-scoped objects) of one member.
 	q.Limit = query.MaxLimit
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
-	defer cancel()
-	found, err := s.store.Search(ctx, q)
-	if err != nil {
-		s.writeStoreError(c, err)
+	found, ok := s.searchOrFail(c, q)
+	if !ok {
 		return
 	}
 	s.addWarnings(c, q, found.Warnings)
@@ -272,11 +266,8 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 		}
 		q.Versions = true
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
-	defer cancel()
-	page, err := s.store.Search(ctx, q)
-	if err != nil {
-		s.writeStoreError(c, err)
+	page, ok := s.searchOrFail(c, q)
+	if !ok {
 		return
 	}
 	if q.Versions {
@@ -355,6 +346,21 @@ func decodeContinue(s string) (listContinue, error) {
 		return listContinue{}, errors.New("not a continue token this server issued")
 	}
 	return lc, nil
+}
+
+// searchOrFail runs one search for a request, within the request timeout, records its time
+// beside the store's own, and answers the store's error as a Status when it fails.
+func (s *Server) searchOrFail(c *gin.Context, q *query.Query) (*store.Result, bool) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := s.store.Search(ctx, q)
+	if err != nil {
+		s.writeStoreError(c, err)
+		return nil, false
+	}
+	s.metrics.observeStore(time.Since(start), res.Took)
+	return res, true
 }
 
 // abortStream ends a list whose answer has begun: the status is sent, so the only honest way to

@@ -154,17 +154,13 @@ func (c *Client) Partitions(ctx context.Context, topic string) ([]int, error) {
 // message written there will get. A reader that has seen everything below them is caught up with what
 // was written before the call.
 func (c *Client) HighWaterMarks(ctx context.Context, topic string) (map[int]int64, error) {
-	ps, err := c.Partitions(ctx, topic)
+	spans, err := c.Spans(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
-	offs, err := c.offsets(ctx, topic, ps)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int]int64, len(offs))
-	for p, o := range offs {
-		out[p] = o.end
+	out := make(map[int]int64, len(spans))
+	for p, sp := range spans {
+		out[p] = sp.End
 	}
 	return out, nil
 }
