@@ -140,7 +140,7 @@ func parseEnvFile(r io.Reader) (map[string]string, error) {
 // stops it (down.sh) when the tests are done. Use it from TestMain: os.Exit(testbed.Main(m)).
 func Main(m *testing.M) int {
 	started := false
-	if e, err := Load(); err != nil || e.Ping(context.Background()) != nil {
+	if e, err := Load(); err != nil || !pingPatiently(e) {
 		fmt.Fprintln(os.Stderr, "testbed: none running, starting one with tests/testbed/up.sh")
 		cmd := exec.Command("bash", filepath.Join(Root(), "tests/testbed/up.sh"))
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -159,6 +159,24 @@ func Main(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// pingPatiently says whether a recorded test bed answers, waiting out a service another test run is
+// restarting (a member kube-apiserver, Kafka): up.sh starts over from down.sh, which would stop the
+// test bed under that other run.
+func pingPatiently(e *Env) bool {
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		err := e.Ping(context.Background())
+		if err == nil {
+			return true
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "testbed: the recorded test bed does not answer: %v\n", err)
+			return false
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // Get returns the running test bed and, if the test fails, prints the tail of every service's log.
