@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -122,11 +121,7 @@ func (o *Options) Validate() error {
 	if len(o.OpenSearchAddresses) == 0 && o.Registry == "" {
 		add("--opensearch-addresses: required unless --registry names an OpenSearch backend")
 	}
-	for _, a := range o.OpenSearchAddresses {
-		if err := validateAddress(a); err != nil {
-			add("--opensearch-addresses: %w", err)
-		}
-	}
+	errs = append(errs, registry.CheckAddressFlag(o.OpenSearchAddresses)...)
 	errs = append(errs, o.OpenSearch.Check()...)
 
 	if err := (mappings.Options{Prefix: o.Index.Prefix}).Validate(); err != nil {
@@ -160,20 +155,6 @@ func (o *Options) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func validateAddress(a string) error {
-	u, err := url.Parse(a)
-	if err != nil {
-		return fmt.Errorf("%q: %w", a, err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q: want an http or https URL with a host", u.Redacted())
-	}
-	if u.User != nil {
-		return fmt.Errorf("%q: credentials belong in --opensearch-username-file/--opensearch-password-file or --opensearch-secret-dir, not in a URL that ends up in logs", u.Redacted())
-	}
-	return nil
 }
 
 // connection is what New resolves from the options' files: where OpenSearch is (its credentials are

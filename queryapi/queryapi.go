@@ -22,6 +22,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/registry"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/mappings"
@@ -132,6 +133,7 @@ func (o *Options) Validate() error {
 	if len(o.OpenSearchAddresses) == 0 {
 		errs = append(errs, errors.New("--opensearch-addresses: required"))
 	}
+	errs = append(errs, registry.CheckAddressFlag(o.OpenSearchAddresses)...)
 	for _, d := range []struct {
 		flag string
 		v    time.Duration

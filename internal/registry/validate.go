@@ -248,19 +248,61 @@ func validateBackendStore(b *BackendStoreConfig, path *field.Path) field.ErrorLi
 }
 
 func validateAddress(addr string, path *field.Path) field.ErrorList {
-	u, err := url.Parse(addr)
-	if err != nil {
-		// url.Parse's error repeats the input, which may hold a password: report it redacted.
-		return field.ErrorList{field.Invalid(path, redactURL(addr), "not a URL")}
-	}
-	if u.User != nil {
-		return field.ErrorList{field.Invalid(path, u.Redacted(),
-			"must not carry credentials; put them in the Secret named by secretRef")}
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return field.ErrorList{field.Invalid(path, addr, "must be an http or https URL with a host")}
+	switch shown, problem := CheckNodeURL(addr); problem {
+	case URLUnparsable:
+		return field.ErrorList{field.Invalid(path, shown, "not a URL")}
+	case URLWithCredentials:
+		return field.ErrorList{field.Invalid(path, shown, "must not carry credentials; put them in the Secret named by secretRef")}
+	case URLNotHTTP:
+		return field.ErrorList{field.Invalid(path, shown, "must be an http or https URL with a host")}
 	}
 	return nil
+}
+
+// CheckAddressFlag checks the node URLs of --opensearch-addresses, one error per bad one.
+func CheckAddressFlag(addrs []string) []error {
+	var errs []error
+	for _, a := range addrs {
+		switch shown, problem := CheckNodeURL(a); problem {
+		case URLUnparsable:
+			errs = append(errs, fmt.Errorf("--opensearch-addresses: %q: not a URL", shown))
+		case URLWithCredentials:
+			errs = append(errs, fmt.Errorf("--opensearch-addresses: %q: credentials belong in --opensearch-username-file/--opensearch-password-file or --opensearch-secret-dir, not in a URL that ends up in logs", shown))
+		case URLNotHTTP:
+			errs = append(errs, fmt.Errorf("--opensearch-addresses: %q: want an http or https URL with a host", shown))
+		}
+	}
+	return errs
+}
+
+// URLProblem is what CheckNodeURL finds wrong with a node URL.
+type URLProblem int
+
+// What a node URL may have wrong.
+const (
+	URLFine URLProblem = iota
+	URLUnparsable
+	// URLWithCredentials: credentials in a URL end up in logs; each source of addresses says
+	// where they belong instead.
+	URLWithCredentials
+	URLNotHTTP
+)
+
+// CheckNodeURL checks an OpenSearch node URL, wherever it is configured (a registry's backend,
+// the indexer's and query API's --opensearch-addresses), and gives it as it may be shown: with
+// any password redacted.
+func CheckNodeURL(addr string) (shown string, problem URLProblem) {
+	u, err := url.Parse(addr)
+	switch {
+	case err != nil:
+		// url.Parse's error repeats the input, which may hold a password.
+		return redactURL(addr), URLUnparsable
+	case u.User != nil:
+		return u.Redacted(), URLWithCredentials
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return addr, URLNotHTTP // no credentials in it: shown as written
+	}
+	return addr, URLFine
 }
 
 // redactURL hides what could be a password in a string that did not parse as a URL.
