@@ -2,7 +2,7 @@
 GO ?= go
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt bench-collector bench-indexer bench-query bench-roll
+.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt bench-collector bench-indexer bench-query bench-facade bench-roll
 
 build:
 	$(GO) build -o bin/kubesearch ./cmd/kubesearch
@@ -48,6 +48,12 @@ bench-indexer:
 # indexer, then p50/p99 of 1,000 queries of each kind (BENCH_QUERY_PODS, BENCH_QUERIES to change).
 bench-query:
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -v -run TestBenchQuery ./tests/e2e/
+
+# Kubernetes facade benchmark on the test bed: fleet LIST against a loop over the members and one
+# apiserver, informer sync, watch delivery latency to 100 watchers, query API memory under 10
+# concurrent LISTs (3,000 Pods per member; BENCH_FACADE_PODS, BENCH_WATCHERS, BENCH_WATCH_RATE to change).
+bench-facade:
+	$(GO) test -tags 'e2e bench' -count=1 -timeout 45m -v -run TestBenchFacade ./tests/e2e/
 
 # Index roll benchmark on the test bed: 50,000 Pod documents in an index of the previous mapping
 # version, rolled by the indexer at its start, beside a raw _bulk load of them (BENCH_ROLL_DOCS to

@@ -1,7 +1,8 @@
-// Package queryapi serves kubesearch's REST search (DESIGN section 5): a gin server that parses
-// Kubernetes-style parameters into the query model, runs them on the OpenSearch store, and says with
-// every answer how fresh it is. Errors are Kubernetes Status objects. The Kubernetes-compatible
-// facade (discovery, LIST/WATCH for kubectl and client-go) is not here yet.
+// Package queryapi serves kubesearch's REST search and its Kubernetes facade (DESIGN section 5): a
+// gin server that parses Kubernetes-style parameters into the query model, runs them on the store,
+// and says with every answer how fresh it is; and, for kubectl and client-go, discovery, OpenAPI,
+// LIST, GET and WATCH of the fleet in three views (facade.go), the watch fed from the event stream
+// (watchcache.go). Errors are Kubernetes Status objects.
 package queryapi
 
 import (
