@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,19 @@ func (k *facadeKubectl) mustRun(t *testing.T, args ...string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// lookup reads a dotted path of a decoded JSON object.
+func lookup(obj map[string]any, path string) any {
+	var v any = obj
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
 }
 
 // rows splits kubectl's table output (with --no-headers) into rows of cells.
@@ -173,6 +187,52 @@ func TestFacade(t *testing.T) {
 		_, err = k.run(t.Context(), "get", "deployment", "nosuch", "-n", f.shop)
 		if err == nil || !strings.Contains(err.Error(), `deployments.apps "nosuch" not found`) {
 			t.Errorf("missing object: %v", err)
+		}
+	})
+
+	t.Run("output forms", func(t *testing.T) {
+		// -o yaml and -o json of one member's object through its view: the member's object, less
+		// managedFields and the last-applied annotation, plus the cache annotation.
+		var viaFacade, direct map[string]any
+		if err := json.Unmarshal([]byte(k.mustRun(t, "--context", "kubesearch-member1", "get", "deployment", "web", "-n", f.shop, "-o", "json")), &viaFacade); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(env.KubectlRun(t, "member1", nil, "get", "deployment", "web", "-n", f.shop, "-o", "json"), &direct); err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []string{"spec", "metadata.uid", "metadata.labels", "metadata.generation"} {
+			if a, b := lookup(viaFacade, path), lookup(direct, path); fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Errorf("-o json %s: facade %v, member %v", path, a, b)
+			}
+		}
+		if y := k.mustRun(t, "--context", "kubesearch-member1", "get", "deployment", "web", "-n", f.shop, "-o", "yaml"); !strings.Contains(y, "resource.karmada.io/cached-from-cluster: member1") {
+			t.Errorf("-o yaml lacks the cache annotation:\n%s", y)
+		}
+		// --show-labels: the LABELS column equals the members'.
+		got := rows(k.mustRun(t, "get", "configmaps", "-n", f.shop, "--show-labels", "--no-headers"))
+		wantRows := memberRows(t, env, "get", "configmaps", "-n", f.shop, "--show-labels")
+		lastCol := func(rs [][]string) []string {
+			var out []string
+			for _, r := range rs {
+				out = append(out, r[0]+" "+r[1]+" "+r[len(r)-1]) // CLUSTER NAME LABELS
+			}
+			slices.Sort(out)
+			return out
+		}
+		if !slices.Equal(lastCol(got), lastCol(wantRows)) {
+			t.Errorf("--show-labels: facade\n%s\nmembers\n%s", strings.Join(lastCol(got), "\n"), strings.Join(lastCol(wantRows), "\n"))
+		}
+		// get all: the "all" category, as members publish it, over what is cached.
+		all := k.mustRun(t, "get", "all", "-n", f.shop, "-o", "name")
+		for _, want := range []string{"deployment.apps/web", "pod/web-"} {
+			if !strings.Contains(all, want) {
+				t.Errorf("get all lacks %s:\n%s", want, all)
+			}
+		}
+		// Several kinds at once, across namespaces.
+		multi := k.mustRun(t, "get", "deploy,cm", "-A", "-o", "name")
+		if !strings.Contains(multi, "deployment.apps/web") || !strings.Contains(multi, "configmap/web-config-0") {
+			t.Errorf("get deploy,cm -A:\n%s", multi)
 		}
 	})
 
