@@ -411,7 +411,7 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 	}
 	consistent := asked == "" && match == "" && s.cache != nil
 	if consistent {
-		want = s.cache.heads(r, res, s.viewClusters(r, res))
+		want = s.cache.heads(res, s.viewClusters(r, res))
 	}
 	deadline := time.Now().Add(s.opts.ResourceVersionWait)
 	have := s.indexedVector(r, res)

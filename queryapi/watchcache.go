@@ -502,7 +502,7 @@ func (c *watchCache) read(cur *cursor, pairs []store.Pair) ([]*cacheEvent, map[s
 // heads are, per cluster, the newest resourceVersion of a resource the stream has shown: what a
 // consistent read waits for the index to reach. Clusters without any are left out (nothing to wait
 // for); so is everything while the cache is not ready.
-func (c *watchCache) heads(_ *facadeRequest, res apiResource, clusters []string) rvVector {
+func (c *watchCache) heads(res apiResource, clusters []string) rvVector {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := rvVector{}
@@ -530,12 +530,6 @@ func (c *watchCache) previous(seq uint64) []byte {
 		return nil
 	}
 	return c.window[seq-first].obj
-}
-
-func (c *watchCache) isReady() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ready
 }
 
 func groupResourceOf(p store.Pair) string {

@@ -56,12 +56,18 @@ func serviceExternalIP(s *corev1.Service) string {
 // loadBalancerAddresses are the distinct IPs (else hostnames) of a load balancer, sorted. kubectl
 // shows them unabridged with -o wide, which is how kube-apiserver renders them.
 func loadBalancerAddresses(ingress []corev1.LoadBalancerIngress) []string {
+	return addresses(ingress, func(in corev1.LoadBalancerIngress) (string, string) { return in.IP, in.Hostname })
+}
+
+// addresses are the distinct IPs (else hostnames) of load-balancer ingress points, sorted: a
+// Service's and an Ingress's status have the same shape in two types.
+func addresses[T any](ingress []T, ipHost func(T) (ip, host string)) []string {
 	var addrs []string
 	for _, in := range ingress {
-		if in.IP != "" {
-			addrs = append(addrs, in.IP)
-		} else if in.Hostname != "" {
-			addrs = append(addrs, in.Hostname)
+		if ip, host := ipHost(in); ip != "" {
+			addrs = append(addrs, ip)
+		} else if host != "" {
+			addrs = append(addrs, host)
 		}
 	}
 	slices.Sort(addrs)
@@ -125,14 +131,5 @@ func ingressHosts(rules []networkingv1.IngressRule) string {
 }
 
 func ingressAddress(ingress []networkingv1.IngressLoadBalancerIngress) string {
-	var addrs []string
-	for _, in := range ingress {
-		if in.IP != "" {
-			addrs = append(addrs, in.IP)
-		} else if in.Hostname != "" {
-			addrs = append(addrs, in.Hostname)
-		}
-	}
-	slices.Sort(addrs)
-	return strings.Join(slices.Compact(addrs), ",")
+	return strings.Join(addresses(ingress, func(in networkingv1.IngressLoadBalancerIngress) (string, string) { return in.IP, in.Hostname }), ",")
 }
