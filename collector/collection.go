@@ -83,6 +83,8 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 	}
 	start, lastLog := time.Now(), time.Now()
 	count, rv, cont := 0, "", ""
+	var total int64 // as the member reports it; 0 unknown
+	c.status.listProgress(0, 0)
 	apiVersion := c.scope.gvr.GroupVersion().String()
 	for {
 		req := c.raw.Get().AbsPath(lw.path()...).Param("limit", strconv.FormatInt(c.pageSize, 10))
@@ -125,11 +127,16 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 			return nil, itemErr
 		}
 		c.metrics.listed.WithLabelValues(c.scope.cluster, c.scope.gvr.Resource).Set(float64(count))
+		cont = gjson.GetBytes(page, "metadata.continue").String()
+		if t := listTotal(page, count, cont == ""); t != 0 {
+			total = t
+		}
+		c.status.listProgress(count, total)
 		if time.Since(lastLog) >= 5*time.Second {
 			c.log.Info("listing", "listed", count, "elapsed", time.Since(start).Round(time.Millisecond))
 			lastLog = time.Now()
 		}
-		if cont = gjson.GetBytes(page, "metadata.continue").String(); cont == "" {
+		if cont == "" {
 			break
 		}
 	}
@@ -137,6 +144,19 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 	list := &unstructured.UnstructuredList{}
 	list.SetResourceVersion(rv)
 	return list, nil
+}
+
+// listTotal is the size of the whole list as the member reports it after a page: the objects read so
+// far plus the page's remainingItemCount, which apiservers set on pages of unfiltered lists only; 0
+// when unknown. After the last page it is what was read.
+func listTotal(page []byte, read int, last bool) int64 {
+	if last {
+		return int64(read)
+	}
+	if rem := gjson.GetBytes(page, "metadata.remainingItemCount"); rem.Exists() {
+		return int64(read) + rem.Int()
+	}
+	return 0
 }
 
 // path is the REST path of the scope's collection: /api/v1/... for the core group, /apis/<group>/...

@@ -47,6 +47,9 @@ type Options struct {
 	Kubeconfig   string
 
 	Brokers []string
+	// Stream, when set, is the event stream instead of Kafka at Brokers: the standalone mode's
+	// in-process log. It stays the caller's: the collector does not close it.
+	Stream stream.Broker
 	// Kafka configures TLS and SASL toward the brokers, as the indexer takes them.
 	Kafka           stream.Security
 	Topic           string
@@ -126,7 +129,7 @@ func (o *Options) Validate() error {
 	if (o.ClustersFile == "") == (o.Kubeconfig == "") {
 		errs = append(errs, errors.New("--clusters, --kubeconfig: exactly one is required"))
 	}
-	if len(o.Brokers) == 0 {
+	if len(o.Brokers) == 0 && o.Stream == nil {
 		errs = append(errs, errors.New("--kafka-brokers: required"))
 	}
 	for name, v := range map[string]int{"--topic-partitions": o.TopicPartitions, "--publish-buffer": o.PublishBuffer,
@@ -152,7 +155,7 @@ func (o *Options) Validate() error {
 type Collector struct {
 	opts    Options
 	log     *slog.Logger
-	kafka   *stream.Client // the publisher's and the ledger's
+	kafka   stream.Broker // the publisher's and the ledger's
 	pub     *publisher
 	ledger  *ledger
 	metrics *metrics
@@ -192,11 +195,14 @@ func New(opts Options) (*Collector, error) {
 		return nil, err
 	}
 	c.plan, c.digest = plan, digest
-	kafkaConn, err := opts.Kafka.Resolve()
-	if err != nil {
-		return nil, err
+	c.kafka = opts.Stream
+	if c.kafka == nil {
+		kafkaConn, err := opts.Kafka.Resolve()
+		if err != nil {
+			return nil, err
+		}
+		c.kafka = stream.NewClient(opts.Brokers, kafkaConn, c.log)
 	}
-	c.kafka = stream.NewClient(opts.Brokers, kafkaConn, c.log)
 	c.pub = newPublisher(c.kafka, publisherOptions{
 		Topic: opts.Topic, Partitions: opts.TopicPartitions,
 		MaxMessageBytes: opts.MaxMessageBytes, Buffer: opts.PublishBuffer, Batch: opts.PublishBatch,
@@ -236,7 +242,9 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 	g.OnStop("kafka writers", func(context.Context) error {
 		err := errors.Join(c.pub.writer.Close(), c.ledger.close())
-		c.kafka.Close()
+		if c.opts.Stream == nil {
+			c.kafka.Close()
+		}
 		return err
 	})
 	// Flushes what the collections handed it once they stopped; aborted (what is left is lost, and the

@@ -37,8 +37,8 @@ import (
 // epochs. OpenAPI records are large (up to a few MiB of JSON, compressed to a fifth), which the
 // topic's max.message.bytes allows, and written when a member's document changes.
 type ledger struct {
-	client *stream.Client
-	writer *stream.Writer
+	client stream.Broker
+	writer stream.Writer
 	topic  string
 	// owner names this collector in its records (Options.Name); "" when unnamed.
 	owner string
@@ -77,7 +77,7 @@ type epochsRecord struct {
 	UpdatedAt      time.Time `json:"updatedAt"`
 }
 
-func newLedger(client *stream.Client, topic, owner string, log *slog.Logger) *ledger {
+func newLedger(client stream.Broker, topic, owner string, log *slog.Logger) *ledger {
 	return &ledger{
 		client: client, topic: registry.LedgerTopic(topic), owner: owner, log: log,
 		// Compressed and allowed large messages for the OpenAPI records; the broker measures the

@@ -68,7 +68,7 @@ func (f *fakeOpenAPI) takeFetched() []string {
 }
 
 // ledgerRecords reads the ledger topic whole, the last value of each key (nil for a tombstone).
-func ledgerRecords(t *testing.T, client *stream.Client) map[string][]byte {
+func ledgerRecords(t *testing.T, client stream.Broker) map[string][]byte {
 	t.Helper()
 	msgs, err := client.ReadPartition(t.Context(), registry.LedgerTopic("events"), 0)
 	if err != nil {

@@ -21,8 +21,8 @@ import (
 // which no retry would change: it is counted, logged, dead-lettered and reported to dropped, and the
 // events behind it go on.
 type publisher struct {
-	writer     *stream.Writer // one writer for the topic and the dead-letter topic: every message names its topic
-	client     *stream.Client
+	writer     stream.Writer // one writer for the topic and the dead-letter topic: every message names its topic
+	client     stream.Broker
 	topic      string
 	dlqTopic   string
 	partitions int
@@ -79,7 +79,7 @@ const (
 	deadLetterAttempts = 5
 )
 
-func newPublisher(client *stream.Client, o publisherOptions, log *slog.Logger) *publisher {
+func newPublisher(client stream.Broker, o publisherOptions, log *slog.Logger) *publisher {
 	p := &publisher{
 		client: client, topic: o.Topic, dlqTopic: o.DeadLetterTopic, partitions: o.Partitions,
 		maxBytes: o.MaxMessageBytes, limit: o.MaxMessageBytes, batch: o.Batch,

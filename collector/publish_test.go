@@ -287,7 +287,7 @@ func TestPublisherFlush(t *testing.T) {
 type pubHarness struct {
 	c       *kfake.Cluster
 	brokers []string
-	stream  *stream.Client // the publisher's, and the harness's to read with
+	stream  stream.Broker // the publisher's, and the harness's to read with
 	runDone chan error
 }
 

@@ -40,6 +40,7 @@ func (s *statusEntry) update(f func(r *registry.ResourceStatus)) {
 func (s *statusEntry) synced(epoch int64, count int, rv string) {
 	s.update(func(r *registry.ResourceStatus) {
 		r.State, r.Reason, r.Epoch, r.TotalNum = registry.StateRunning, "", epoch, count
+		r.Listing = false
 		now := s.now().UTC()
 		r.ResourceVersion, r.PublishedAt = rv, &now
 	})
@@ -66,7 +67,9 @@ func (s *statusEntry) running() {
 }
 
 func (s *statusEntry) failed(err error) {
-	s.update(func(r *registry.ResourceStatus) { r.State, r.Reason = registry.StateFailed, err.Error() })
+	s.update(func(r *registry.ResourceStatus) {
+		r.State, r.Reason, r.Listing = registry.StateFailed, err.Error(), false
+	})
 	s.mu.Lock()
 	s.settled = true
 	s.mu.Unlock()
@@ -87,6 +90,14 @@ func (s *statusEntry) listStarted() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.unpublished = nil
+}
+
+// listProgress records how far the current list is: listed objects read, total the member's count of
+// the whole list (0 unknown). Not an update: UpdateTime says when the state last changed.
+func (s *statusEntry) listProgress(listed int, total int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.row.Listing, s.row.Listed, s.row.ListTotal = true, listed, total
 }
 
 func (s *statusEntry) rows() []registry.ResourceStatus {

@@ -20,14 +20,24 @@ import (
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
+// Backend is the store the indexer writes: OpenSearch unless Options.Backend names another.
+type Backend interface {
+	documents
+	progress
+	// Setup prepares the store for writes in one attempt; an error means it is not done, and calling
+	// it again resumes it.
+	Setup(ctx context.Context, o store.SetupOptions) error
+}
+
 // Indexer consumes the event stream into OpenSearch.
 type Indexer struct {
 	opts    Options
 	log     *slog.Logger
 	conn    connection
-	backend *osstore.Store
-	kafka   *stream.Client
-	reader  *stream.GroupReader
+	backend Backend
+	closers []func() error // of what New made, not of what Options gave
+	kafka   stream.Broker
+	reader  stream.GroupReader
 	metrics *metrics
 
 	listener net.Listener
@@ -48,34 +58,56 @@ func New(opts Options) (*Indexer, error) {
 	conn, cerr := resolveConnection(&opts)
 	ix := &Indexer{opts: opts, log: opts.Logger, conn: conn, metrics: newMetrics()}
 	ix.setupStep.Store(ptr("installing the index template"))
-	// The backend reads the OpenSearch credentials: its errors join the others, so every bad file
-	// is reported at once.
-	backend, berr := osstore.New(osstore.Options{
-		Addresses: conn.addresses, Security: opts.OpenSearch, RequestTimeout: opts.RequestTimeout, Index: opts.Index,
-		Registerer: ix.metrics.registry, Reachable: ix.openSearchUp.Store, Logger: opts.Logger,
-	})
-	if err := errors.Join(cerr, berr); err != nil {
+	ix.backend = opts.Backend
+	if ix.backend == nil {
+		// The backend reads the OpenSearch credentials: its errors join the others, so every bad
+		// file is reported at once.
+		backend, berr := osstore.New(osstore.Options{
+			Addresses: conn.addresses, Security: opts.OpenSearch, RequestTimeout: opts.RequestTimeout, Index: opts.Index,
+			Registerer: ix.metrics.registry, Reachable: ix.openSearchUp.Store, Logger: opts.Logger,
+		})
 		if berr == nil {
-			err = errors.Join(err, backend.Close())
+			ix.backend = backend
+			ix.closers = append(ix.closers, backend.Close)
 		}
-		return nil, err
+		cerr = errors.Join(cerr, berr)
+	} else {
+		ix.openSearchUp.Store(true)
 	}
-	ix.backend = backend
-	ix.kafka = stream.NewClient(opts.Brokers, conn.kafka, ix.log)
+	if cerr != nil {
+		return nil, errors.Join(cerr, ix.close())
+	}
+	ix.kafka = opts.Stream
+	if ix.kafka == nil {
+		ix.kafka = stream.NewClient(opts.Brokers, conn.kafka, ix.log)
+		ix.closers = append(ix.closers, func() error {
+			ix.kafka.Close()
+			return nil
+		})
+	}
 	// Joins the group on its first fetch, in Run; a configuration it refuses is reported now.
 	reader, err := ix.kafka.NewGroupReader(stream.GroupReaderConfig{Topic: opts.Topic, Group: opts.GroupID, MaxBytes: opts.FetchMaxBytes})
 	if err != nil {
-		return nil, errors.Join(err, backend.Close())
+		return nil, errors.Join(err, ix.close())
 	}
 	ix.reader = reader
 	if opts.ListenAddr != "" {
 		l, err := net.Listen("tcp", opts.ListenAddr)
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("--listen: %w", err), backend.Close())
+			return nil, errors.Join(fmt.Errorf("--listen: %w", err), ix.close())
 		}
 		ix.listener = l
 	}
 	return ix, nil
+}
+
+// close releases what New made, last made first.
+func (ix *Indexer) close() error {
+	var errs []error
+	for i := len(ix.closers) - 1; i >= 0; i-- {
+		errs = append(errs, ix.closers[i]())
+	}
+	return errors.Join(errs...)
 }
 
 // Addr is the address the HTTP endpoints listen on.
@@ -91,13 +123,9 @@ func (ix *Indexer) Addr() string {
 // batch in flight (bounded by ShutdownTimeout), leaves the group and returns. Call it once.
 func (ix *Indexer) Run(ctx context.Context) error {
 	g := lifecycle.New(ctx)
-	g.OnStop("opensearch client", func(context.Context) error { return ix.backend.Close() })
 	// Added before the reader's and the dead-letter writer's steps, so it runs after them: they
-	// share its connections.
-	g.OnStop("kafka client", func(context.Context) error {
-		ix.kafka.Close()
-		return nil
-	})
+	// share the Kafka client's connections.
+	g.OnStop("opensearch and kafka clients", func(context.Context) error { return ix.close() })
 	// Servers last, so /metrics answers while the indexer drains.
 	if ix.listener != nil {
 		g.Serve("http", &http.Server{Handler: ix.handler(), ReadHeaderTimeout: 10 * time.Second}, ix.listener)
@@ -188,7 +216,7 @@ func (ix *Indexer) newConsumer(reader messageReader, dlq messageWriter) *consume
 // older mapping version (osstore.Store.Setup), retrying until it is done; /readyz says what it is
 // doing meanwhile. Concrete indices are created later, on the first event of each kind.
 func (ix *Indexer) setup(ctx context.Context) error {
-	so := osstore.SetupOptions{BatchSize: ix.opts.BatchSize, BatchBytes: ix.opts.BatchBytes,
+	so := store.SetupOptions{BatchSize: ix.opts.BatchSize, BatchBytes: ix.opts.BatchBytes,
 		Step: func(s string) { ix.setupStep.Store(&s) }}
 	bo := defaultBackoff()
 	for {

@@ -30,8 +30,8 @@ import (
 type testStream struct {
 	brokers []string
 	topic   string
-	client  *stream.Client
-	w       *stream.Writer
+	client  stream.Broker
+	w       stream.Writer
 }
 
 func newStream(t *testing.T, partitions int32) *testStream {

@@ -18,6 +18,11 @@ import (
 type Options struct {
 	// Brokers are the Kafka bootstrap brokers.
 	Brokers []string
+	// Stream, when set, is the event stream instead of Kafka at Brokers, and Backend the store
+	// instead of OpenSearch: the standalone mode's in-process log and embedded store. Both stay the
+	// caller's: the indexer closes neither.
+	Stream  stream.Broker
+	Backend Backend
 	// Topic is the event stream; GroupID the consumer group that shares its partitions.
 	Topic   string
 	GroupID string
@@ -97,7 +102,7 @@ func (o *Options) SetDefaults() {
 func (o *Options) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if len(o.Brokers) == 0 {
+	if len(o.Brokers) == 0 && o.Stream == nil {
 		add("--kafka-brokers: required")
 	}
 	if o.Topic == "" {
@@ -118,7 +123,7 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.Kafka.Check()...)
 
-	if len(o.OpenSearchAddresses) == 0 && o.Registry == "" {
+	if len(o.OpenSearchAddresses) == 0 && o.Registry == "" && o.Backend == nil {
 		add("--opensearch-addresses: required unless --registry names an OpenSearch backend")
 	}
 	errs = append(errs, registry.CheckAddressFlag(o.OpenSearchAddresses)...)
@@ -172,17 +177,20 @@ func resolveConnection(o *Options) (connection, error) {
 		c    connection
 		errs []error
 	)
-	addrs, err := openSearchAddresses(o)
-	if err != nil {
-		errs = append(errs, err)
+	if o.Backend == nil {
+		addrs, err := openSearchAddresses(o)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.addresses = addrs
 	}
-	c.addresses = addrs
-
-	kc, err := o.Kafka.Resolve()
-	if err != nil {
-		errs = append(errs, err)
+	if o.Stream == nil {
+		kc, err := o.Kafka.Resolve()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.kafka = kc
 	}
-	c.kafka = kc
 	return c, errors.Join(errs...)
 }
 

@@ -35,6 +35,11 @@ type Options struct {
 	ListenAddr string
 	// OpenSearchAddresses are node URLs.
 	OpenSearchAddresses []string
+	// Backend, when set, is the store instead of OpenSearch, and Stream the event stream instead of
+	// Kafka at KafkaBrokers: the standalone mode's embedded store and in-process log. Both stay the
+	// caller's: the server closes neither.
+	Backend Backend
+	Stream  stream.Broker
 	// OpenSearch holds credentials and TLS settings, as the indexer takes them.
 	OpenSearch osstore.Security
 	// IndexPrefix is the indexer's --index-prefix.
@@ -131,7 +136,7 @@ func (o *Options) SetDefaults() {
 // Validate reports every bad option at once, each naming its flag.
 func (o *Options) Validate() error {
 	var errs []error
-	if len(o.OpenSearchAddresses) == 0 {
+	if len(o.OpenSearchAddresses) == 0 && o.Backend == nil {
 		errs = append(errs, errors.New("--opensearch-addresses: required"))
 	}
 	errs = append(errs, registry.CheckAddressFlag(o.OpenSearchAddresses)...)
@@ -158,11 +163,12 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	store    searcher
-	backend  *osstore.Store
+	backend  Backend
+	closers  []func() error // of what New made, not of what Options gave
 	fleet    *fleet
 	catalog  *catalog
-	kafka    *stream.Client // nil without KafkaBrokers
-	cache    *watchCache    // nil without KafkaBrokers
+	kafka    stream.Broker // nil without KafkaBrokers or Stream
+	cache    *watchCache   // nil without KafkaBrokers or Stream
 	metrics  *metrics
 	listener net.Listener
 	engine   *gin.Engine
@@ -175,6 +181,12 @@ type searcher interface {
 	// Release frees the snapshot of a continue token whose pages will not all be read.
 	Release(ctx context.Context, continueToken string)
 	Counts(ctx context.Context, scope *query.Scope) ([]store.Count, error)
+}
+
+// Backend is the store the query API reads: OpenSearch unless Options.Backend names another.
+type Backend interface {
+	searcher
+	Watermarks(ctx context.Context) ([]store.Watermark, error)
 }
 
 // New checks the options, reads their files and binds the listen address.
@@ -202,25 +214,31 @@ func New(o Options) (*Server, error) {
 		}
 	}
 	var kafkaConn stream.Connection
-	if len(o.KafkaBrokers) > 0 {
+	if len(o.KafkaBrokers) > 0 && o.Stream == nil {
 		var kerr error
 		if kafkaConn, kerr = o.Kafka.Resolve(); kerr != nil {
 			err = errors.Join(err, kerr)
 		}
 	}
-	// The store reads the OpenSearch credentials: its errors join the others.
-	backend, berr := osstore.New(osstore.Options{Addresses: o.OpenSearchAddresses, Security: o.OpenSearch,
-		RequestTimeout: o.RequestTimeout, Index: mappings.Options{Prefix: o.IndexPrefix}, TokenKey: key,
-		KeepAlive: o.PageKeepAlive, Logger: log})
-	if err := errors.Join(err, berr); err != nil {
+	var closers []func() error
+	backend := o.Backend
+	if backend == nil {
+		// The store reads the OpenSearch credentials: its errors join the others.
+		oss, berr := osstore.New(osstore.Options{Addresses: o.OpenSearchAddresses, Security: o.OpenSearch,
+			RequestTimeout: o.RequestTimeout, Index: mappings.Options{Prefix: o.IndexPrefix}, TokenKey: key,
+			KeepAlive: o.PageKeepAlive, Logger: log})
 		if berr == nil {
-			err = errors.Join(err, backend.Close())
+			backend = oss
+			closers = append(closers, oss.Close)
 		}
-		return nil, err
+		err = errors.Join(err, berr)
+	}
+	if err != nil {
+		return nil, errors.Join(err, closeAll(closers))
 	}
 	l, err := net.Listen("tcp", o.ListenAddr)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("--listen: %w", err), backend.Close())
+		return nil, errors.Join(fmt.Errorf("--listen: %w", err), closeAll(closers))
 	}
 	s := &Server{opts: o, log: log, store: backend, backend: backend, listener: l, metrics: newMetrics(), catalog: newCatalog()}
 	s.fleet = &fleet{
@@ -228,12 +246,31 @@ func New(o Options) (*Server, error) {
 		collectors:     o.CollectorStatusURLs, client: &http.Client{Timeout: 5 * time.Second},
 		interval: o.PollInterval, staleAfter: o.StaleAfter, log: log, now: time.Now,
 	}
-	if len(o.KafkaBrokers) > 0 {
+	switch {
+	case o.Stream != nil:
+		s.kafka = o.Stream
+	case len(o.KafkaBrokers) > 0:
 		s.kafka = stream.NewClient(o.KafkaBrokers, kafkaConn, log)
+		closers = append(closers, func() error {
+			s.kafka.Close()
+			return nil
+		})
+	}
+	if s.kafka != nil {
 		s.cache = newWatchCache(log, o.WatchWindowEvents, o.WatchWindowBytes)
 	}
+	s.closers = closers
 	s.engine = s.routes()
 	return s, nil
+}
+
+// closeAll closes what New made, last made first.
+func closeAll(closers []func() error) error {
+	var errs []error
+	for i := len(closers) - 1; i >= 0; i-- {
+		errs = append(errs, closers[i]())
+	}
+	return errors.Join(errs...)
 }
 
 // Addr is the address the server listens on.
@@ -242,7 +279,7 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 // Run serves until ctx is done, then lets requests in flight finish (bounded by ShutdownTimeout).
 func (s *Server) Run(ctx context.Context) error {
 	g := lifecycle.New(ctx)
-	g.OnStop("opensearch client", func(context.Context) error { return s.backend.Close() })
+	g.OnStop("opensearch and kafka clients", func(context.Context) error { return closeAll(s.closers) })
 	s.log.Info("query API listening", "addr", s.Addr())
 	g.Serve("http", &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second}, s.listener)
 	g.Go("fleet status", func(ctx context.Context) error {
@@ -250,10 +287,6 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	})
 	if s.kafka != nil {
-		g.OnStop("kafka client", func(context.Context) error {
-			s.kafka.Close()
-			return nil
-		})
 		g.Go("collectors' ledger", s.followLedger)
 		g.Go("watch cache", func(ctx context.Context) error {
 			return s.cache.run(ctx, s.kafka, s.opts.Topic, s.opts.IndexerGroup, s.backend, s.catalog)

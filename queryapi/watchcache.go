@@ -131,7 +131,7 @@ type cacheSource interface {
 
 // run fills the cache until ctx is done, starting over (every watch ends with 410) when the stream
 // cannot be followed from where it was.
-func (c *watchCache) run(ctx context.Context, kafka *stream.Client, topic, indexerGroup string, src cacheSource, cat *catalog) error {
+func (c *watchCache) run(ctx context.Context, kafka stream.Broker, topic, indexerGroup string, src cacheSource, cat *catalog) error {
 	bo := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Cap: 30 * time.Second, Steps: 1 << 30}
 	for {
 		err := c.fill(ctx, kafka, topic, indexerGroup, src, cat.resourceOf, cat.isSynced)
@@ -155,7 +155,7 @@ func (c *watchCache) run(ctx context.Context, kafka *stream.Client, topic, index
 // interval), and a LIST does not show it.
 const replaySlack = 5000
 
-func (c *watchCache) fill(ctx context.Context, kafka *stream.Client, topic, indexerGroup string, src cacheSource,
+func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, indexerGroup string, src cacheSource,
 	resourceOf func(cluster, group, kind string) string, catalogSynced func() bool) error {
 	spans, err := kafka.Spans(ctx, topic)
 	if err != nil {

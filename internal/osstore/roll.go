@@ -158,7 +158,7 @@ var errRolledElsewhere = errors.New("rolled by another indexer")
 
 // rollIndices rolls every alias of the installation that needs it, one after the other, then
 // deletes the old indices.
-func (s *Store) rollIndices(ctx context.Context, o SetupOptions) error {
+func (s *Store) rollIndices(ctx context.Context, o store.SetupOptions) error {
 	r, err := s.resolve(ctx, s.pattern)
 	if err != nil {
 		return err
@@ -210,7 +210,7 @@ func (s *Store) rollIndices(ctx context.Context, o SetupOptions) error {
 }
 
 // roll carries out one plan, holding its lease, and returns how many documents it copied.
-func (s *Store) roll(ctx context.Context, o SetupOptions, p rollPlan) (int, error) {
+func (s *Store) roll(ctx context.Context, o store.SetupOptions, p rollPlan) (int, error) {
 	l, err := s.takeLease(ctx, o, p)
 	if err != nil {
 		return 0, err
@@ -268,7 +268,7 @@ func (s *Store) roll(ctx context.Context, o SetupOptions, p rollPlan) (int, erro
 
 // copyDocuments scrolls through the sources and writes every document, rebuilt, to the target with
 // its _version (external_gte: a document copied twice is written twice, the same).
-func (s *Store) copyDocuments(ctx context.Context, o SetupOptions, p rollPlan, l *lease) (int, error) {
+func (s *Store) copyDocuments(ctx context.Context, o store.SetupOptions, p rollPlan, l *lease) (int, error) {
 	avg, err := s.averageDocBytes(ctx, p.sources)
 	if err != nil {
 		return 0, err
@@ -320,7 +320,7 @@ func (s *Store) copyDocuments(ctx context.Context, o SetupOptions, p rollPlan, l
 
 // takeLease waits until this indexer holds the roll lease of p, or until the alias has moved to the
 // target (another indexer rolled it: errRolledElsewhere).
-func (s *Store) takeLease(ctx context.Context, o SetupOptions, p rollPlan) (*lease, error) {
+func (s *Store) takeLease(ctx context.Context, o store.SetupOptions, p rollPlan) (*lease, error) {
 	for {
 		l, holder, err := s.acquireLease(ctx, s.stateIndex, p.alias, p.target, s.owner, time.Now)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
@@ -266,14 +267,14 @@ func newRollFake(t *testing.T) (*rollFake, *testRoller) {
 	t.Cleanup(func() { s.Close() })
 	r := &testRoller{s: s}
 	r.o.Step = func(step string) { r.step.Store(&step) }
-	r.o.setDefaults()
+	setupDefaults(&r.o)
 	return f, r
 }
 
 // testRoller runs rolls as Setup does, and keeps the last step Setup reported.
 type testRoller struct {
 	s    *Store
-	o    SetupOptions
+	o    store.SetupOptions
 	step atomic.Pointer[string]
 }
 

@@ -4,21 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
-// SetupOptions are what Setup needs beyond the store's options.
-type SetupOptions struct {
-	// BatchSize and BatchBytes bound the _bulk requests of a roll's copy, as they bound the
-	// indexer's own batches (0: 1000 documents, 8 MiB).
-	BatchSize  int
-	BatchBytes int
-	// Step, when set, hears what setup is doing or waiting for (a roll, another indexer's roll
-	// lease), for a readiness probe.
-	Step func(string)
-}
-
-func (o *SetupOptions) setDefaults() {
+// setupDefaults fills the zero fields of o.
+func setupDefaults(o *store.SetupOptions) {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 1000
 	}
@@ -36,8 +27,8 @@ func (o *SetupOptions) setDefaults() {
 // whose index is of an older mappings.Version to a new index (roll.go). Concrete indices are created
 // later, by the first Write of their kind. An error means setup is not done: OpenSearch is away, or
 // refused a step; calling Setup again resumes it.
-func (s *Store) Setup(ctx context.Context, o SetupOptions) error {
-	o.setDefaults()
+func (s *Store) Setup(ctx context.Context, o store.SetupOptions) error {
+	setupDefaults(&o)
 	if err := s.ping(ctx); err != nil {
 		s.reachable(false)
 		return err

@@ -37,6 +37,18 @@ type ResourceStatus struct {
 	// Unpublished names the objects Kafka will never take (too large), "namespace/name: reason",
 	// since the last list began; they are missing from the index while State may be Running.
 	Unpublished []string `json:"unpublished,omitempty"`
+	// Listing is true while a list (the first, or a re-list after a watch expired) is under way.
+	// Listed counts the objects it has read so far, or read in all once it is done; ListTotal is how
+	// many the member says the list holds (the items read plus the last page's remainingItemCount),
+	// 0 while the member has not said. A progress display reads them; TotalNum is what is held.
+	Listing   bool  `json:"listing,omitempty"`
+	Listed    int   `json:"listed,omitempty"`
+	ListTotal int64 `json:"listTotal,omitempty"`
+}
+
+// Settled reports whether the row's collection has listed once or failed: what a first sync waits for.
+func (r ResourceStatus) Settled() bool {
+	return r.State == StateFailed || (r.State == StateRunning && r.Epoch != 0)
 }
 
 // Pair is the row's pair.

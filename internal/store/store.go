@@ -162,3 +162,14 @@ type Count struct {
 
 // Pair is the count's pair.
 func (c Count) Pair() Pair { return Pair{c.Cluster, c.Group, c.Resource} }
+
+// SetupOptions are what a backend's Setup needs beyond the backend's own options.
+type SetupOptions struct {
+	// BatchSize and BatchBytes bound the writes of a backend's own copies (for OpenSearch, the _bulk requests of a roll), as they bound the
+	// indexer's own batches (0: 1000 documents, 8 MiB).
+	BatchSize  int
+	BatchBytes int
+	// Step, when set, hears what setup is doing or waiting for (a roll, another indexer's roll
+	// lease), for a readiness probe.
+	Step func(string)
+}

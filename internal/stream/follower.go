@@ -28,20 +28,20 @@ type FollowerConfig struct {
 	MaxWait time.Duration
 }
 
-// Follower reads every partition of a topic without a consumer group — nothing is committed, every
+// kafkaFollower reads every partition of a topic without a consumer group — nothing is committed, every
 // follower reads everything — from the offsets it is given on: a watch of the event stream, or
 // the compacted ledger read whole and then followed.
 //
 // It reads the partitions the topic has when Run starts. One added later is not picked up: a topic's
 // partition count is fixed for its life (DESIGN section 3), and a resume position names the
 // partitions it was taken from.
-type Follower struct {
+type kafkaFollower struct {
 	client *Client
 	cfg    FollowerConfig
 }
 
 // NewFollower checks cfg and returns a follower; it connects when Run is called.
-func (c *Client) NewFollower(cfg FollowerConfig) (*Follower, error) {
+func (c *Client) NewFollower(cfg FollowerConfig) (Follower, error) {
 	var errs []error
 	if cfg.Topic == "" {
 		errs = append(errs, errors.New("no topic"))
@@ -66,7 +66,7 @@ func (c *Client) NewFollower(cfg FollowerConfig) (*Follower, error) {
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = 500 * time.Millisecond
 	}
-	return &Follower{client: c, cfg: cfg}, nil
+	return &kafkaFollower{client: c, cfg: cfg}, nil
 }
 
 // Run reads until ctx is done, calling handle with each message, one at a time, from Run's goroutine;
@@ -75,7 +75,7 @@ func (c *Client) NewFollower(cfg FollowerConfig) (*Follower, error) {
 // is done, handle's error as it is, or why a partition cannot be read: OutOfRange when a start offset
 // is not (or a position reached is no longer) in its partition, so reading must start over. Every
 // goroutine it starts has ended when it returns.
-func (f *Follower) Run(ctx context.Context, handle func(ctx context.Context, m Message) error) error {
+func (f *kafkaFollower) Run(ctx context.Context, handle func(ctx context.Context, m Message) error) error {
 	starts, err := f.starts(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -111,7 +111,7 @@ func (f *Follower) Run(ctx context.Context, handle func(ctx context.Context, m M
 }
 
 // starts is the offset each partition is read from, checked against what the partition holds.
-func (f *Follower) starts(ctx context.Context) (map[int]int64, error) {
+func (f *kafkaFollower) starts(ctx context.Context) (map[int]int64, error) {
 	topic := f.cfg.Topic
 	bo := followBackoff()
 	for {
@@ -134,7 +134,7 @@ func (f *Follower) starts(ctx context.Context) (map[int]int64, error) {
 	}
 }
 
-func (f *Follower) resolve(spans map[int]span) (map[int]int64, error) {
+func (f *kafkaFollower) resolve(spans map[int]span) (map[int]int64, error) {
 	var errs []error
 	for p := range f.cfg.From {
 		if _, ok := spans[p]; !ok {
@@ -162,7 +162,7 @@ func (f *Follower) resolve(spans map[int]span) (map[int]int64, error) {
 
 // follow reads one partition from offset into out until ctx is done (returning nil) or it cannot
 // be read any more.
-func (f *Follower) follow(ctx context.Context, partition int, offset int64, out chan<- Message) error {
+func (f *kafkaFollower) follow(ctx context.Context, partition int, offset int64, out chan<- Message) error {
 	bo := followBackoff()
 	for {
 		msgs, next, err := f.client.fetch(ctx, f.cfg.Topic, partition, offset, f.cfg.MaxBytes, f.cfg.MaxWait)

@@ -146,7 +146,7 @@ func TestFollowerStopsWhileKafkaIsAway(t *testing.T) {
 	}
 }
 
-func followTopic(t *testing.T, topic string, partitions int) (*Client, *Writer) {
+func followTopic(t *testing.T, topic string, partitions int) (*Client, Writer) {
 	t.Helper()
 	c := newTestClient(t)
 	if err := c.CreateTopic(t.Context(), Topic{Name: topic, Partitions: partitions}); err != nil {
@@ -158,7 +158,7 @@ func followTopic(t *testing.T, topic string, partitions int) (*Client, *Writer) 
 }
 
 // writeKeyed writes n messages, values v<from>…, over 20 keys.
-func writeKeyed(t *testing.T, w *Writer, from, n int) {
+func writeKeyed(t *testing.T, w Writer, from, n int) {
 	t.Helper()
 	var msgs []Message
 	for i := from; i < from+n; i++ {
@@ -171,7 +171,7 @@ func writeKeyed(t *testing.T, w *Writer, from, n int) {
 
 // follow runs f until it delivered n messages, with then running meanwhile (done is closed once Run
 // returned); it checks that Run returned nil and that handle was never called concurrently.
-func follow(t *testing.T, f *Follower, n int, then func(done <-chan struct{})) []Message {
+func follow(t *testing.T, f Follower, n int, then func(done <-chan struct{})) []Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()

@@ -21,12 +21,12 @@ type GroupReaderConfig struct {
 	MaxBytes int
 }
 
-// GroupReader reads a topic as a member of a consumer group: each partition assigned to it in order,
+// kafkaGroupReader reads a topic as a member of a consumer group: each partition assigned to it in order,
 // from the group's committed offset (a new group from the first retained one). Offsets are committed
 // only by Commit, synchronously, so a message is consumed again unless what it caused was done first.
 // Partitions added to the topic later are read too. Fetch and Commit may be called from different
 // goroutines.
-type GroupReader struct {
+type kafkaGroupReader struct {
 	config kafka.ReaderConfig
 
 	once   sync.Once
@@ -35,7 +35,7 @@ type GroupReader struct {
 
 // NewGroupReader checks cfg and returns a reader that joins the group on its first Fetch: making one
 // connects to nothing, so a component's New can make it and report a bad configuration at once.
-func (c *Client) NewGroupReader(cfg GroupReaderConfig) (*GroupReader, error) {
+func (c *Client) NewGroupReader(cfg GroupReaderConfig) (GroupReader, error) {
 	var errs []error
 	if cfg.Topic == "" {
 		errs = append(errs, errors.New("no topic"))
@@ -72,11 +72,11 @@ func (c *Client) NewGroupReader(cfg GroupReaderConfig) (*GroupReader, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("kafka reader of topic %q in group %q: %w", cfg.Topic, cfg.Group, err)
 	}
-	return &GroupReader{config: rc}, nil
+	return &kafkaGroupReader{config: rc}, nil
 }
 
 // start joins the group, unless Close came first; it returns nil then.
-func (r *GroupReader) start() *kafka.Reader {
+func (r *kafkaGroupReader) start() *kafka.Reader {
 	r.once.Do(func() { r.reader = kafka.NewReader(r.config) })
 	return r.reader
 }
@@ -84,7 +84,7 @@ func (r *GroupReader) start() *kafka.Reader {
 // Fetch returns the next message, blocking until there is one. It returns an error wrapping ctx's
 // once ctx is done, and io.EOF once the reader is closed; kafka-go retries broker errors itself, so another error
 // is worth a retry with backoff.
-func (r *GroupReader) Fetch(ctx context.Context) (Message, error) {
+func (r *kafkaGroupReader) Fetch(ctx context.Context) (Message, error) {
 	reader := r.start()
 	if reader == nil {
 		return Message{}, io.EOF
@@ -102,7 +102,7 @@ func (r *GroupReader) Fetch(ctx context.Context) (Message, error) {
 // Commit commits, for each partition, the offset after its message in msgs: pass the last message
 // of each partition whose work is done. A failed commit (a rebalance moved the partition, say)
 // means those messages are consumed again.
-func (r *GroupReader) Commit(ctx context.Context, msgs ...Message) error {
+func (r *kafkaGroupReader) Commit(ctx context.Context, msgs ...Message) error {
 	reader := r.start()
 	if reader == nil {
 		return io.EOF
@@ -119,7 +119,7 @@ func (r *GroupReader) Commit(ctx context.Context, msgs ...Message) error {
 
 // Close leaves the group, so its partitions move to the other members without waiting for the
 // session timeout, and ends what Fetch and Commit wait for.
-func (r *GroupReader) Close() error {
+func (r *kafkaGroupReader) Close() error {
 	r.once.Do(func() {}) // a Fetch after Close must not join
 	if r.reader == nil {
 		return nil

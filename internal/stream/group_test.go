@@ -76,7 +76,7 @@ func TestGroupReaderConfig(t *testing.T) {
 	}
 }
 
-func fetchN(t *testing.T, r *GroupReader, n int) []Message {
+func fetchN(t *testing.T, r GroupReader, n int) []Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

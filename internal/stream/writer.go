@@ -24,15 +24,15 @@ type WriterOptions struct {
 	Compress bool
 }
 
-// Writer writes messages in order, each acknowledged by every in-sync replica; a message's partition
+// kafkaWriter writes messages in order, each acknowledged by every in-sync replica; a message's partition
 // is its key's hash (Partition and Offset are ignored). It is safe for concurrent use.
-type Writer struct {
+type kafkaWriter struct {
 	w     *kafka.Writer
 	topic string
 }
 
 // NewWriter returns a writer; it connects on the first Write.
-func (c *Client) NewWriter(o WriterOptions) *Writer {
+func (c *Client) NewWriter(o WriterOptions) Writer {
 	w := &kafka.Writer{
 		Addr: kafka.TCP(c.brokers...),
 		// Keys name what must stay in order (for events, cluster/group/resource); Hash keeps each key
@@ -52,18 +52,18 @@ func (c *Client) NewWriter(o WriterOptions) *Writer {
 	if o.Compress {
 		w.Compression = kafka.Lz4
 	}
-	return &Writer{w: w, topic: o.Topic}
+	return &kafkaWriter{w: w, topic: o.Topic}
 }
 
 // SetBatchBytes changes BatchBytes (WriterOptions), e.g. to a topic limit learnt after the writer
 // was made. Call it only before the first Write.
-func (w *Writer) SetBatchBytes(n int) { w.w.BatchBytes = int64(n) }
+func (w *kafkaWriter) SetBatchBytes(n int) { w.w.BatchBytes = int64(n) }
 
 // Write writes msgs and returns once Kafka acknowledged them all, or with an error: WriteErrors when
 // some of them failed (say which), or one error for all of them (ctx done, Kafka away, a message over
 // BatchBytes refused before anything was sent). kafka-go retries each request a few times first.
 // Messages of one key are written in the order given.
-func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
+func (w *kafkaWriter) Write(ctx context.Context, msgs ...Message) error {
 	km := make([]kafka.Message, len(msgs))
 	for i := range msgs {
 		km[i] = msgs[i].kafka()
@@ -80,4 +80,4 @@ func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
 }
 
 // Close flushes nothing (Write is synchronous) and releases the writer.
-func (w *Writer) Close() error { return w.w.Close() }
+func (w *kafkaWriter) Close() error { return w.w.Close() }
