@@ -2,9 +2,13 @@ package stream
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -25,6 +29,10 @@ type LocalOptions struct {
 	// beyond RetainBytes before writes wait for the group: the log holds the backlog in memory, so
 	// a fast producer and a slow consumer must not grow it without bound. Default 32 MiB.
 	MaxBacklogBytes int
+	// Dir, when set, keeps the compacted topics (the collectors' ledger) across restarts, one file
+	// per partition: what a collector remembers of its members, so one removed while the process
+	// was down is purged at the next start. The other topics need no keeping (see Local).
+	Dir string
 }
 
 // Local is the standalone mode's event stream: an in-process, in-memory log with the semantics of
@@ -55,6 +63,7 @@ type localTopic struct {
 }
 
 type localPartition struct {
+	file  *os.File  // the compacted partition's file under LocalOptions.Dir; nil when not kept
 	msgs  []Message // ascending offsets; gaps where compaction removed messages
 	bytes int       // Size of msgs
 	start int64     // the log start offset: below it, offsets are out of range
@@ -100,13 +109,21 @@ func (l *Local) wait(ctx context.Context, done <-chan struct{}) error {
 	}
 }
 
-// Close ends every wait; readers return io.EOF.
+// Close ends every wait (readers return io.EOF) and closes the files of kept topics.
 func (l *Local) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.closed {
-		l.closed = true
-		l.notifyLocked()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	l.notifyLocked()
+	for _, t := range l.topics {
+		for _, p := range t.parts {
+			if p.file != nil {
+				p.file.Close()
+			}
+		}
 	}
 }
 
@@ -136,8 +153,17 @@ func (l *Local) CreateTopic(_ context.Context, t Topic) error {
 		return nil
 	}
 	lt := &localTopic{name: t.Name, compact: t.Config["cleanup.policy"] == "compact", maxBytes: maxBytes}
-	for range t.Partitions {
-		lt.parts = append(lt.parts, &localPartition{keys: map[string]int64{}})
+	for i := range t.Partitions {
+		p := &localPartition{keys: map[string]int64{}}
+		if lt.compact && l.opts.Dir != "" {
+			if err := p.keep(filepath.Join(l.opts.Dir, fmt.Sprintf("%s-%d.log", t.Name, i))); err != nil {
+				for _, q := range lt.parts {
+					q.file.Close()
+				}
+				return fmt.Errorf("create topic %s: %w", t.Name, err)
+			}
+		}
+		lt.parts = append(lt.parts, p)
 	}
 	l.topics[t.Name] = lt
 	for key, g := range l.groups {
@@ -249,6 +275,90 @@ func (p *localPartition) append(m Message, compact bool) {
 	p.bytes += m.Size()
 }
 
+// keep loads the partition from its file, rewrites the file compacted and keeps it open to append
+// every message written from now on. A record is its offset, time, key and value, with uvarint
+// lengths (a value's length plus one, 0 being a tombstone); headers are not kept (ledger records
+// have none). A torn last record (the process killed mid-write) is dropped.
+func (p *localPartition) keep(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for len(data) > 0 {
+		m, n := decodeRecord(data)
+		if n == 0 {
+			break
+		}
+		data = data[n:]
+		p.end = m.Offset
+		p.append(m, true)
+	}
+	var buf []byte
+	for _, m := range p.msgs {
+		buf = appendRecord(buf, &m)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	p.file, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	return err
+}
+
+func appendRecord(b []byte, m *Message) []byte {
+	b = binary.AppendUvarint(b, uint64(m.Offset))
+	b = binary.AppendVarint(b, m.Time.UnixNano())
+	b = binary.AppendUvarint(b, uint64(len(m.Key)))
+	b = append(b, m.Key...)
+	if m.Value == nil {
+		return binary.AppendUvarint(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(m.Value))+1)
+	return append(b, m.Value...)
+}
+
+// decodeRecord decodes the record at the start of b and its length; 0 when b holds no whole record.
+func decodeRecord(b []byte) (Message, int) {
+	var m Message
+	i := 0
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(b[i:])
+		i += n
+		return v, n > 0
+	}
+	off, ok := next()
+	if !ok {
+		return m, 0
+	}
+	t, n := binary.Varint(b[i:])
+	if n <= 0 {
+		return m, 0
+	}
+	i += n
+	klen, ok := next()
+	if !ok || uint64(len(b)-i) < klen {
+		return m, 0
+	}
+	m.Key = slices.Clone(b[i : i+int(klen)])
+	i += int(klen)
+	vlen, ok := next()
+	if !ok || uint64(len(b)-i) < max(vlen, 1)-1 {
+		return m, 0
+	}
+	if vlen > 0 {
+		m.Value = slices.Clone(b[i : i+int(vlen-1)])
+		i += int(vlen - 1)
+	}
+	m.Offset, m.Time = int64(off), time.Unix(0, t)
+	return m, i
+}
+
 // floor is the lowest offset a group of t still needs in partition i: everything below it may be
 // trimmed. A group that has committed nothing there needs everything; without groups nothing is
 // needed but what RetainBytes keeps.
@@ -356,7 +466,16 @@ func (w *localWriter) Write(ctx context.Context, msgs ...Message) error {
 			m.Time = now
 		}
 		m.Key, m.Value, m.Headers = slices.Clone(m.Key), slices.Clone(m.Value), slices.Clone(m.Headers)
-		t.parts[part].append(m, t.compact)
+		p := t.parts[part]
+		p.append(m, t.compact)
+		if p.file != nil {
+			// Unsynced: a killed process loses nothing written (the page cache has it); only a
+			// machine crash could lose the last records, which the next start writes again.
+			last := p.msgs[len(p.msgs)-1]
+			if _, err := p.file.Write(appendRecord(nil, &last)); err != nil {
+				fail(i, fmt.Errorf("keep topic %s: %w", m.Topic, err))
+			}
+		}
 		l.trimLocked(t, part)
 	}
 	l.notifyLocked()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -256,5 +258,54 @@ func TestLocalFollowerWaitsAndEnds(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not end when the log closed")
+	}
+}
+
+// A compacted topic survives a restart with its offsets, compacted, a torn last record dropped.
+func TestLocalKeepsCompactedTopics(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ledger := map[string]string{"cleanup.policy": "compact"}
+	l := NewLocal(LocalOptions{Dir: dir})
+	createLocalTopic(t, l, "ledger", 1, ledger)
+	createLocalTopic(t, l, "events", 1, nil)
+	w := l.NewWriter(WriterOptions{})
+	for i := range 3 {
+		if err := w.Write(ctx, Message{Topic: "ledger", Key: []byte("a"), Value: fmt.Appendf(nil, "a%d", i)},
+			Message{Topic: "ledger", Key: []byte("b"), Value: []byte("b")}, Message{Topic: "events", Key: []byte("e"), Value: []byte("e")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Write(ctx, Message{Topic: "ledger", Key: []byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	f, err := os.OpenFile(filepath.Join(dir, "ledger-0.log"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(appendRecord(nil, &Message{Offset: 7, Key: []byte("c"), Value: []byte("torn")})[:5])
+	f.Close()
+
+	l = NewLocal(LocalOptions{Dir: dir})
+	defer l.Close()
+	createLocalTopic(t, l, "ledger", 1, ledger)
+	createLocalTopic(t, l, "events", 1, nil)
+	got, _ := l.ReadPartition(ctx, "ledger", 0)
+	if len(got) != 2 || string(got[0].Key) != "a" || string(got[0].Value) != "a2" || got[0].Offset != 4 ||
+		string(got[1].Key) != "b" || got[1].Value != nil || got[1].Offset != 6 {
+		t.Fatalf("after the restart the ledger holds %+v", got)
+	}
+	if sp, _ := l.Spans(ctx, "ledger"); sp[0].End != 7 {
+		t.Fatalf("ledger end %d, want 7", sp[0].End)
+	}
+	if sp, _ := l.Spans(ctx, "events"); sp[0] != (Span{}) {
+		t.Fatalf("the events topic is not kept, yet holds %+v", sp[0])
+	}
+	if err := l.NewWriter(WriterOptions{Topic: "ledger"}).Write(ctx, Message{Key: []byte("c"), Value: []byte("c")}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.ReadPartition(ctx, "ledger", 0); len(got) != 3 || got[2].Offset != 7 {
+		t.Fatalf("written after the restart: %+v", got)
 	}
 }
