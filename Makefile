@@ -2,7 +2,7 @@
 GO ?= go
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check testbed-build testbed-up testbed-down fmt bench-collector bench-indexer bench-query bench-facade bench-roll
+.PHONY: build test e2e check testbed-build testbed-up testbed-down run fmt bench-collector bench-indexer bench-query bench-facade bench-roll bench-stores
 
 build:
 	$(GO) build -o bin/kubesearch ./cmd/kubesearch
@@ -32,6 +32,11 @@ testbed-up:
 testbed-down:
 	bash tests/testbed/down.sh
 
+# The demo: 3 member clusters with sample workloads, kubesearch standalone over them in the foreground,
+# and queries to paste once it is ready (demo/run.sh). Ctrl-C stops everything it started.
+run:
+	bash demo/run.sh
+
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
@@ -60,3 +65,9 @@ bench-facade:
 # change).
 bench-roll:
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -v -run TestBenchRoll ./tests/e2e/
+
+# The embedded store beside OpenSearch on one corpus: indexing docs/s, query p50/p99 per kind, heap
+# and disk per 10k Pods, cold start of `kubesearch standalone` on the data folder (BENCH_STORE_PODS,
+# BENCH_STORE_QUERIES to change).
+bench-stores:
+	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -v -run TestBenchStores ./tests/e2e/

@@ -274,6 +274,10 @@ func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
 			owners []*item // owners[i] is the event of ops[i]
 		)
 		for _, it := range segment {
+			if it.op != nil && c.wm.superseded(it.ev, it.msg.Partition) {
+				c.metrics.superseded.Inc()
+				continue
+			}
 			if it.op != nil {
 				ops = append(ops, *it.op)
 				owners = append(owners, it)

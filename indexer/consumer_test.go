@@ -171,3 +171,37 @@ func mustAtoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// TestApplySkipsSupersededEpochs: once an event of a newer epoch of a scope was seen (a new list),
+// events of older epochs (a collector the new one replaced, still publishing) are not written,
+// whatever their resourceVersions; other scopes are not affected.
+func TestApplySkipsSupersededEpochs(t *testing.T) {
+	docs := &fakeDocs{}
+	k := &fakeKafka{}
+	c := newDecodeConsumer()
+	c.reader, c.dlq, c.docs, c.progress, c.wm = k, k, docs, fakeProgress{}, newWatermarks()
+	c.now, c.backoff, c.next = time.Now, defaultBackoff, map[int]int64{}
+	var msgs []stream.Message
+	for i, ev := range []*envelope.Event{
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "10", 2),
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "5", 3),    // the new list
+		objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p1", "u1", "20", 2), // the old collector, later
+		objectEvent(envelope.Added, "m2", "Pod", "pods", "shop", "p1", "u9", "30", 2),   // another cluster
+		objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p1", "u1", "6", 3),
+	} {
+		v, err := ev.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, stream.Message{Topic: "events", Offset: int64(i), Value: v})
+	}
+	if err := c.apply(t.Context(), c.decodeBatch(msgs)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(docs.written, ","); got != "u1,u1,u9,u1" {
+		t.Errorf("written %s, want u1,u1,u9,u1 (the old epoch's event after the new list skipped)", got)
+	}
+	if len(k.written) != 0 {
+		t.Errorf("a superseded event is not a dead letter; got %d letters", len(k.written))
+	}
+}

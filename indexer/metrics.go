@@ -13,6 +13,7 @@ type metrics struct {
 	messages     *prometheus.CounterVec
 	failed       *prometheus.CounterVec
 	unversioned  *prometheus.CounterVec
+	superseded   prometheus.Counter
 	deadLetters  *prometheus.CounterVec
 	lag          *prometheus.GaugeVec
 	commitErrors prometheus.Counter
@@ -35,6 +36,10 @@ func newMetrics() *metrics {
 			Name: "kubesearch_indexer_unversioned_writes_total",
 			Help: "Writes without external versioning because the resourceVersion is not an integer (some aggregated APIs), by cluster and resource.",
 		}, []string{"cluster", "resource"}),
+		superseded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubesearch_indexer_superseded_events_total",
+			Help: "Object events not written because a newer epoch (a newer list) of their scope was already seen.",
+		}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubesearch_indexer_dead_letters_total",
 			Help: "Events written to the dead-letter topic, by reason.",
@@ -56,7 +61,7 @@ func newMetrics() *metrics {
 			Help: "Events fetched and not yet committed: buffered, or in the batch being written.",
 		}),
 	}
-	m.registry.MustRegister(m.messages, m.failed, m.unversioned, m.deadLetters, m.lag, m.commitErrors, m.batches, m.inFlight,
+	m.registry.MustRegister(m.messages, m.failed, m.unversioned, m.superseded, m.deadLetters, m.lag, m.commitErrors, m.batches, m.inFlight,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

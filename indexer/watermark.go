@@ -17,6 +17,10 @@ type scopeState struct {
 	// written is the highest resourceVersion written of the scope's current epoch; it becomes
 	// ResourceVersion once a refresh made it searchable.
 	written int64
+	// newest is the newest epoch of the scope's events seen in this process: an event of an older
+	// epoch comes from a collector a newer list superseded (one still running through a rolling
+	// update, say), and is not written (superseded).
+	newest int64
 }
 
 type pairState struct {
@@ -93,6 +97,20 @@ func (w *watermarks) pair(ev *envelope.Event, partition int) *pairState {
 	}
 	p.kind, p.partition = ev.Kind, partition
 	return p
+}
+
+// superseded tells whether an object event belongs to an epoch older than one already seen for its
+// scope, and notes its epoch otherwise. Such an event must not be written: OpenSearch's external
+// versioning orders by resourceVersion alone, so an older epoch's higher resourceVersion would
+// replace the newer epoch's state, while the newer list already holds what that event says or
+// later. Call it in stream order, before the event is written.
+func (w *watermarks) superseded(ev *envelope.Event, partition int) bool {
+	s := w.pair(ev, partition).scope(ev.Namespace)
+	if ev.Epoch < max(s.Epoch, s.newest) {
+		return true
+	}
+	s.newest = ev.Epoch
+	return false
 }
 
 // written records an ADDED, MODIFIED or DELETED event that is written (or dead-lettered: it will

@@ -31,6 +31,8 @@ var commands = map[string]command{
 	"indexer":    {"consume the event stream into OpenSearch", indexerCommand},
 	"queryapi":   {"serve REST search and the Kubernetes facade over the index", queryAPICommand},
 	"kubeconfig": {"print a kubeconfig for the query API's Kubernetes facade", kubeconfigCommand},
+	"version":    {"print the version, commit and Go version of this binary", versionCommand},
+	"standalone": {"the whole pipeline in one process on an embedded store: REST search and the facade over every member", standaloneCommand},
 }
 
 func main() {

@@ -165,6 +165,7 @@ func (s *Store) page(ctx context.Context, q *query.Query, res *store.Result, res
 		return res, nil
 	}
 	res.Items = res.Items[:min(q.Limit, len(res.Items))]
+	res.Epochs = res.Epochs[:len(res.Items)]
 	tok.Query = q.Fingerprint()
 	tok.PIT = pit
 	tok.After = json.RawMessage(hits[len(res.Items)-1].Get("sort").Raw)
@@ -201,6 +202,10 @@ func (s *Store) result(q *query.Query, resp []byte) (*store.Result, error) {
 		for _, b := range v.Array() {
 			res.Versions[b.Get("key").Str] = b.Get("rv.value").Int()
 		}
+	}
+	// Facets come with the first page only: later pages do not ask for the aggregations.
+	if q.Continue != "" {
+		return res, nil
 	}
 	for i, f := range q.Facets {
 		agg := r.Get("aggregations." + facetAggName(i))
@@ -333,7 +338,8 @@ func (s *Store) Counts(ctx context.Context, scope *query.Scope) ([]store.Count, 
 	}
 }
 
-// Watermarks reads every stored watermark, ordered by cluster, group and resource. They trail the
+// Watermarks reads every stored watermark, ordered by their pair's ID ("cluster/group/resource" as
+// one string, so cluster "prod-eu" comes before "prod"). They trail the
 // indexers' progress by about their watermark interval. A missing state index means none yet.
 func (s *Store) Watermarks(ctx context.Context) ([]store.Watermark, error) {
 	var (

@@ -73,6 +73,10 @@ type Query struct {
 	// query (never by filtering answers afterwards, which would break totals, facets and paging), and
 	// the fingerprint covers it, so a continue token issued to one subject does not page for another.
 	Scope *Scope `json:"scope,omitempty"`
+	// Subject names who asks, when the server authenticates. No compiler reads it; the fingerprint
+	// covers it, so a continue token minted for one subject is refused for another, even one whose
+	// scope is the same.
+	Subject string `json:"subject,omitempty"`
 }
 
 // Scope is the union of grants: an object is visible when one grant allows its cluster, its

@@ -48,7 +48,11 @@ type Op struct {
 	UID  string
 	// Doc is the document (package document), one line of JSON; nil for a delete.
 	Doc []byte
-	// Epoch is the epoch of the event: a newer epoch wins whatever the resourceVersions say.
+	// Epoch is the epoch of the event: an op of a newer epoch replaces the stored state whatever the
+	// resourceVersions say. The converse is the indexer's to keep: an op of an older epoch with a
+	// higher resourceVersion is accepted (OpenSearch's external versioning orders by resourceVersion
+	// alone, and the embedded store answers alike), so the indexer never writes an event of an epoch
+	// older than one it has seen for the scope (indexer: superseded).
 	Epoch int64
 	// Version is the object's resourceVersion when Versioned: no op then replaces a newer state
 	// (a replayed or late event). A resourceVersion that is not an integer is written unversioned.

@@ -1,0 +1,283 @@
+// Package standalone runs the whole pipeline in one process (DESIGN section 1): the collector, the
+// indexer and the query API — the same components as the distributed mode, with the same
+// configuration files and the same APIs — joined by an in-process log (stream.Local) instead of
+// Kafka and writing to an embedded on-disk store (blevestore) instead of OpenSearch. It is the only
+// package besides main that imports components: it composes them, and adds nothing to what they do.
+//
+// The data folder holds the index, the collectors' ledger (what each member had cached, so a member
+// removed while the process was down is purged at the next start), the key signing continue tokens
+// and, without --registry, the default registry. The event stream itself is not kept: at every
+// start the collector lists each member again in a new epoch, and the SYNC that ends each list
+// removes what vanished meanwhile.
+package standalone
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/kubesearch/kubesearch/collector"
+	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/blevestore"
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
+	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/stream"
+	"github.com/kubesearch/kubesearch/queryapi"
+)
+
+// DefaultRegistry selects the kinds operators search most, in every member.
+//
+//go:embed default-registry.yaml
+var DefaultRegistry []byte
+
+// Options configure a Standalone. Zero values take the defaults of SetDefaults.
+type Options struct {
+	// Kubeconfig makes every context a member cluster; ClustersFile lists them instead.
+	Kubeconfig   string
+	ClustersFile string
+	// Registry is a ResourceRegistry file or folder; empty uses DefaultRegistry.
+	Registry string
+	// DataDir holds the index and what must survive a restart.
+	DataDir string
+	// ListenAddr serves REST search, the Kubernetes facade, /healthz, /readyz and /metrics.
+	ListenAddr string
+
+	// Collector, Indexer and QueryAPI tune the components; their connection fields (brokers,
+	// OpenSearch, stream, backend, registry, clusters, listen addresses) are set by New.
+	Collector collector.Options
+	Indexer   indexer.Options
+	QueryAPI  queryapi.Options
+
+	Logger *slog.Logger
+}
+
+// SetDefaults fills the zero fields: members from $KUBECONFIG or ~/.kube/config, the data folder
+// in the user's state directory, the API on 127.0.0.1:8080.
+func (o *Options) SetDefaults() {
+	if o.Kubeconfig == "" && o.ClustersFile == "" {
+		o.Kubeconfig = DefaultKubeconfig()
+	}
+	if o.DataDir == "" {
+		o.DataDir = DefaultDataDir()
+	}
+	if o.ListenAddr == "" {
+		o.ListenAddr = "127.0.0.1:8080"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// DefaultKubeconfig is the first file $KUBECONFIG names, or ~/.kube/config.
+func DefaultKubeconfig() string {
+	for _, p := range filepath.SplitList(os.Getenv("KUBECONFIG")) {
+		if p != "" {
+			return p
+		}
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".kube", "config")
+	}
+	return ""
+}
+
+// DefaultDataDir is $XDG_STATE_HOME/kubesearch, or ~/.local/state/kubesearch.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "kubesearch")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "kubesearch")
+	}
+	return "kubesearch-data"
+}
+
+// Validate reports every invalid option at once, each named by its flag.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Kubeconfig != "" && o.ClustersFile != "" {
+		errs = append(errs, errors.New("--kubeconfig, --clusters: at most one"))
+	}
+	if o.Kubeconfig != "" {
+		if _, err := os.Stat(o.Kubeconfig); err != nil {
+			errs = append(errs, fmt.Errorf("--kubeconfig %s: %w (members are the contexts of $KUBECONFIG or ~/.kube/config unless --kubeconfig or --clusters names them)", o.Kubeconfig, err))
+		}
+	}
+	if o.Kubeconfig == "" && o.ClustersFile == "" {
+		errs = append(errs, errors.New("--kubeconfig: no kubeconfig found; name one, or a clusters file with --clusters"))
+	}
+	if o.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir: required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Standalone is the pipeline in one process.
+type Standalone struct {
+	opts      Options
+	log       *slog.Logger
+	lock      *os.File
+	events    *stream.Local
+	store     *blevestore.Store
+	collector *collector.Collector
+	indexer   *indexer.Indexer
+	api       *queryapi.Server
+}
+
+// New prepares the data folder (locking it against a second process), opens the store and makes
+// the three components; nothing connects to a member before Run.
+func New(o Options) (s *Standalone, err error) {
+	o.SetDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	s = &Standalone{opts: o, log: o.Logger}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.close())
+		}
+	}()
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	if s.lock, err = lockDir(o.DataDir); err != nil {
+		return nil, err
+	}
+	key, err := tokenKey(filepath.Join(o.DataDir, "continue.key"))
+	if err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	registryPath := o.Registry
+	if registryPath == "" {
+		// A file, so the collector reads it as it reads any registry; rewritten at every start,
+		// so it follows the binary's default.
+		registryPath = filepath.Join(o.DataDir, "default-registry.yaml")
+		if err := os.WriteFile(registryPath, DefaultRegistry, 0o600); err != nil {
+			return nil, fmt.Errorf("--data-dir: %w", err)
+		}
+	}
+	s.events = stream.NewLocal(stream.LocalOptions{Dir: filepath.Join(o.DataDir, "ledger"), RetainBytes: 2 << 20, MaxBacklogBytes: 8 << 20})
+	qo := o.QueryAPI
+	qo.SetDefaults()
+	s.store, err = blevestore.New(blevestore.Options{Dir: filepath.Join(o.DataDir, "index"), TokenKey: key,
+		KeepAlive: qo.PageKeepAlive, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("--data-dir: open the index: %w", err)
+	}
+
+	co := o.Collector
+	co.Registry, co.Kubeconfig, co.ClustersFile = registryPath, o.Kubeconfig, o.ClustersFile
+	co.Stream, co.Brokers = s.events, nil
+	// The ledger remembers the members under this name, so one removed from the kubeconfig while
+	// the process was down is purged at the next start.
+	co.Name = "standalone"
+	// Loopback only: the query API reads the collection state there.
+	co.ListenAddr = "127.0.0.1:0"
+	co.Logger = o.Logger.With("component", "collector")
+	if s.collector, err = collector.New(co); err != nil {
+		return nil, err
+	}
+
+	ixo := o.Indexer
+	ixo.Stream, ixo.Backend, ixo.Brokers, ixo.ListenAddr = s.events, s.store, nil, ""
+	ixo.Logger = o.Logger.With("component", "indexer")
+	if s.indexer, err = indexer.New(ixo); err != nil {
+		return nil, err
+	}
+
+	qo.ListenAddr, qo.Backend, qo.Stream = o.ListenAddr, s.store, s.events
+	qo.CollectorStatusURLs = []string{"http://" + s.collector.Addr() + "/status"}
+	if qo.WatchWindowBytes == 0 {
+		qo.WatchWindowBytes = 128 << 20 // a laptop's share; the distributed default is 512 MiB
+	}
+	qo.Logger = o.Logger.With("component", "queryapi")
+	if s.api, err = queryapi.New(qo); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Addr is the address of the API.
+func (s *Standalone) Addr() string { return s.api.Addr() }
+
+// Status is the collector's status rows: what each member's resources are doing.
+func (s *Standalone) Status() []registry.ResourceStatus { return s.collector.Status() }
+
+// Run runs the three components until ctx is done, then closes the log and the store once all of
+// them returned.
+func (s *Standalone) Run(ctx context.Context) error {
+	g := lifecycle.New(ctx)
+	g.OnStop("log and index", func(context.Context) error { return s.close() })
+	g.Go("indexer", s.indexer.Run)
+	g.Go("collector", s.collector.Run)
+	g.Go("query API", s.api.Run)
+	s.log.Info("standalone: collector, indexer and query API in one process", "addr", s.Addr(), "dataDir", s.opts.DataDir,
+		"members", membersFrom(s.opts))
+	// Each component bounds its own drain by its own ShutdownTimeout.
+	return g.Wait(0)
+}
+
+func membersFrom(o Options) string {
+	if o.ClustersFile != "" {
+		return "the clusters of " + o.ClustersFile
+	}
+	return "every context of " + o.Kubeconfig
+}
+
+func (s *Standalone) close() error {
+	var errs []error
+	if s.events != nil {
+		s.events.Close()
+	}
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	if s.lock != nil {
+		errs = append(errs, s.lock.Close()) // releases the flock
+	}
+	return errors.Join(errs...)
+}
+
+// lockDir takes an exclusive lock on the data folder: two processes writing one index corrupt it.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("--data-dir %s: in use by another kubesearch standalone (pid %s): %w", dir, strings.TrimSpace(string(pid)), err)
+	}
+	if err := f.Truncate(0); err == nil {
+		fmt.Fprintf(f, "%d\n", os.Getpid())
+	}
+	return f, nil
+}
+
+// tokenKey reads the key signing continue tokens, making it at the first start: tokens stay valid
+// across a restart, as long as their snapshot does.
+func tokenKey(path string) ([]byte, error) {
+	key, err := os.ReadFile(path)
+	if err == nil && len(key) >= 16 {
+		return key, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	key = make([]byte, 32)
+	rand.Read(key)
+	if err := os.WriteFile(path, key, 0o600); err != nil {
+		return nil, err
+	}
+	return key, nil
+}

@@ -1,0 +1,208 @@
+//go:build e2e && bench
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kubesearch/kubesearch/internal/blevestore"
+	"github.com/kubesearch/kubesearch/internal/document"
+	"github.com/kubesearch/kubesearch/internal/osstore"
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/mappings"
+	"github.com/kubesearch/kubesearch/tests/testbed"
+)
+
+// benchStore is what the benchmark asks of both backends.
+type benchStore interface {
+	Write(ctx context.Context, ops []store.Op) ([]store.Failure, error)
+	Refresh(ctx context.Context, kinds ...string) error
+	Search(ctx context.Context, q *query.Query) (*store.Result, error)
+}
+
+// TestBenchStores puts the embedded store beside OpenSearch on the same corpus in the same run:
+// BENCH_STORE_PODS (100,000) realistic Pod documents of three clusters written in batches of 1,000
+// (docs/s), then p50/p99 of BENCH_STORE_QUERIES (300) queries of each kind through each backend's
+// Search (the store alone: no HTTP, no query API), the embedded store's heap and disk per 10k Pods,
+// and the cold start of `kubesearch standalone` on the data folder it leaves. Run it with
+// `make bench-stores`.
+func TestBenchStores(t *testing.T) {
+	env := testbed.Get(t)
+	ctx := t.Context()
+	n := envInt("BENCH_STORE_PODS", 100000)
+	queries := envInt("BENCH_STORE_QUERIES", 300)
+	clusters := []string{"bench-1", "bench-2", "bench-3"}
+	const namespaces = 20
+
+	dataDir := t.TempDir()
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	bleve, err := blevestore.New(blevestore.Options{Dir: filepath.Join(dataDir, "index")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bleve.Setup(ctx, store.SetupOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	prefix := uniqueName("bench-stores")
+	oss, err := osstore.New(osstore.Options{Addresses: []string{env.OpenSearchURL}, Index: mappings.Options{Prefix: prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oss.Close()
+	if err := oss.Setup(ctx, store.SetupOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	backends := []struct {
+		name string
+		s    benchStore
+	}{{"OpenSearch", oss}, {"embedded (bleve)", bleve}}
+
+	// The same ops for both, built as the indexer builds them.
+	observed := time.Now().UTC()
+	ops := make([]store.Op, n)
+	docBytes := 0
+	for i := range n {
+		cluster := clusters[i%len(clusters)]
+		local := i / len(clusters)
+		ns := fmt.Sprintf("team-%02d", local%namespaces)
+		ev := benchPodEvent(cluster, ns, local, fmt.Sprintf("00000000-0000-4000-%04d-%012d", i%len(clusters), local), 1000+local,
+			observed.Add(-time.Duration(local)*time.Second), observed)
+		doc, err := document.Build(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docBytes += len(doc)
+		ops[i] = store.Op{Kind: "Pod", UID: ev.UID, Doc: doc, Epoch: 1, Versioned: true, Version: int64(1000 + local)}
+	}
+	t.Logf("BENCH corpus: %d Pod documents, %.1f KB each on average", n, float64(docBytes)/float64(n)/1000)
+	for _, b := range backends {
+		t0 := time.Now()
+		for from := 0; from < n; from += 1000 {
+			fails, err := b.s.Write(ctx, ops[from:min(from+1000, n)])
+			if err != nil || len(fails) > 0 {
+				t.Fatalf("%s write: %v %v", b.name, err, fails)
+			}
+		}
+		if err := b.s.Refresh(ctx, "Pod"); err != nil {
+			t.Fatal(err)
+		}
+		d := time.Since(t0)
+		t.Logf("BENCH %-18s indexing %d docs in batches of 1,000: %.1f s, %.0f docs/s", b.name, n, d.Seconds(), float64(n)/d.Seconds())
+	}
+	ops = nil
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	disk := dirSize(t, filepath.Join(dataDir, "index"))
+	t.Logf("BENCH embedded store per 10k Pods: heap %s (in use after GC, whole process: %s), disk %s",
+		mib(int64(after.HeapInuse-before.HeapInuse)*10000/int64(n)), mib(int64(after.HeapInuse)), mib(disk*10000/int64(n)))
+
+	r := rand.New(rand.NewPCG(1, 2))
+	app := func() string { return fmt.Sprintf("svc-%03d", r.IntN(200)) }
+	kinds := []struct {
+		name string
+		make func() url.Values
+		want func(res *store.Result) bool
+	}{
+		{"label selector (~0.5%: one app)", func() url.Values {
+			return url.Values{"resources": {"pods"}, "labelSelector": {"app.kubernetes.io/name=" + app()}, "limit": {"50"}}
+		}, func(res *store.Result) bool { return res.Total > 0 }},
+		{"GET by name", func() url.Values {
+			local := r.IntN(n / len(clusters))
+			return url.Values{"resources": {"pods"}, "clusters": {clusters[r.IntN(3)]}, "namespaces": {fmt.Sprintf("team-%02d", local%namespaces)},
+				"names": {benchPod("", local).Name}}
+		}, func(res *store.Result) bool { return res.Total == 1 }},
+		{"facets cluster+namespace over a field selector", func() url.Values {
+			return url.Values{"resources": {"pods"}, "fieldSelector": {"spec.nodeName=kwok-node-" + strconv.Itoa(r.IntN(3)+1)},
+				"facets": {"cluster,namespace"}, "limit": {"10"}}
+		}, func(res *store.Result) bool { return len(res.Facets) == 2 && res.Total > 0 }},
+		{"full text (app name and image word)", func() url.Values {
+			return url.Values{"q": {app() + " istio"}, "limit": {"20"}}
+		}, func(res *store.Result) bool { return res.Total > 0 }},
+	}
+	for _, k := range kinds {
+		lat := map[string][]time.Duration{}
+		for range queries {
+			params := k.make()
+			for _, b := range backends {
+				q, err := query.Parse(params, time.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t0 := time.Now()
+				res, err := b.s.Search(ctx, q)
+				d := time.Since(t0)
+				if err != nil || !k.want(res) {
+					t.Fatalf("%s, %s ?%s: %v (total %v)", k.name, b.name, params.Encode(), err, res)
+				}
+				lat[b.name] = append(lat[b.name], d)
+			}
+		}
+		line := fmt.Sprintf("BENCH %-48s", k.name)
+		for _, b := range backends {
+			l := lat[b.name]
+			slices.Sort(l)
+			line += fmt.Sprintf(" | %s p50 %6.1f ms p99 %6.1f ms", b.name, ms(l[len(l)/2]), ms(l[len(l)*99/100]))
+		}
+		t.Log(line)
+	}
+	if err := bleve.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Cold start of the standalone process on the folder: until it answers /readyz, and until a
+	// search counts the documents already there (they are not the member's, so no list removes them).
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	writeKubeconfig(t, env, kubeconfig, env.Clusters[:1])
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	t0 := time.Now()
+	startProcess(t, "standalone", "standalone", "--kubeconfig", kubeconfig, "--data-dir", dataDir,
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--registry", writeRegistry(t, "v1", "ConfigMap"))
+	waitHTTP(t, base+"/readyz", 5*time.Minute)
+	ready := time.Since(t0)
+	eventually(t, "the kept documents answer", 5*time.Minute, func() bool {
+		a := get(t, base, "/v1alpha1/search", url.Values{"clusters": {"bench-1"}, "limit": {"1"}})
+		return a.code == 200 && a.result.Total == int64(n/len(clusters))
+	})
+	t.Logf("BENCH cold start of kubesearch standalone on a data folder of %d documents: /readyz after %.2f s, first search counting them after %.2f s",
+		n, ready.Seconds(), time.Since(t0).Seconds())
+}
+
+func dirSize(t *testing.T, dir string) int64 {
+	var total int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			total += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
+// writeRegistry writes a registry selecting one kind in every member and returns its path.
+func writeRegistry(t *testing.T, apiVersion, kind string) string {
+	path := filepath.Join(t.TempDir(), "registry.yaml")
+	writeFile(t, path, fmt.Sprintf("apiVersion: search.karmada.io/v1alpha1\nkind: ResourceRegistry\nmetadata: {name: bench}\nspec:\n  targetCluster: {}\n  resourceSelectors:\n  - {apiVersion: %s, kind: %s}\n", apiVersion, kind))
+	return path
+}
