@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/kubesearch/kubesearch/internal/authz"
 )
 
 // The Kubernetes facade (DESIGN section 5) serves the cached resources the way kube-apiserver
@@ -74,9 +76,16 @@ func (s *Server) facade(c *gin.Context) {
 			fmt.Sprintf("%s is not allowed: kubesearch serves a read-only copy of the fleet; change objects in their member cluster", c.Request.Method), nil)
 		return
 	}
+	subj := subjectOf(c)
+	// A cluster the subject may not see at all is a 403 whether or not it exists; the clusters
+	// named in a 404 are those the subject sees.
+	if r.cluster != "" && !subj.seesCluster(r.cluster) {
+		forbidden(c, subj, "clusters", "access", fmt.Sprintf("cluster %q", r.cluster))
+		return
+	}
 	if r.cluster != "" && !slices.Contains(s.catalog.clusters(), r.cluster) {
 		writeStatus(c, http.StatusNotFound, metav1.StatusReasonNotFound,
-			fmt.Sprintf("cluster %q has nothing cached in kubesearch; known clusters: %s", r.cluster, strings.Join(s.catalog.clusters(), ", ")), nil)
+			fmt.Sprintf("cluster %q has nothing cached in kubesearch; known clusters: %s", r.cluster, strings.Join(s.visibleClusters(subj), ", ")), nil)
 		return
 	}
 	switch {
@@ -166,8 +175,21 @@ func parseFacadePath(p string) (*facadeRequest, *metav1.Status) {
 	return r, nil
 }
 
+// resources is the catalog of a view as a subject discovers it: only the resources it may see
+// something of.
+func (s *Server) resources(c *gin.Context, r *facadeRequest) []apiResource {
+	subj := subjectOf(c)
+	cluster := r.cluster
+	if cluster == "" {
+		cluster = authz.Any
+	}
+	return slices.DeleteFunc(s.catalog.resources(r.cluster), func(res apiResource) bool {
+		return !subj.seesResource(cluster, res.Group, res.Resource)
+	})
+}
+
 func (s *Server) discoverRoot(c *gin.Context, r *facadeRequest, legacy bool) {
-	rs := s.catalog.resources(r.cluster)
+	rs := s.resources(c, r)
 	if acceptsAggregated(c.GetHeader("Accept")) {
 		c.Header("Vary", "Accept")
 		body := aggregated(rs, legacy)
@@ -184,7 +206,7 @@ func (s *Server) discoverRoot(c *gin.Context, r *facadeRequest, legacy bool) {
 }
 
 func (s *Server) discoverGroup(c *gin.Context, r *facadeRequest) {
-	for _, g := range groupsOf(s.catalog.resources(r.cluster)) {
+	for _, g := range groupsOf(s.resources(c, r)) {
 		if g.name == r.group && !r.legacy {
 			c.JSON(http.StatusOK, apiGroupOf(g))
 			return
@@ -198,7 +220,7 @@ func (s *Server) discoverGroupVersion(c *gin.Context, r *facadeRequest) {
 	if !r.legacy {
 		gv = r.group + "/" + r.version
 	}
-	rs := s.catalog.resources(r.cluster)
+	rs := s.resources(c, r)
 	list := resourceList(rs, gv)
 	if len(list.APIResources) == 0 && !(r.legacy && r.version == "v1") {
 		writeStatusObject(c, newStatus(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource"))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/kubesearch/kubesearch/internal/auth"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/registry"
 	"github.com/kubesearch/kubesearch/internal/store"
@@ -123,7 +124,7 @@ func newFacadeTestServer(t *testing.T, st *fakeStore) (*httptest.Server, *Server
 		interval: time.Second, staleAfter: time.Minute, log: slog.New(slog.DiscardHandler), now: time.Now}
 	f.poll(t.Context())
 	s := &Server{opts: Options{RequestTimeout: 5 * time.Second, ResourceVersionWait: 300 * time.Millisecond},
-		log: slog.New(slog.DiscardHandler), store: st, fleet: f, metrics: newMetrics(), catalog: testCatalog()}
+		log: slog.New(slog.DiscardHandler), store: st, fleet: f, metrics: newMetrics(), catalog: testCatalog(), authn: anonymous(t)}
 	s.cache = newWatchCache(s.log, 1000, 1<<20)
 	s.cache.replaying, s.cache.ready = false, true
 	s.engine = s.routes()
@@ -365,4 +366,14 @@ func TestFacadeResourceVersion(t *testing.T) {
 	if code != 400 {
 		t.Errorf("garbage resourceVersion: %d %s", code, body)
 	}
+}
+
+// anonymous is an authenticator that lets every request in as system:anonymous.
+func anonymous(t *testing.T) *auth.Authenticator {
+	t.Helper()
+	a, err := auth.New(auth.Options{Anonymous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

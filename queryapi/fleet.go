@@ -315,7 +315,7 @@ func stateRank(s string) int {
 
 // covers says whether a query reads a pair.
 func covers(q *query.Query, k PairStatus) bool {
-	if len(q.Clusters) > 0 && !slices.Contains(q.Clusters, k.Cluster) {
+	if len(q.Clusters) > 0 && !slices.Contains(q.Clusters, k.Cluster) || !q.Scope.AllowsPair(k.Cluster, k.Group, k.Resource) {
 		return false
 	}
 	if len(q.Resources) == 0 {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubesearch/kubesearch/internal/authz"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
 )
@@ -39,7 +41,7 @@ func (s *Server) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
-	e.Use(s.metrics.middleware, s.recover)
+	e.Use(s.metrics.middleware, s.recover, s.authenticate)
 	e.GET(PathSearch, s.search)
 	e.GET(PathFleet, s.fleetStatus)
 	e.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openAPI) })
@@ -107,6 +109,12 @@ func (s *Server) search(c *gin.Context) {
 		writeParamErrors(c, err)
 		return
 	}
+	subj := subjectOf(c)
+	if what := subj.searchForbidden(q); what != "" {
+		forbidden(c, subj, "search", "list", what)
+		return
+	}
+	subj.restrict(q, authz.VerbList)
 	res, ok := s.searchOrFail(c, q)
 	if !ok {
 		return
@@ -173,7 +181,8 @@ type FleetStatus struct {
 func (s *Server) fleetStatus(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
 	defer cancel()
-	counts, err := s.store.Counts(ctx, nil) // no subject scope until authorization lands
+	subj := subjectOf(c)
+	counts, err := s.store.Counts(ctx, subj.scope(authz.VerbList))
 	if err != nil {
 		s.writeStoreError(c, err)
 		return
@@ -182,7 +191,9 @@ func (s *Server) fleetStatus(c *gin.Context) {
 	for _, n := range counts {
 		docs[n.Pair()] = n.Documents
 	}
-	pairs := s.fleet.pairs()
+	pairs := slices.DeleteFunc(s.fleet.pairs(), func(p PairStatus) bool {
+		return !subj.allowed(authz.VerbList, p.Cluster, authz.Any, p.Group, p.Resource)
+	})
 	seen := map[store.Pair]bool{}
 	for i := range pairs {
 		k := store.Pair{Cluster: pairs[i].Cluster, Group: pairs[i].Group, Resource: pairs[i].Resource}

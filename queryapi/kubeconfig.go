@@ -33,7 +33,7 @@ type ClusterItem struct {
 
 func (s *Server) clusterList(c *gin.Context) {
 	out := ClusterList{APIVersion: APIVersion, Kind: KindClusterList, Items: []ClusterItem{}}
-	for _, cl := range s.catalog.clusters() {
+	for _, cl := range s.visibleClusters(subjectOf(c)) {
 		out.Items = append(out.Items, ClusterItem{Name: cl, Path: ClustersPrefix + cl})
 	}
 	c.JSON(http.StatusOK, out)
@@ -53,6 +53,8 @@ type KubeconfigOptions struct {
 	CertificateAuthority  string
 	InsecureSkipTLSVerify bool
 	Token                 string
+	// ClientCertificate and ClientKey are PEM files of a client certificate, referenced by path.
+	ClientCertificate, ClientKey string
 }
 
 // Kubeconfig has a context for the fleet view (current), one for the qualified view and one per
@@ -60,7 +62,7 @@ type KubeconfigOptions struct {
 func Kubeconfig(o KubeconfigOptions, clusters []string) *clientcmdapi.Config {
 	server := strings.TrimRight(o.Server, "/")
 	cfg := clientcmdapi.NewConfig()
-	cfg.AuthInfos[ContextFleet] = &clientcmdapi.AuthInfo{Token: o.Token}
+	cfg.AuthInfos[ContextFleet] = &clientcmdapi.AuthInfo{Token: o.Token, ClientCertificate: o.ClientCertificate, ClientKey: o.ClientKey}
 	add := func(name, url string) {
 		cfg.Clusters[name] = &clientcmdapi.Cluster{Server: url, CertificateAuthority: o.CertificateAuthority,
 			InsecureSkipTLSVerify: o.InsecureSkipTLSVerify}

@@ -19,6 +19,7 @@ import (
 	"github.com/tidwall/gjson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubesearch/kubesearch/internal/authz"
 	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/query"
@@ -36,7 +37,25 @@ const (
 
 // serveResource answers a GET or LIST of a cached resource.
 func (s *Server) serveResource(c *gin.Context, r *facadeRequest) {
+	params := c.Request.URL.Query()
 	res, ok := s.catalog.lookup(r.cluster, r.group, r.version, r.resource)
+	// Authorized before anything is looked at: the answer must not depend on what exists.
+	verb := requestVerb(r, params)
+	subj := subjectOf(c)
+	cluster, ns := r.cluster, r.namespace
+	if cluster == "" {
+		cluster = authz.Any
+	}
+	switch {
+	case ok && !res.Namespaced:
+		ns = ""
+	case ns == "":
+		ns = authz.Any
+	}
+	if !subj.allowed(verb, cluster, ns, r.group, r.resource) {
+		forbidden(c, subj, r.resource, verb, resourceWhat(r.cluster, r.namespace, r.group, r.resource))
+		return
+	}
 	if !ok && r.legacy && r.version == "v1" && r.resource == "namespaces" && r.name != "" && r.sub == "" {
 		s.impliedNamespace(c, r)
 		return
@@ -52,7 +71,6 @@ func (s *Server) serveResource(c *gin.Context, r *facadeRequest) {
 			fmt.Sprintf("%s %q: subresource %q is not served: kubesearch caches objects, not their subresources; ask the member cluster", res.Resource, r.name, r.sub)))
 		return
 	}
-	params := c.Request.URL.Query()
 	out, st := newRenderer(c.GetHeader("Accept"), params.Get(paramIncludeObject), res, r.view)
 	if st != nil {
 		writeStatusObject(c, st)
@@ -78,12 +96,24 @@ func (s *Server) serveResource(c *gin.Context, r *facadeRequest) {
 	}
 }
 
+// requestVerb is the Kubernetes verb of a resource request.
+func requestVerb(r *facadeRequest, params url.Values) string {
+	switch {
+	case boolParam(params.Get(paramWatch)):
+		return authz.VerbWatch
+	case r.name != "":
+		return authz.VerbGet
+	}
+	return authz.VerbList
+}
+
 // impliedNamespace answers a GET of a namespace when namespaces are not cached: it exists in the
 // view when cached objects are in it. kubectl asks for the namespace after a namespaced GET found
 // nothing, and reports the namespace missing when that GET is a 404 too; answering 404 for every
 // uncached namespace would turn each "pods "x" not found" into "namespaces "shop" not found".
 func (s *Server) impliedNamespace(c *gin.Context, r *facadeRequest) {
 	q := &query.Query{Namespaces: []string{r.name}, Limit: 1, MetadataOnly: true}
+	subjectOf(c).restrict(q, authz.VerbGet)
 	if r.cluster != "" {
 		q.Clusters = []string{r.cluster}
 	}
@@ -104,7 +134,7 @@ func (s *Server) impliedNamespace(c *gin.Context, r *facadeRequest) {
 // baseQuery selects a resource's objects in a request's view and namespace: in the clusters of the
 // view that collect the resource in the requested version (the index holds each member's objects
 // in the version it collected).
-func (s *Server) baseQuery(r *facadeRequest, res apiResource, sel url.Values) (*query.Query, error) {
+func (s *Server) baseQuery(c *gin.Context, r *facadeRequest, res apiResource, sel url.Values, verb string) (*query.Query, error) {
 	v := url.Values{}
 	for _, p := range []string{query.ParamLabelSelector, query.ParamFieldSelector} {
 		if x := sel.Get(p); x != "" {
@@ -120,6 +150,7 @@ func (s *Server) baseQuery(r *facadeRequest, res apiResource, sel url.Values) (*
 		q.Namespaces = []string{r.namespace}
 	}
 	q.Clusters = s.viewClusters(r, res)
+	subjectOf(c).restrict(q, verb)
 	if r.qualified {
 		unqualifyNames(q)
 	}
@@ -152,7 +183,7 @@ func unqualifyNames(q *query.Query) {
 // clusters when several do.
 func (s *Server) get(c *gin.Context, r *facadeRequest, res apiResource, out *renderer) {
 	name := r.name
-	q, err := s.baseQuery(r, res, nil)
+	q, err := s.baseQuery(c, r, res, nil, authz.VerbGet)
 	if err != nil {
 		writeParamErrors(c, err)
 		return
@@ -225,7 +256,7 @@ func (s *Server) get(c *gin.Context, r *facadeRequest, res apiResource, out *ren
 // client page by page as they come, all pages from one snapshot of the index: memory holds one
 // page, whatever the list's size.
 func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *renderer, params url.Values) {
-	q, err := s.baseQuery(r, res, params)
+	q, err := s.baseQuery(c, r, res, params, authz.VerbList)
 	if err != nil {
 		writeParamErrors(c, err)
 		return

@@ -40,7 +40,7 @@ func newOpenAPIServer(t *testing.T) (*Server, *httptest.Server) {
 	t.Helper()
 	cat := testCatalog()
 	cat.apply("selection/member3//Pod/", &registry.SelectionRecord{Cluster: "member3", Version: "v1", Resource: "pods", Kind: "Pod", Namespaced: true})
-	s := &Server{opts: Options{RequestTimeout: 5 * time.Second}, log: slog.New(slog.DiscardHandler), metrics: newMetrics(), catalog: cat}
+	s := &Server{opts: Options{RequestTimeout: 5 * time.Second}, log: slog.New(slog.DiscardHandler), metrics: newMetrics(), catalog: cat, authn: anonymous(t)}
 	for _, m := range []stream.Message{
 		openAPIRecord(t, "member1", "api/v1", "OLD", openAPIDocOf("core old")),
 		openAPIRecord(t, "member2", "api/v1", "NEW", openAPIDocOf("core new")),

@@ -7,6 +7,7 @@ package queryapi
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/kubesearch/kubesearch/internal/auth"
+	"github.com/kubesearch/kubesearch/internal/authz"
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/query"
@@ -64,6 +67,14 @@ type Options struct {
 	// ContinueKeyFile holds the key that signs continue tokens (at least 16 bytes). Replicas must
 	// share it; without it a random key is made, and tokens die with the process.
 	ContinueKeyFile string
+	// Authentication says who may ask (bearer tokens from a file, client certificates, a cluster's
+	// TokenReview, anonymous access); without any of them every request but the probes is a 401.
+	Authentication auth.Options
+	// AuthorizationPolicyFile maps users and groups to what they may see (internal/authz); without
+	// it every authenticated subject sees everything.
+	AuthorizationPolicyFile string
+	// TLSCertFile and TLSKeyFile serve HTTPS, reloaded when the files change; without them, HTTP.
+	TLSCertFile, TLSKeyFile string
 	// PageKeepAlive is how long a paged query's snapshot lives between pages.
 	PageKeepAlive time.Duration
 	// PollInterval is how often watermarks and collector status are read.
@@ -152,6 +163,12 @@ func (o *Options) Validate() error {
 	if o.WatchWindowEvents < 0 || o.WatchWindowBytes < 0 {
 		errs = append(errs, fmt.Errorf("--watch-window: must be positive, got %d events, %d bytes", o.WatchWindowEvents, o.WatchWindowBytes))
 	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file, --tls-private-key-file: both or neither"))
+	}
+	if o.Authentication.ClientCAFile != "" && o.TLSCertFile == "" {
+		errs = append(errs, errors.New("--client-ca-file: client certificates need HTTPS (--tls-cert-file, --tls-private-key-file)"))
+	}
 	if o.PageKeepAlive > 0 && o.PageKeepAlive < time.Second {
 		errs = append(errs, fmt.Errorf("--page-keep-alive: at least 1s, got %s", o.PageKeepAlive))
 	}
@@ -170,6 +187,9 @@ type Server struct {
 	kafka    stream.Broker // nil without KafkaBrokers or Stream
 	cache    *watchCache   // nil without KafkaBrokers or Stream
 	metrics  *metrics
+	authn    *auth.Authenticator
+	authz    *authz.Authorizer // nil without a policy file
+	tls      *tls.Config       // nil: plain HTTP
 	listener net.Listener
 	engine   *gin.Engine
 }
@@ -220,6 +240,20 @@ func New(o Options) (*Server, error) {
 			err = errors.Join(err, kerr)
 		}
 	}
+	authn, aerr := auth.New(o.Authentication)
+	err = errors.Join(err, aerr)
+	var authorizer *authz.Authorizer
+	if o.AuthorizationPolicyFile != "" {
+		var zerr error
+		authorizer, zerr = authz.New(authz.Options{PolicyFile: o.AuthorizationPolicyFile, Logger: log})
+		err = errors.Join(err, zerr)
+	}
+	var tlsConfig *tls.Config
+	if o.TLSCertFile != "" && o.TLSKeyFile != "" {
+		var terr error
+		tlsConfig, terr = servingTLS(o.TLSCertFile, o.TLSKeyFile, o.Authentication.ClientCAFile, log)
+		err = errors.Join(err, terr)
+	}
 	var closers []func() error
 	backend := o.Backend
 	if backend == nil {
@@ -240,7 +274,11 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("--listen: %w", err), closeAll(closers))
 	}
-	s := &Server{opts: o, log: log, store: backend, backend: backend, listener: l, metrics: newMetrics(), catalog: newCatalog()}
+	s := &Server{opts: o, log: log, store: backend, backend: backend, listener: l, metrics: newMetrics(), catalog: newCatalog(),
+		authn: authn, authz: authorizer, tls: tlsConfig}
+	if tlsConfig != nil {
+		s.listener = tls.NewListener(l, tlsConfig)
+	}
 	s.fleet = &fleet{
 		readWatermarks: backend.Watermarks,
 		collectors:     o.CollectorStatusURLs, client: &http.Client{Timeout: 5 * time.Second},
@@ -280,7 +318,10 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 func (s *Server) Run(ctx context.Context) error {
 	g := lifecycle.New(ctx)
 	g.OnStop("opensearch and kafka clients", func(context.Context) error { return closeAll(s.closers) })
-	s.log.Info("query API listening", "addr", s.Addr())
+	s.log.Info("query API listening", "addr", s.Addr(), "tls", s.tls != nil)
+	if s.opts.Authentication.Anonymous {
+		s.log.Warn("ANONYMOUS ACCESS IS ON: whoever reaches " + s.Addr() + " reads what the policy grants system:anonymous (everything without --authorization-policy-file); use --token-auth-file, --client-ca-file or --authentication-kubeconfig, and --anonymous=false, to lock it down")
+	}
 	g.Serve("http", &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second}, s.listener)
 	g.Go("fleet status", func(ctx context.Context) error {
 		s.fleet.run(ctx)

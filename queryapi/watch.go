@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kubesearch/kubesearch/internal/authz"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
 )
@@ -87,7 +88,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		}
 		sel.Set(query.ParamFieldSelector, fs)
 	}
-	q, err := s.baseQuery(r, res, sel)
+	q, err := s.baseQuery(c, r, res, sel, authz.VerbWatch)
 	if err != nil {
 		writeParamErrors(c, err)
 		return
@@ -294,7 +295,7 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 // outside its selectors are skipped; an object entering the selectors is ADDED, one leaving them
 // DELETED, as kube-apiserver does.
 func (w *watcher) event(e *cacheEvent) {
-	if !w.covers(e.pair) || (w.r.namespace != "" && e.ns != w.r.namespace) {
+	if !w.covers(e.pair) || (w.r.namespace != "" && e.ns != w.r.namespace) || !w.q.Scope.Allows(e.pair.Cluster, e.ns, e.pair.Group, e.pair.Resource) {
 		return
 	}
 	if e.rv <= w.from[e.pair.Cluster] && e.rv != 0 {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -27,6 +28,8 @@ func kubeconfigCommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) err
 	fs.StringVar(&o.CertificateAuthority, "certificate-authority", "", "PEM CA file that signs the query API's certificate, written into the kubeconfig")
 	fs.BoolVar(&o.InsecureSkipTLSVerify, "insecure-skip-tls-verify", false, "accept any certificate of the query API; for demos only")
 	fs.StringVar(&tokenFile, "token-file", "", "file with a bearer token for the query API, written into the kubeconfig")
+	fs.StringVar(&o.ClientCertificate, "client-certificate", "", "PEM client certificate for the query API (--client-ca-file there), referenced by the kubeconfig")
+	fs.StringVar(&o.ClientKey, "client-key", "", "PEM private key of --client-certificate")
 	return func(ctx context.Context, _ *slog.Logger) error {
 		if o.Server == "" {
 			return errors.New("--server: required")
@@ -47,6 +50,23 @@ func kubeconfigCommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) err
 			pool := x509.NewCertPool()
 			pool.AppendCertsFromPEM(pem)
 			tlsConfig.RootCAs = pool
+		}
+		if (o.ClientCertificate == "") != (o.ClientKey == "") {
+			return errors.New("--client-certificate, --client-key: both or neither")
+		}
+		if o.ClientCertificate != "" {
+			cert, err := tls.LoadX509KeyPair(o.ClientCertificate, o.ClientKey)
+			if err != nil {
+				return fmt.Errorf("--client-certificate, --client-key: %w", err)
+			}
+			tlsConfig.Certificates = []tls.Certificate{cert}
+			// The kubeconfig names the files; kubectl reads them relative to its own folder.
+			if o.ClientCertificate, err = filepath.Abs(o.ClientCertificate); err == nil {
+				o.ClientKey, err = filepath.Abs(o.ClientKey)
+			}
+			if err != nil {
+				return err
+			}
 		}
 		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment}}
 		clusters, err := queryapi.FetchClusters(ctx, client, o.Server, o.Token)

@@ -35,6 +35,7 @@ func queryAPICommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) error
 		return err
 	})
 	fs.Var(&collectors, "collector-status-urls", "comma-separated /status URLs of the collectors, for collection state and lag")
+	securityFlags(fs, &o, false, "let requests without credentials in as system:anonymous (with --authorization-policy-file, they see what the policy grants it)")
 	fs.StringVar(&o.ContinueKeyFile, "continue-key-file", "", "file with the key (≥16 bytes) signing continue tokens; replicas must share it (default: random per process)")
 	fs.DurationVar(&o.PageKeepAlive, "page-keep-alive", o.PageKeepAlive, "how long a paged query's snapshot lives between two pages")
 	fs.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "how often index watermarks and collector status are read")
@@ -50,4 +51,16 @@ func queryAPICommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) error
 		}
 		return s.Run(ctx)
 	}
+}
+
+// securityFlags register authentication, authorization and TLS serving, as the query API and the
+// standalone mode take them.
+func securityFlags(fs *flag.FlagSet, o *queryapi.Options, anonymous bool, anonymousUsage string) {
+	fs.StringVar(&o.Authentication.TokenAuthFile, "token-auth-file", "", `bearer tokens, kube-apiserver's CSV format: token,user,uid,"group1,group2" (reloaded when it changes)`)
+	fs.StringVar(&o.Authentication.ClientCAFile, "client-ca-file", "", "PEM CA certificates that sign client certificates (CN = user, O = groups); needs --tls-cert-file")
+	fs.StringVar(&o.Authentication.AuthenticationKubeconfig, "authentication-kubeconfig", "", "kubeconfig of a cluster whose TokenReview API checks bearer tokens (ServiceAccount and OIDC tokens of the platform)")
+	fs.BoolVar(&o.Authentication.Anonymous, "anonymous", anonymous, anonymousUsage)
+	fs.StringVar(&o.AuthorizationPolicyFile, "authorization-policy-file", "", "YAML policy of what users and groups may see (clusters, namespaces, resources, verbs); without it every authenticated subject sees everything")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "PEM serving certificate (HTTPS; reloaded when it changes)")
+	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
 }

@@ -108,11 +108,29 @@ func (s *Scope) Allows(cluster, namespace, group, resource string) bool {
 	return false
 }
 
+// AllowsPair reports whether the scope lets the subject see some object of resource (group,
+// resource) in cluster, in whichever namespace: for per-pair answers (freshness, status rows).
+func (s *Scope) AllowsPair(cluster, group, resource string) bool {
+	if s == nil {
+		return true
+	}
+	for _, g := range s.Grants {
+		if g.allowsIn(cluster, group, resource) {
+			return true
+		}
+	}
+	return false
+}
+
 func (g Grant) allows(cluster, namespace, group, resource string) bool {
-	if len(g.Clusters) > 0 && !slices.Contains(g.Clusters, cluster) {
+	if len(g.Namespaces) > 0 && !slices.Contains(g.Namespaces, namespace) {
 		return false
 	}
-	if len(g.Namespaces) > 0 && !slices.Contains(g.Namespaces, namespace) {
+	return g.allowsIn(cluster, group, resource)
+}
+
+func (g Grant) allowsIn(cluster, group, resource string) bool {
+	if len(g.Clusters) > 0 && !slices.Contains(g.Clusters, cluster) {
 		return false
 	}
 	if len(g.Resources) == 0 {

@@ -120,7 +120,7 @@ func TestQueryCapsOnOpenSearch(t *testing.T) {
 	env := testbed.Get(t)
 	prefix := capsIndices(t, env, true)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	startProcess(t, "queryapi", "queryapi", "--listen", addr, "--opensearch-addresses", env.OpenSearchURL, "--index-prefix", prefix)
+	startProcess(t, "queryapi", "queryapi", "--anonymous", "--listen", addr, "--opensearch-addresses", env.OpenSearchURL, "--index-prefix", prefix)
 	base := "http://" + addr
 	waitHTTP(t, base+"/readyz", time.Minute)
 

@@ -245,7 +245,7 @@ func (p *queryPipeline) startQueryAPI(t *testing.T, extra ...string) string {
 // startQueryAPIAt starts a query API on addr and waits until it is ready.
 func (p *queryPipeline) startQueryAPIAt(t *testing.T, addr string, extra ...string) *process {
 	t.Helper()
-	args := append([]string{"queryapi", "--listen", addr, "--opensearch-addresses", p.env.OpenSearchURL,
+	args := append([]string{"queryapi", "--anonymous", "--listen", addr, "--opensearch-addresses", p.env.OpenSearchURL,
 		"--index-prefix", p.prefix, "--collector-status-urls", p.collectorStatus,
 		"--kafka-brokers", strings.Join(p.env.KafkaBrokers, ","), "--topic", p.topic,
 		"--indexer-group", p.topic + "-indexer"}, extra...)
@@ -834,7 +834,7 @@ func TestQueryAPI(t *testing.T) {
 
 	t.Run("OpenSearch unreachable gets 503", func(t *testing.T) {
 		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		startProcess(t, "queryapi-dead", "queryapi", "--listen", addr, "--opensearch-addresses",
+		startProcess(t, "queryapi-dead", "queryapi", "--anonymous", "--listen", addr, "--opensearch-addresses",
 			fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), "--request-timeout", "5s")
 		waitHTTP(t, "http://"+addr+"/healthz", time.Minute)
 		a := get(t, "http://"+addr, queryapi.PathSearch, url.Values{"labelSelector": {"app=web"}})

@@ -1,0 +1,14 @@
+// Package auth authenticates the requests of the query API and its Kubernetes-compatible facade the
+// way a kube-apiserver does, so that kubeconfigs and tools written for Kubernetes just work:
+//
+//   - bearer tokens from a token file (--token-auth-file), kube-apiserver's CSV format;
+//   - client certificates signed by the client CA (--client-ca-file): CN is the user, O the groups;
+//   - bearer tokens reviewed by a cluster's TokenReview API (--authentication-kubeconfig), cached
+//     briefly, so the platform's ServiceAccount and OIDC tokens work too;
+//   - anonymous access, only when explicitly enabled.
+//
+// The answer is who is asking (User), with Kubernetes' conventions for names and groups. What that
+// user may see is package authz's; how a rejection is rendered (a 401 or 503 Status) is the server's.
+// Credentials never appear in errors or logs: the token file is held as SHA-256 hashes, and the
+// review cache is keyed by them.
+package auth

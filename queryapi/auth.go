@@ -1,0 +1,160 @@
+package queryapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubesearch/kubesearch/internal/auth"
+	"github.com/kubesearch/kubesearch/internal/authz"
+	"github.com/kubesearch/kubesearch/internal/query"
+)
+
+// subject is who asks and the policy that applies, fixed for the whole request (a policy reloaded
+// meanwhile applies from the next request on).
+type subject struct {
+	user   auth.User
+	policy *authz.Policy // nil: no policy file, every authenticated subject sees everything
+}
+
+const subjectKey = "kubesearch.subject"
+
+// unauthenticatedPaths answer without credentials: probes must work for the kubelet, and say
+// nothing about the fleet.
+var unauthenticatedPaths = map[string]bool{"/healthz": true, "/readyz": true}
+
+// authenticate is the middleware that makes every request a subject's: a 401 Status without
+// credentials it accepts (unless anonymous access is on), a 503 when the token reviewer is away.
+func (s *Server) authenticate(c *gin.Context) {
+	if unauthenticatedPaths[c.Request.URL.Path] {
+		c.Next()
+		return
+	}
+	user, ok, err := s.authn.Authenticate(c.Request)
+	switch {
+	case errors.Is(err, auth.ErrUnavailable):
+		c.Header("Retry-After", "5")
+		writeStatus(c, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "authentication is unavailable: "+err.Error(), nil)
+		c.Abort()
+		return
+	case err != nil || !ok:
+		// As kube-apiserver answers: nothing about which credential failed, or why.
+		writeStatus(c, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized", nil)
+		c.Abort()
+		return
+	}
+	subj := subject{user: user}
+	if s.authz != nil {
+		subj.policy = s.authz.Policy()
+	}
+	c.Set(subjectKey, subj)
+	c.Next()
+}
+
+// subjectOf is the request's subject.
+func subjectOf(c *gin.Context) subject {
+	v, _ := c.Get(subjectKey)
+	subj, _ := v.(subject)
+	return subj
+}
+
+// scope is what the subject may see with verb, for the query model: nil is everything.
+func (s subject) scope(verb string) *query.Scope {
+	if s.policy == nil {
+		return nil
+	}
+	return s.policy.Scope(s.user, verb)
+}
+
+// restrict puts the subject's scope for verb into q: one place for every query a request makes.
+func (s subject) restrict(q *query.Query, verb string) {
+	q.Scope, q.Subject = s.scope(verb), s.user.Name
+}
+
+// allowed says whether the subject may use verb on anything of (cluster, namespace, group,
+// resource); authz.Any in a dimension asks whether any value of it is allowed.
+func (s subject) allowed(verb, cluster, namespace, group, resource string) bool {
+	return s.policy == nil || s.policy.Allowed(s.user, verb, cluster, namespace, group, resource)
+}
+
+// readVerbs are the verbs the facade serves.
+var readVerbs = []string{authz.VerbGet, authz.VerbList, authz.VerbWatch}
+
+// seesCluster says whether the subject may read anything of a cluster.
+func (s subject) seesCluster(cluster string) bool {
+	return s.seesResource(cluster, authz.Any, authz.Any)
+}
+
+// seesResource says whether the subject may read some object of a resource in cluster (authz.Any:
+// in some cluster).
+func (s subject) seesResource(cluster, group, resource string) bool {
+	return anyOf(readVerbs, func(v string) bool { return s.allowed(v, cluster, authz.Any, group, resource) })
+}
+
+// visibleClusters are the clusters of the catalog the subject may read something of.
+func (s *Server) visibleClusters(subj subject) []string {
+	return slices.DeleteFunc(s.catalog.clusters(), func(c string) bool { return !subj.seesCluster(c) })
+}
+
+// forbidden answers 403 like a kube-apiserver: what was asked, and that this subject may not.
+// Whether anything exists there is not said, and does not change the answer.
+func forbidden(c *gin.Context, subj subject, name, verb, what string) {
+	writeStatus(c, http.StatusForbidden, metav1.StatusReasonForbidden,
+		fmt.Sprintf("%s is forbidden: User %q cannot %s %s", name, subj.user.Name, verb, what), nil)
+}
+
+// resourceWhat names a resource request for a 403 message, as kube-apiserver words it.
+func resourceWhat(cluster, namespace, group, resource string) string {
+	w := fmt.Sprintf("resource %q in API group %q", resource, group)
+	if namespace != "" && namespace != authz.Any {
+		w += fmt.Sprintf(" in the namespace %q", namespace)
+	}
+	if cluster != "" && cluster != authz.Any {
+		w += fmt.Sprintf(" in cluster %q", cluster)
+	}
+	return w
+}
+
+// searchForbidden checks the explicit dimensions of a REST search: a request naming only
+// clusters, namespaces or resources the subject may not see at all is a 403; otherwise the scope
+// filters inside the query.
+func (s subject) searchForbidden(q *query.Query) string {
+	if s.policy == nil {
+		return ""
+	}
+	any := authz.Any
+	if len(q.Clusters) > 0 && !anyOf(q.Clusters, func(c string) bool { return s.allowed(authz.VerbList, c, any, any, any) }) {
+		return fmt.Sprintf("clusters %s", strings.Join(q.Clusters, ", "))
+	}
+	if len(q.Namespaces) > 0 && !anyOf(q.Namespaces, func(ns string) bool { return s.allowed(authz.VerbList, any, ns, any, any) }) {
+		return fmt.Sprintf("namespaces %s", strings.Join(q.Namespaces, ", "))
+	}
+	if len(q.Resources) > 0 && !anyOf(q.Resources, func(r query.Resource) bool {
+		g := r.Group
+		if r.AnyGroup {
+			g = any
+		}
+		return s.allowed(authz.VerbList, any, any, g, r.Resource)
+	}) {
+		names := make([]string, len(q.Resources))
+		for i, r := range q.Resources {
+			names[i] = r.String()
+		}
+		return fmt.Sprintf("resources %s", strings.Join(names, ", "))
+	}
+	return ""
+}
+
+func anyOf[T any](xs []T, f func(T) bool) bool {
+	for _, x := range xs {
+		if f(x) {
+			return true
+		}
+	}
+	return false
+}

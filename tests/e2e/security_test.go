@@ -1,0 +1,327 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubesearch/kubesearch/tests/testbed"
+)
+
+// TestSecurity locks `kubesearch standalone` down (no anonymous access, tokens from a file, a
+// policy) over two members, and checks that a user allowed one namespace of one cluster sees
+// exactly that through REST search, facets, totals, the fleet status, discovery and kubectl in every
+// view, watch included — and that a request wholly outside the scope is a 403, whether or not
+// anything exists there.
+func TestSecurity(t *testing.T) {
+	env := testbed.Get(t)
+	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1e6)
+	nsA, nsB := "sec-a-"+suffix, "sec-b-"+suffix
+	members := env.Clusters[:2]
+	for _, c := range members {
+		for _, ns := range []string{nsA, nsB} {
+			env.KubectlRun(t, c, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: %[1]s, labels: {app.kubernetes.io/name: shop}}
+data: {k: v}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: flags, namespace: %[1]s, labels: {app.kubernetes.io/name: shop}}
+data: {k: v}
+`, ns)), "apply", "-f", "-")
+			t.Cleanup(func() {
+				_, _ = env.KubectlOutput(context.Background(), c, nil, "delete", "namespace", ns, "--wait=false")
+			})
+		}
+	}
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.csv")
+	writeFile(t, tokens, "alice-token-"+suffix+",alice,1001,\"shop-team\"\nbob-token-"+suffix+",bob,1002,\ncarol-token-"+suffix+",carol,1004,\nadmin-token-"+suffix+",root,1003,\"sre\"\n")
+	policy := filepath.Join(dir, "policy.yaml")
+	writeFile(t, policy, fmt.Sprintf(`rules:
+- subjects: [{kind: User, name: alice}, {kind: User, name: bob}]
+  clusters: [%s]
+  namespaces: [%s]
+  resources: [configmaps, deployments.apps]
+  verbs: [get, list, watch]
+- subjects: [{kind: Group, name: sre}]
+  clusters: ["*"]
+  namespaces: ["*"]
+  resources: ["*"]
+  verbs: ["*"]
+`, members[0], nsA))
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	writeKubeconfig(t, env, kubeconfig, members)
+	// HTTPS: kubectl sends no bearer token over plain HTTP.
+	caFile, certFile, keyFile, pool := servingCertificate(t, dir)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	port := freePort(t)
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	startProcess(t, "standalone", "standalone", "--kubeconfig", kubeconfig, "--data-dir", filepath.Join(dir, "data"),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--anonymous=false", "--token-auth-file", tokens, "--authorization-policy-file", policy,
+		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile)
+	eventually(t, "/readyz answers without credentials", 2*time.Minute, func() bool {
+		resp, err := client.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+
+	as := func(token string) func(path string, params url.Values) (int, answer) {
+		return func(path string, params url.Values) (int, answer) {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path+"?"+params.Encode(), nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			a := answer{code: resp.StatusCode, raw: body}
+			if resp.StatusCode == http.StatusOK {
+				_ = json.Unmarshal(body, &a.result)
+			} else {
+				_ = json.Unmarshal(body, &a.status)
+			}
+			return resp.StatusCode, a
+		}
+	}
+	alice, bob, carol, root := as("alice-token-"+suffix), as("bob-token-"+suffix), as("carol-token-"+suffix), as("admin-token-"+suffix)
+	both := url.Values{"resources": {"configmaps"}, "namespaces": {nsA + "," + nsB}, "facets": {"cluster,namespace"}}
+	eventually(t, "every member's ConfigMaps indexed", 2*time.Minute, func() bool {
+		_, a := root("/v1alpha1/search", both)
+		return a.code == 200 && a.result.Total == 2*2*3 // settings, flags, kube-root-ca.crt
+	})
+
+	t.Run("credentials", func(t *testing.T) {
+		if code, a := as("")("/v1alpha1/search", both); code != 401 || a.status.Reason != "Unauthorized" {
+			t.Errorf("no token: %d %s, want a 401 Status", code, a.raw)
+		}
+		if code, _ := as("forged-"+suffix)("/v1alpha1/search", both); code != 401 {
+			t.Errorf("forged token: %d, want 401", code)
+		}
+		if code, _ := as("")("/api/v1/configmaps", nil); code != 401 {
+			t.Errorf("facade without a token: %d, want 401", code)
+		}
+	})
+
+	t.Run("REST search, facets and totals in scope", func(t *testing.T) {
+		code, a := alice("/v1alpha1/search", both)
+		if code != 200 || a.result.Total != 3 {
+			t.Fatalf("alice: %d, total %d, want 200 and her namespace's 3 ConfigMaps: %.300s", code, a.result.Total, a.raw)
+		}
+		for _, raw := range a.result.Items {
+			if it := itemOf(t, raw); it.cluster != members[0] || it.namespace != nsA {
+				t.Errorf("alice sees %s/%s/%s", it.cluster, it.namespace, it.name)
+			}
+		}
+		for _, f := range a.result.Facets {
+			for _, b := range f.Buckets {
+				if b.Value != members[0] && b.Value != nsA {
+					t.Errorf("facet %s has bucket %v (%d) outside alice's scope", f.Name, b.Value, b.Count)
+				}
+			}
+		}
+		// A page boundary is the scope's: limit 1 pages through her 3 objects only.
+		page := url.Values{"resources": {"configmaps"}, "limit": {"1"}}
+		_, first := alice("/v1alpha1/search", page)
+		if first.result.Total != 3 || first.result.Metadata.Continue == "" {
+			t.Fatalf("alice's first page: total %d, continue %q", first.result.Total, first.result.Metadata.Continue)
+		}
+		next := url.Values{"resources": {"configmaps"}, "limit": {"1"}, "continue": {first.result.Metadata.Continue}}
+		// Bob has the same grants as alice: her token is still not his.
+		if code, a := bob("/v1alpha1/search", next); code != 400 {
+			t.Errorf("bob with alice's continue token: %d %s, want 400", code, a.raw)
+		}
+		if code, _ := alice("/v1alpha1/search", next); code != 200 {
+			t.Errorf("alice with her own token: %d", code)
+		}
+		// Carol has no rule: a request naming what she may not see is a 403, and one naming
+		// nothing finds nothing.
+		if _, a := carol("/v1alpha1/search", url.Values{"resources": {"configmaps"}}); a.code != 403 {
+			t.Errorf("carol, resources=configmaps: %d, want 403", a.code)
+		}
+		if _, a := carol("/v1alpha1/search", url.Values{"q": {"settings"}}); a.code != 200 || a.result.Total != 0 {
+			t.Errorf("carol, q=settings: %d, total %d, want 200 and nothing", a.code, a.result.Total)
+		}
+	})
+
+	t.Run("wholly outside the scope is 403, existing or not", func(t *testing.T) {
+		for _, q := range []url.Values{
+			{"namespaces": {nsB}},
+			{"namespaces": {"no-such-namespace-" + suffix}},
+			{"clusters": {members[1]}},
+			{"clusters": {"no-such-cluster"}},
+			{"resources": {"pods"}},
+		} {
+			code, a := alice("/v1alpha1/search", q)
+			if code != 403 || a.status.Reason != "Forbidden" {
+				t.Errorf("alice ?%s: %d %.200s, want a 403 Status", q.Encode(), code, a.raw)
+			}
+		}
+	})
+
+	t.Run("fleet status", func(t *testing.T) {
+		_, a := alice("/v1alpha1/fleet", nil)
+		var fleet struct {
+			Items []struct{ Cluster, Group, Resource string } `json:"items"`
+		}
+		if err := json.Unmarshal(a.raw, &fleet); err != nil || len(fleet.Items) == 0 {
+			t.Fatalf("alice's fleet status: %v %.300s", err, a.raw)
+		}
+		for _, p := range fleet.Items {
+			if p.Cluster != members[0] || (p.Resource != "configmaps" && p.Resource != "deployments") {
+				t.Errorf("alice's fleet status shows %s/%s/%s", p.Cluster, p.Group, p.Resource)
+			}
+		}
+	})
+
+	t.Run("kubectl in every view", func(t *testing.T) {
+		k := facadeKubectlAs(t, env, base, caFile, "alice-token-"+suffix)
+		if got := rows(k.mustRun(t, "get", "configmaps", "-A", "--no-headers")); len(got) != 3 {
+			t.Errorf("kubectl get configmaps -A as alice: %v, want her 3", got)
+		} else {
+			for _, r := range got {
+				if r[0] != nsA || r[1] != members[0] { // NAMESPACE, CLUSTER, NAME
+					t.Errorf("alice's fleet list has %v", r)
+				}
+			}
+		}
+		if out, err := k.run(t.Context(), "get", "configmaps", "-n", nsB); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+			t.Errorf("kubectl get configmaps -n %s as alice: %v %s, want Forbidden", nsB, err, out)
+		}
+		// Her kubeconfig has no context for a cluster she may not see; its view is a 403.
+		if _, err := k.run(t.Context(), "--context", "kubesearch-"+members[1], "get", "configmaps"); err == nil {
+			t.Errorf("alice's kubeconfig has a context for %s", members[1])
+		}
+		if out, err := k.run(t.Context(), "--server", base+"/clusters/"+members[1], "get", "configmaps", "-n", nsA); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+			t.Errorf("kubectl in %s's view as alice: %v %s, want Forbidden", members[1], err, out)
+		}
+		if out, err := k.run(t.Context(), "get", "pods", "-n", nsA); err == nil {
+			t.Errorf("kubectl get pods as alice: %s, want an error (pods are outside her scope)", out)
+		}
+		got := rows(k.mustRun(t, "--context", "kubesearch-qualified", "get", "configmaps", "-n", nsA, "--no-headers", "-o", "name"))
+		for _, r := range got {
+			if !strings.HasSuffix(r[0], "_"+members[0]) {
+				t.Errorf("qualified view as alice: %v", r)
+			}
+		}
+		if len(got) != 3 {
+			t.Errorf("qualified view as alice: %d objects, want 3", len(got))
+		}
+		// Discovery shows only what she may see.
+		res := rows(k.mustRun(t, "api-resources", "--no-headers", "-o", "name"))
+		var names []string
+		for _, r := range res {
+			names = append(names, r[0])
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, []string{"configmaps", "deployments.apps"}) {
+			t.Errorf("kubectl api-resources as alice: %v, want configmaps and deployments.apps", names)
+		}
+		// A watch delivers her namespace's changes and nothing of another cluster.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		watched := make(chan string, 1)
+		go func() {
+			out, _ := k.run(ctx, "get", "configmaps", "-A", "--watch-only", "-o", "name", "--request-timeout", "0")
+			watched <- out
+		}()
+		time.Sleep(3 * time.Second)
+		env.KubectlRun(t, members[1], nil, "create", "configmap", "hidden", "-n", nsA)
+		env.KubectlRun(t, members[0], nil, "create", "configmap", "shown", "-n", nsA)
+		eventually(t, "both new ConfigMaps indexed", 45*time.Second, func() bool {
+			_, a := root("/v1alpha1/search", url.Values{"resources": {"configmaps"}, "names": {"hidden,shown"}})
+			return a.result.Total == 2
+		})
+		time.Sleep(2 * time.Second)
+		cancel()
+		out := <-watched
+		if !strings.Contains(out, "configmap/shown") || strings.Contains(out, "hidden") {
+			t.Errorf("alice's watch printed %q: want configmap/shown and not the other cluster's", out)
+		}
+	})
+}
+
+// facadeKubectlAs is facadeKubectl with a bearer token written into the kubeconfig.
+func facadeKubectlAs(t *testing.T, env *testbed.Env, base, caFile, token string) *facadeKubectl {
+	t.Helper()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	writeFile(t, tokenFile, token)
+	out, err := exec.Command(kubesearchBinary(t), "kubeconfig", "--server", base, "--token-file", tokenFile, "--certificate-authority", caFile).Output()
+	if err != nil {
+		t.Fatalf("kubesearch kubeconfig: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	writeFile(t, path, string(out))
+	return &facadeKubectl{env: env, kubeconfig: path}
+}
+
+// servingCertificate makes a CA and a serving certificate for 127.0.0.1 signed by it, in dir.
+func servingCertificate(t *testing.T, dir string) (caFile, certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey, key := newKey(), newKey()
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubesearch-e2e-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kubesearch"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, certFile, keyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})))
+	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
+	pool = x509.NewCertPool()
+	pool.AddCert(ca)
+	return caFile, certFile, keyFile, pool
+}
