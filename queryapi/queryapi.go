@@ -73,6 +73,11 @@ type Options struct {
 	// AuthorizationPolicyFile maps users and groups to what they may see (internal/authz); without
 	// it every authenticated subject sees everything.
 	AuthorizationPolicyFile string
+	// RateLimit and RateBurst bound each subject's requests per second (a token bucket; 0: no
+	// bound), MaxWatches its open watches: past them, 429 with Retry-After.
+	RateLimit  float64
+	RateBurst  int
+	MaxWatches int
 	// TLSCertFile and TLSKeyFile serve HTTPS, reloaded when the files change; without them, HTTP.
 	TLSCertFile, TLSKeyFile string
 	// PageKeepAlive is how long a paged query's snapshot lives between pages.
@@ -189,7 +194,8 @@ type Server struct {
 	metrics  *metrics
 	authn    *auth.Authenticator
 	authz    *authz.Authorizer // nil without a policy file
-	tls      *tls.Config       // nil: plain HTTP
+	limits   *limiter
+	tls      *tls.Config // nil: plain HTTP
 	listener net.Listener
 	engine   *gin.Engine
 }
@@ -275,7 +281,7 @@ func New(o Options) (*Server, error) {
 		return nil, errors.Join(fmt.Errorf("--listen: %w", err), closeAll(closers))
 	}
 	s := &Server{opts: o, log: log, store: backend, backend: backend, listener: l, metrics: newMetrics(), catalog: newCatalog(),
-		authn: authn, authz: authorizer, tls: tlsConfig}
+		authn: authn, authz: authorizer, tls: tlsConfig, limits: newLimiter(o.RateLimit, o.RateBurst, o.MaxWatches)}
 	if tlsConfig != nil {
 		s.listener = tls.NewListener(l, tlsConfig)
 	}
@@ -322,7 +328,10 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.opts.Authentication.Anonymous {
 		s.log.Warn("ANONYMOUS ACCESS IS ON: whoever reaches " + s.Addr() + " reads what the policy grants system:anonymous (everything without --authorization-policy-file); use --token-auth-file, --client-ca-file or --authentication-kubeconfig, and --anonymous=false, to lock it down")
 	}
-	g.Serve("http", &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second}, s.listener)
+	// No WriteTimeout: watches and full lists stream for as long as they take (a watch ends by its
+	// own timeoutSeconds); ReadTimeout covers the request, which has no body.
+	g.Serve("http", &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 256 << 10}, s.listener)
 	g.Go("fleet status", func(ctx context.Context) error {
 		s.fleet.run(ctx)
 		return nil

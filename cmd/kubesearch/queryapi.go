@@ -61,6 +61,9 @@ func securityFlags(fs *flag.FlagSet, o *queryapi.Options, anonymous bool, anonym
 	fs.StringVar(&o.Authentication.AuthenticationKubeconfig, "authentication-kubeconfig", "", "kubeconfig of a cluster whose TokenReview API checks bearer tokens (ServiceAccount and OIDC tokens of the platform)")
 	fs.BoolVar(&o.Authentication.Anonymous, "anonymous", anonymous, anonymousUsage)
 	fs.StringVar(&o.AuthorizationPolicyFile, "authorization-policy-file", "", "YAML policy of what users and groups may see (clusters, namespaces, resources, verbs); without it every authenticated subject sees everything")
+	fs.Float64Var(&o.RateLimit, "rate-limit", 200, "requests per second of one subject (user); past it and --rate-burst, 429 with Retry-After; 0 for no bound")
+	fs.IntVar(&o.RateBurst, "rate-burst", 400, "request burst of one subject")
+	fs.IntVar(&o.MaxWatches, "max-watches-per-subject", 1000, "open watches of one subject; past it, 429")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "PEM serving certificate (HTTPS; reloaded when it changes)")
 	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
 }

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,7 +85,7 @@ data: {k: v}
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
 	startProcess(t, "standalone", "standalone", "--kubeconfig", kubeconfig, "--data-dir", filepath.Join(dir, "data"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--anonymous=false", "--token-auth-file", tokens, "--authorization-policy-file", policy,
-		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile)
+		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--rate-limit", "20", "--rate-burst", "20")
 	eventually(t, "/readyz answers without credentials", 2*time.Minute, func() bool {
 		resp, err := client.Get(base + "/readyz")
 		if err != nil {
@@ -202,6 +203,29 @@ data: {k: v}
 			if p.Cluster != members[0] || (p.Resource != "configmaps" && p.Resource != "deployments") {
 				t.Errorf("alice's fleet status shows %s/%s/%s", p.Cluster, p.Group, p.Resource)
 			}
+		}
+	})
+
+	t.Run("429 for a subject past its rate, while another is served", func(t *testing.T) {
+		codes := make(chan int, 60)
+		var wg sync.WaitGroup
+		for range 60 {
+			wg.Go(func() {
+				code, _ := carol("/v1alpha1/search", url.Values{"q": {"settings"}})
+				codes <- code
+			})
+		}
+		wg.Wait()
+		close(codes)
+		n := map[int]int{}
+		for c := range codes {
+			n[c]++
+		}
+		if n[429] < 30 || n[200]+n[429] != 60 {
+			t.Errorf("60 requests at once from carol: %v, want at least 30 of 429 and the rest 200", n)
+		}
+		if code, _ := alice("/v1alpha1/search", url.Values{"resources": {"configmaps"}}); code != 200 {
+			t.Errorf("alice while carol is throttled: %d, want 200", code)
 		}
 	})
 
