@@ -71,3 +71,33 @@ bench-roll:
 # BENCH_STORE_QUERIES to change).
 bench-stores:
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -v -run TestBenchStores ./tests/e2e/
+
+# Packaging (issue 14). The container image without Docker: a static binary stamped with
+# IMAGE_VERSION/IMAGE_COMMIT, assembled by tests/packaging/tools/image into an OCI layout
+# (bin/image/oci) and a `docker load` tarball (bin/image/kubesearch-<version>-<arch>.tar); with Docker,
+# `docker build --build-arg VERSION=... -t kubesearch/kubesearch:<version> .` builds the same image.
+.PHONY: image chart-test compose-check
+IMAGE_VERSION ?= dev
+IMAGE_COMMIT ?= unknown
+IMAGE_ARCH ?= amd64
+
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath \
+	  -ldflags "-s -w -X main.version=$(IMAGE_VERSION) -X main.commit=$(IMAGE_COMMIT)" \
+	  -o bin/linux-$(IMAGE_ARCH)/kubesearch ./cmd/kubesearch
+	cd tests/packaging/tools && GOWORK=off $(GO) run ./image --binary $(CURDIR)/bin/linux-$(IMAGE_ARCH)/kubesearch \
+	  --arch $(IMAGE_ARCH) --version $(IMAGE_VERSION) --commit $(IMAGE_COMMIT) \
+	  --oci-layout $(CURDIR)/bin/image/oci --tarball $(CURDIR)/bin/image/kubesearch-$(IMAGE_VERSION)-$(IMAGE_ARCH).tar
+
+# The Helm chart: lint, golden renders and invariants (no services), then the renders applied with
+# --dry-run=server to a test bed kube-apiserver and the collector run with the chart's RBAC (test bed).
+chart-test:
+	$(GO) test -count=1 -run 'Chart' ./tests/packaging/
+	$(GO) test -tags e2e -count=1 -timeout 10m -v -run 'TestChart' ./tests/e2e/
+
+# docker-compose.yml: `docker-compose config` (Debian's docker-compose, installed if missing) and the
+# wiring test against `kubesearch <command> --help`.
+compose-check:
+	bash tests/packaging/install-tools.sh
+	docker-compose -f docker-compose.yml --profile tools config -q
+	$(GO) test -count=1 -run 'Compose|Dashboards' ./tests/packaging/

@@ -2,10 +2,13 @@ package collector
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/tidwall/gjson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,6 +102,7 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 		}
 		page, err := req.DoRaw(ctx)
 		if err != nil {
+			err = statusError(page, err)
 			c.status.failed(fmt.Errorf("list %s: %w", c.scope.gvr.Resource, err))
 			return nil, err
 		}
@@ -181,4 +185,15 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, options metav1.ListOp
 	}
 	lw.c.status.running()
 	return w, nil
+}
+
+// statusError is the member's own Status when a raw request failed with one: the discovery client
+// that lists pages as bytes cannot decode it, and says "unknown" where the member said why (a 403
+// naming the resource and the user, say). The error stays an apierrors.APIStatus either way.
+func statusError(body []byte, err error) error {
+	var st metav1.Status
+	if json.Unmarshal(body, &st) != nil || st.Kind != "Status" || st.Message == "" {
+		return err
+	}
+	return &apierrors.StatusError{ErrStatus: st}
 }

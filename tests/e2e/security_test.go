@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -70,14 +76,22 @@ data: {k: v}
   namespaces: [%s]
   resources: [configmaps, deployments.apps]
   verbs: [get, list, watch]
+- subjects: [{kind: ServiceAccount, namespace: %[2]s, name: reader}]
+  clusters: [%[3]s]
+  namespaces: [%[2]s]
+  resources: [configmaps]
+  verbs: [list]
 - subjects: [{kind: Group, name: sre}]
   clusters: ["*"]
   namespaces: ["*"]
   resources: ["*"]
   verbs: ["*"]
-`, members[0], nsA))
+`, members[0], nsA, members[1]))
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	writeKubeconfig(t, env, kubeconfig, members)
+	// member1's TokenReview API checks the tokens the file does not know: its ServiceAccounts'.
+	reviewer := filepath.Join(dir, "reviewer.kubeconfig")
+	writeKubeconfig(t, env, reviewer, members[:1])
 	// HTTPS: kubectl sends no bearer token over plain HTTP.
 	caFile, certFile, keyFile, pool := servingCertificate(t, dir)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
@@ -85,7 +99,8 @@ data: {k: v}
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
 	startProcess(t, "standalone", "standalone", "--kubeconfig", kubeconfig, "--data-dir", filepath.Join(dir, "data"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--anonymous=false", "--token-auth-file", tokens, "--authorization-policy-file", policy,
-		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--rate-limit", "20", "--rate-burst", "20")
+		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--rate-limit", "20", "--rate-burst", "20",
+		"--authentication-kubeconfig", reviewer)
 	eventually(t, "/readyz answers without credentials", 2*time.Minute, func() bool {
 		resp, err := client.Get(base + "/readyz")
 		if err != nil {
@@ -176,6 +191,27 @@ data: {k: v}
 		}
 	})
 
+	t.Run("a member's ServiceAccount token through TokenReview", func(t *testing.T) {
+		env.KubectlRun(t, members[0], nil, "create", "serviceaccount", "reader", "-n", nsA)
+		token := strings.TrimSpace(string(env.KubectlRun(t, members[0], nil, "create", "token", "reader", "-n", nsA)))
+		reader := as(token)
+		code, a := reader("/v1alpha1/search", url.Values{"resources": {"configmaps"}})
+		if code != 200 || a.result.Total != 3 {
+			t.Fatalf("the ServiceAccount's search: %d, total %d: %.300s", code, a.result.Total, a.raw)
+		}
+		for _, raw := range a.result.Items {
+			if it := itemOf(t, raw); it.cluster != members[1] || it.namespace != nsA {
+				t.Errorf("the ServiceAccount sees %s/%s/%s", it.cluster, it.namespace, it.name)
+			}
+		}
+		// Deleting the ServiceAccount revokes its token: after the positive cache (10 s), 401.
+		env.KubectlRun(t, members[0], nil, "delete", "serviceaccount", "reader", "-n", nsA)
+		eventually(t, "the revoked token refused", 30*time.Second, func() bool {
+			code, _ := reader("/v1alpha1/search", url.Values{"resources": {"configmaps"}})
+			return code == 401
+		})
+	})
+
 	t.Run("wholly outside the scope is 403, existing or not", func(t *testing.T) {
 		for _, q := range []url.Values{
 			{"namespaces": {nsB}},
@@ -226,6 +262,31 @@ data: {k: v}
 		}
 		if code, _ := alice("/v1alpha1/search", url.Values{"resources": {"configmaps"}}); code != 200 {
 			t.Errorf("alice while carol is throttled: %d, want 200", code)
+		}
+	})
+
+	t.Run("a client-go informer across namespaces holds the scope", func(t *testing.T) {
+		caPEM, err := os.ReadFile(caFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := &rest.Config{Host: base, BearerToken: "alice-token-" + suffix, TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}}
+		factory := dynamicinformer.NewDynamicSharedInformerFactory(dynamic.NewForConfigOrDie(cfg), 0)
+		inf := factory.ForResource(gvrConfigMaps).Informer()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer func() {
+			cancel()
+			factory.Shutdown()
+		}()
+		factory.Start(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			t.Fatal("alice's informer never synced")
+		}
+		keys := inf.GetStore().ListKeys()
+		slices.Sort(keys)
+		want := []string{nsA + "/flags", nsA + "/kube-root-ca.crt", nsA + "/settings"}
+		if !slices.Equal(keys, want) {
+			t.Errorf("alice's informer holds %v, want %v", keys, want)
 		}
 	})
 

@@ -1,0 +1,305 @@
+package packaging
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
+
+func chartDir() string { return filepath.Join(root(), "charts", "kubesearch") }
+
+// valueSets are the chart's CI values files (charts/kubesearch/ci), plus the defaults.
+func valueSets(t *testing.T) map[string][]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir(), "ci", "*-values.yaml"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("charts/kubesearch/ci: %v, %d values files; want several", err, len(files))
+	}
+	sets := map[string][]string{"default": nil}
+	for _, f := range files {
+		sets[strings.TrimSuffix(filepath.Base(f), "-values.yaml")] = []string{"-f", f}
+	}
+	return sets
+}
+
+func renderChart(t *testing.T, args ...string) []byte {
+	t.Helper()
+	return run(t, tool(t, "chart"), append([]string{"template", "--chart", chartDir(), "--release", "ks", "--namespace", "search"}, args...)...)
+}
+
+func TestChartLint(t *testing.T) {
+	for name, args := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			out := run(t, tool(t, "chart"), append([]string{"lint", "--chart", chartDir()}, args...)...)
+			for line := range strings.Lines(string(out)) {
+				if !strings.HasPrefix(line, "[INFO]") {
+					t.Errorf("helm lint --strict: %s", line)
+				}
+			}
+		})
+	}
+}
+
+// helm template of every values set, against testdata/chart/<set>.golden (-update rewrites them).
+func TestChartTemplateGolden(t *testing.T) {
+	for name, args := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			got := renderChart(t, args...)
+			golden := filepath.Join("testdata", "chart", name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("helm template with %s differs from %s (run with -update after checking the diff)", name, golden)
+			}
+		})
+	}
+}
+
+// object is a rendered manifest, decoded loosely.
+type object struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Spec  map[string]any `json:"spec"`
+	Rules []struct {
+		APIGroups       []string `json:"apiGroups"`
+		Resources       []string `json:"resources"`
+		NonResourceURLs []string `json:"nonResourceURLs"`
+		Verbs           []string `json:"verbs"`
+	} `json:"rules"`
+	raw []byte
+}
+
+type podSpec struct {
+	SecurityContext struct {
+		RunAsNonRoot   *bool `json:"runAsNonRoot"`
+		RunAsUser      int64 `json:"runAsUser"`
+		SeccompProfile struct {
+			Type string `json:"type"`
+		} `json:"seccompProfile"`
+	} `json:"securityContext"`
+	ServiceAccountName           string `json:"serviceAccountName"`
+	AutomountServiceAccountToken *bool  `json:"automountServiceAccountToken"`
+	Containers                   []struct {
+		Name            string   `json:"name"`
+		Image           string   `json:"image"`
+		Args            []string `json:"args"`
+		SecurityContext struct {
+			AllowPrivilegeEscalation *bool `json:"allowPrivilegeEscalation"`
+			ReadOnlyRootFilesystem   *bool `json:"readOnlyRootFilesystem"`
+			Capabilities             struct {
+				Drop []string `json:"drop"`
+			} `json:"capabilities"`
+		} `json:"securityContext"`
+		LivenessProbe  *probe `json:"livenessProbe"`
+		ReadinessProbe *probe `json:"readinessProbe"`
+		Resources      struct {
+			Limits   map[string]string `json:"limits"`
+			Requests map[string]string `json:"requests"`
+		} `json:"resources"`
+		Ports []struct {
+			Name          string `json:"name"`
+			ContainerPort int    `json:"containerPort"`
+		} `json:"ports"`
+		VolumeMounts []struct {
+			Name      string `json:"name"`
+			MountPath string `json:"mountPath"`
+		} `json:"volumeMounts"`
+	} `json:"containers"`
+}
+
+type probe struct {
+	HTTPGet struct {
+		Path string `json:"path"`
+		Port any    `json:"port"`
+	} `json:"httpGet"`
+}
+
+func splitManifests(t *testing.T, rendered []byte) []object {
+	t.Helper()
+	var out []object
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		var o object
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("rendered manifest: %v\n%s", err, doc)
+		}
+		if o.Kind == "" {
+			continue
+		}
+		o.raw = []byte(doc)
+		out = append(out, o)
+	}
+	return out
+}
+
+// What every render must hold, whatever the values: hardened pods with probes and memory limits,
+// arguments kubesearch accepts (its --help) with their files mounted, read-only RBAC.
+func TestChartInvariants(t *testing.T) {
+	for name, args := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			objs := splitManifests(t, renderChart(t, args...))
+			deployments := 0
+			for _, o := range objs {
+				switch o.Kind {
+				case "Deployment":
+					deployments++
+					var d struct {
+						Spec struct {
+							Template struct {
+								Spec podSpec `json:"spec"`
+							} `json:"template"`
+						} `json:"spec"`
+					}
+					if err := yaml.Unmarshal(o.raw, &d); err != nil {
+						t.Fatal(err)
+					}
+					checkPodSpec(t, o.Metadata.Name, d.Spec.Template.Spec)
+				case "ClusterRole", "Role":
+					for _, r := range o.Rules {
+						if !slices.Equal(r.Verbs, []string{"get", "list", "watch"}) && !(len(r.NonResourceURLs) > 0 && slices.Equal(r.Verbs, []string{"get"})) {
+							t.Errorf("%s %s: rule %+v grants more than reading", o.Kind, o.Metadata.Name, r)
+						}
+						if slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") {
+							t.Errorf("%s %s: wildcard rule %+v", o.Kind, o.Metadata.Name, r)
+						}
+						if slices.Contains(r.Resources, "secrets") {
+							t.Errorf("%s %s: reads Secrets, which no values set selects", o.Kind, o.Metadata.Name)
+						}
+					}
+				}
+			}
+			if deployments == 0 {
+				t.Error("no Deployment rendered")
+			}
+		})
+	}
+}
+
+func checkPodSpec(t *testing.T, name string, p podSpec) {
+	t.Helper()
+	sc := p.SecurityContext
+	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == 0 || sc.SeccompProfile.Type != "RuntimeDefault" {
+		t.Errorf("%s: pod securityContext %+v: want runAsNonRoot, a non-zero runAsUser, seccomp RuntimeDefault", name, sc)
+	}
+	if len(p.Containers) != 1 {
+		t.Fatalf("%s: %d containers", name, len(p.Containers))
+	}
+	c := p.Containers[0]
+	cs := c.SecurityContext
+	if cs.AllowPrivilegeEscalation == nil || *cs.AllowPrivilegeEscalation || cs.ReadOnlyRootFilesystem == nil || !*cs.ReadOnlyRootFilesystem || !slices.Equal(cs.Capabilities.Drop, []string{"ALL"}) {
+		t.Errorf("%s: container securityContext %+v: want no privilege escalation, read-only root, all capabilities dropped", name, cs)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("%s: probes %+v %+v: want liveness /healthz, readiness /readyz", name, c.LivenessProbe, c.ReadinessProbe)
+	}
+	if c.Resources.Limits["memory"] == "" || c.Resources.Requests["cpu"] == "" {
+		t.Errorf("%s: resources %+v: want a memory limit and a cpu request", name, c.Resources)
+	}
+	if _, tag, _ := strings.Cut(c.Image, ":"); tag == "" || tag == "latest" {
+		t.Errorf("%s: image %q not pinned", name, c.Image)
+	}
+	if len(c.Args) == 0 {
+		t.Fatalf("%s: no subcommand", name)
+	}
+	flags, problems := parseArgs(t, c.Args[0], c.Args[1:])
+	for _, pr := range problems {
+		t.Errorf("%s: %s", name, pr)
+	}
+	if _, port, _ := strings.Cut(flags["listen"], ":"); len(c.Ports) != 1 || port == "" || port != strconv.Itoa(c.Ports[0].ContainerPort) || c.Ports[0].Name != "http" {
+		t.Errorf("%s: --listen %q, ports %+v: the probes' port http must be the listen port", name, flags["listen"], c.Ports)
+	}
+	if strings.HasPrefix(flags["listen"], "127.") {
+		t.Errorf("%s: --listen %s is unreachable from the kubelet", name, flags["listen"])
+	}
+	mounted := func(path string) bool {
+		for _, m := range c.VolumeMounts {
+			if path == m.MountPath || strings.HasPrefix(path, m.MountPath+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	for f, v := range flags {
+		if (strings.HasSuffix(f, "-file") || strings.HasSuffix(f, "-dir") || f == "registry" || f == "clusters") && !mounted(v) {
+			t.Errorf("%s: --%s=%s is behind no volume mount", name, f, v)
+		}
+	}
+	if !mounted("/tmp") {
+		t.Errorf("%s: no writable /tmp under the read-only root", name)
+	}
+	if c.Args[0] != "collector" && (p.AutomountServiceAccountToken == nil || *p.AutomountServiceAccountToken) {
+		t.Errorf("%s: mounts a ServiceAccount token it never uses", name)
+	}
+}
+
+// In-cluster mode: the collector's rights are exactly what its registries select.
+func TestChartCollectorRBACFollowsRegistries(t *testing.T) {
+	objs := splitManifests(t, renderChart(t, "-f", filepath.Join(chartDir(), "ci", "in-cluster-values.yaml")))
+	got := map[string][]string{}
+	for _, o := range objs {
+		if o.Kind != "ClusterRole" && o.Kind != "Role" {
+			continue
+		}
+		for _, r := range o.Rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					key := o.Kind + "/" + o.Metadata.Namespace
+					got[key] = append(got[key], g+"/"+res)
+				}
+			}
+		}
+	}
+	want := map[string][]string{
+		"ClusterRole/":     {"/namespaces", "/pods", "apps/deployments", "networking.k8s.io/ingresses"},
+		"Role/kube-system": {"/configmaps"},
+	}
+	for k := range want {
+		slices.Sort(got[k])
+		if !slices.Equal(got[k], want[k]) {
+			t.Errorf("%s grants %q, want %q", k, got[k], want[k])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("roles %v, want only %v", got, want)
+	}
+}
+
+// Values the chart refuses, each with a message naming the value.
+func TestChartRejectsBadValues(t *testing.T) {
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"collector.mode=bogus", "/collector/mode"},
+		{"colector.enabled=true", "colector"},
+		{"queryapi.replicas=2", "queryapi.continueKey.existingSecret"},
+		{"kafka.sasl.mechanism=plain", "kafka.sasl.existingSecret"},
+		{"collector.mode=central", "collector.members"},
+		{"collector.rbac.extraRules[0].verbs[0]=create", "verbs"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			_, err := runErr(tool(t, "chart"), "template", "--chart", chartDir(), "--set", tc.set)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("--set %s: %v, want an error naming %s", tc.set, err, tc.want)
+			}
+		})
+	}
+}
