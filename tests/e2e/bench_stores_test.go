@@ -12,9 +12,12 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/kubesearch/kubesearch/internal/auth"
+	"github.com/kubesearch/kubesearch/internal/authz"
 	"github.com/kubesearch/kubesearch/internal/blevestore"
 	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/osstore"
@@ -112,26 +115,54 @@ func TestBenchStores(t *testing.T) {
 
 	r := rand.New(rand.NewPCG(1, 2))
 	app := func() string { return fmt.Sprintf("svc-%03d", r.IntN(200)) }
+	// A subject allowed 5,000 namespaces across 50 clusters (100 in each, the corpus's among them), as
+	// a policy file says it and package authz compiles it.
+	var pol strings.Builder
+	pol.WriteString("rules:\n")
+	for c := 1; c <= 50; c++ {
+		fmt.Fprintf(&pol, "- subjects: [{kind: User, name: wide}]\n  clusters: [bench-%d]\n  resources: [pods]\n  verbs: [list]\n  namespaces: [", c)
+		for n := range 100 {
+			if n > 0 {
+				pol.WriteString(", ")
+			}
+			if n < namespaces {
+				fmt.Fprintf(&pol, "team-%02d", n) // the corpus's
+			} else {
+				fmt.Fprintf(&pol, "c%02d-ns-%02d", c, n) // 5,000 distinct names in all
+			}
+		}
+		pol.WriteString("]\n")
+	}
+	policy, err := authz.Parse([]byte(pol.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide := policy.Scope(auth.User{Name: "wide"}, authz.VerbList)
+	t.Logf("BENCH scope of 5,000 namespaces × 50 clusters compiles to %d grants", len(wide.Grants))
 	kinds := []struct {
-		name string
-		make func() url.Values
-		want func(res *store.Result) bool
+		name  string
+		make  func() url.Values
+		want  func(res *store.Result) bool
+		scope *query.Scope
 	}{
 		{"label selector (~0.5%: one app)", func() url.Values {
 			return url.Values{"resources": {"pods"}, "labelSelector": {"app.kubernetes.io/name=" + app()}, "limit": {"50"}}
-		}, func(res *store.Result) bool { return res.Total > 0 }},
+		}, func(res *store.Result) bool { return res.Total > 0 }, nil},
 		{"GET by name", func() url.Values {
 			local := r.IntN(n / len(clusters))
 			return url.Values{"resources": {"pods"}, "clusters": {clusters[r.IntN(3)]}, "namespaces": {fmt.Sprintf("team-%02d", local%namespaces)},
 				"names": {benchPod("", local).Name}}
-		}, func(res *store.Result) bool { return res.Total == 1 }},
+		}, func(res *store.Result) bool { return res.Total == 1 }, nil},
 		{"facets cluster+namespace over a field selector", func() url.Values {
 			return url.Values{"resources": {"pods"}, "fieldSelector": {"spec.nodeName=kwok-node-" + strconv.Itoa(r.IntN(3)+1)},
 				"facets": {"cluster,namespace"}, "limit": {"10"}}
-		}, func(res *store.Result) bool { return len(res.Facets) == 2 && res.Total > 0 }},
+		}, func(res *store.Result) bool { return len(res.Facets) == 2 && res.Total > 0 }, nil},
 		{"full text (app name and image word)", func() url.Values {
 			return url.Values{"q": {app() + " istio"}, "limit": {"20"}}
-		}, func(res *store.Result) bool { return res.Total > 0 }},
+		}, func(res *store.Result) bool { return res.Total > 0 }, nil},
+		{"label selector under a 5,000-namespace, 50-cluster scope", func() url.Values {
+			return url.Values{"resources": {"pods"}, "labelSelector": {"app.kubernetes.io/name=" + app()}, "limit": {"50"}}
+		}, func(res *store.Result) bool { return res.Total > 0 }, wide},
 	}
 	for _, k := range kinds {
 		lat := map[string][]time.Duration{}
@@ -142,6 +173,7 @@ func TestBenchStores(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				q.Scope = k.scope
 				t0 := time.Now()
 				res, err := b.s.Search(ctx, q)
 				d := time.Since(t0)
