@@ -201,6 +201,7 @@ func TestBenchStores(t *testing.T) {
 	writeKubeconfig(t, env, kubeconfig, env.Clusters[:1])
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	kubesearchBinary(t) // built before the clock starts
 	t0 := time.Now()
 	startProcess(t, "standalone", "standalone", "--kubeconfig", kubeconfig, "--data-dir", dataDir,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--registry", writeRegistry(t, "v1", "ConfigMap"))
