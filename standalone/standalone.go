@@ -17,6 +17,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -28,6 +29,7 @@ import (
 	"github.com/kubesearch/kubesearch/indexer"
 	"github.com/kubesearch/kubesearch/internal/blevestore"
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
+	"github.com/kubesearch/kubesearch/internal/progress"
 	"github.com/kubesearch/kubesearch/internal/registry"
 	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/queryapi"
@@ -49,6 +51,9 @@ type Options struct {
 	DataDir string
 	// ListenAddr serves REST search, the Kubernetes facade, /healthz, /readyz and /metrics.
 	ListenAddr string
+	// Progress, when set, shows the first sync's progress: a live table when it is a terminal, log
+	// lines otherwise (internal/progress).
+	Progress io.Writer
 
 	// Collector, Indexer and QueryAPI tune the components; their connection fields (brokers,
 	// OpenSearch, stream, backend, registry, clusters, listen addresses) are set by New.
@@ -219,6 +224,14 @@ func (s *Standalone) Run(ctx context.Context) error {
 	g.Go("indexer", s.indexer.Run)
 	g.Go("collector", s.collector.Run)
 	g.Go("query API", s.api.Run)
+	if s.opts.Progress != nil {
+		g.Go("first sync progress", func(ctx context.Context) error {
+			if _, err := progress.Run(ctx, progress.Options{Rows: s.Status, Out: s.opts.Progress, Log: s.log}); err != nil {
+				s.log.Warn("cannot show the first sync's progress", "err", err) // the sync goes on
+			}
+			return nil
+		})
+	}
 	s.log.Info("standalone: collector, indexer and query API in one process", "addr", s.Addr(), "dataDir", s.opts.DataDir,
 		"members", membersFrom(s.opts))
 	// Each component bounds its own drain by its own ShutdownTimeout.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"log/slog"
 	"net"
+	"os"
 
 	"github.com/kubesearch/kubesearch/queryapi"
 	"github.com/kubesearch/kubesearch/standalone"
@@ -28,7 +29,7 @@ func standaloneCommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) err
 		return err
 	})
 	return func(ctx context.Context, log *slog.Logger) error {
-		o.Collector.QPS, o.Logger = float32(*qps), log
+		o.Collector.QPS, o.Logger, o.Progress = float32(*qps), log, os.Stdout
 		// Anonymous access is the default on loopback only: listening wider needs credentials
 		// unless --anonymous says otherwise.
 		explicit := false
