@@ -6,14 +6,17 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -401,6 +404,168 @@ func TestComposeFileAcceptedByDockerCompose(t *testing.T) {
 	for _, want := range []string{"kafka", "opensearch", "dashboards", "dashboards-import", "member1", "member2", "collector-member1", "collector-member2", "indexer", "queryapi", "workloads", "kubeconfig"} {
 		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(want) + `$`).Match(out) {
 			t.Errorf("docker-compose config --services lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+// The chart's locked-down query API, run for real: the Deployment's arguments as rendered (tokens
+// from a Secret, the policy rendered from the values, TLS from a kubernetes.io/tls Secret), each
+// mount replaced by a folder holding what its Secret or ConfigMap would, against the test bed's
+// Kafka and OpenSearch. The probes the chart gives the kubelet answer over HTTPS without credentials;
+// everything else, /metrics included, needs a token the file holds; the rendered policy is in force.
+func TestChartQueryAPIAuthOnTestBed(t *testing.T) {
+	env := testbed.Get(t)
+	release := "ks-auth-" + randomSuffix(t)
+	dir := t.TempDir()
+	values := filepath.Join(dir, "values.yaml")
+	writeFile(t, values, fmt.Sprintf(`
+collector: {enabled: false}
+indexer: {enabled: false}
+kafka: {brokers: [%s]}
+opensearch: {addresses: [%q]}
+queryapi:
+  auth:
+    tokenFile: {existingSecret: tokens}
+    policy:
+      rules:
+        - subjects: [{kind: User, name: alice}]
+          clusters: [%s]
+          namespaces: [kube-system]
+          resources: [configmaps]
+          verbs: [get, list]
+  tls: {existingSecret: serving}
+`, strings.Join(env.KafkaBrokers, ", "), env.OpenSearchURL, env.Clusters[0]))
+
+	var pod struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Args           []string `json:"args"`
+						ReadinessProbe struct {
+							HTTPGet struct {
+								Path   string `json:"path"`
+								Scheme string `json:"scheme"`
+							} `json:"httpGet"`
+						} `json:"readinessProbe"`
+						VolumeMounts []struct {
+							Name      string `json:"name"`
+							MountPath string `json:"mountPath"`
+						} `json:"volumeMounts"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	var policy string
+	for _, m := range renderChart(t, release, release, "-f", values) {
+		switch {
+		case m.Kind == "Deployment" && strings.HasSuffix(m.Metadata.Name, "-queryapi"):
+			if err := yaml.Unmarshal([]byte(m.raw), &pod); err != nil {
+				t.Fatal(err)
+			}
+		case m.Kind == "ConfigMap" && m.Data["policy.yaml"] != "":
+			policy = m.Data["policy.yaml"]
+		}
+	}
+	if len(pod.Spec.Template.Spec.Containers) != 1 || policy == "" {
+		t.Fatalf("rendered: %d query API containers, policy %q", len(pod.Spec.Template.Spec.Containers), policy)
+	}
+	c := pod.Spec.Template.Spec.Containers[0]
+
+	// What each Secret and ConfigMap holds, at the path its mount gives it.
+	suffix := randomSuffix(t)
+	aliceToken, promToken := "alice-"+suffix, "prometheus-"+suffix
+	_, certFile, keyFile, pool := servingCertificate(t, dir)
+	readFile := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	contents := map[string]map[string]string{
+		"tokens": {"tokens.csv": aliceToken + ",alice,1001,\n" + promToken + ",prometheus,1002,\n"},
+		"policy": {"policy.yaml": policy},
+		"tls":    {"tls.crt": readFile(certFile), "tls.key": readFile(keyFile)},
+	}
+	args := slices.Clone(c.Args)
+	for _, vm := range c.VolumeMounts {
+		local := filepath.Join(dir, "mounts", vm.Name)
+		if err := os.MkdirAll(local, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for file, content := range contents[vm.Name] {
+			writeFile(t, filepath.Join(local, file), content)
+		}
+		delete(contents, vm.Name)
+		for i, a := range args {
+			args[i] = strings.Replace(a, "="+vm.MountPath+"/", "="+local+"/", 1)
+		}
+	}
+	if len(contents) > 0 {
+		t.Fatalf("no mount for %v", contents)
+	}
+	// Kafka is left out (the facade's watch cache and ledger are not under test, and readiness would
+	// wait for a ledger no collector writes here); the listener moves to a loopback port.
+	port := freePort(t)
+	args = slices.DeleteFunc(args, func(a string) bool {
+		return strings.HasPrefix(a, "--kafka-") || strings.HasPrefix(a, "--topic=")
+	})
+	for i, a := range args {
+		if strings.HasPrefix(a, "--listen=") {
+			args[i] = fmt.Sprintf("--listen=127.0.0.1:%d", port)
+		}
+	}
+	startProcess(t, "queryapi", args...)
+
+	if c.ReadinessProbe.HTTPGet.Scheme != "HTTPS" {
+		t.Fatalf("readiness probe scheme %q, want HTTPS", c.ReadinessProbe.HTTPGet.Scheme)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	get := func(path, token string) int {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	eventually(t, "the kubelet's readiness probe (HTTPS, no credentials) passes", 2*time.Minute, func() bool {
+		return get(c.ReadinessProbe.HTTPGet.Path, "") == http.StatusOK
+	})
+	inScope := "/v1alpha1/search?resources=configmaps&namespaces=kube-system&clusters=" + env.Clusters[0] + "&limit=1&metadataOnly=true"
+	outOfScope := "/v1alpha1/search?resources=configmaps&namespaces=default&limit=1&metadataOnly=true"
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/healthz", "", http.StatusOK},
+		{inScope, "", http.StatusUnauthorized},
+		{inScope, "forged-" + suffix, http.StatusUnauthorized},
+		{inScope, aliceToken, http.StatusOK},
+		{outOfScope, aliceToken, http.StatusForbidden},
+		{"/metrics", "", http.StatusUnauthorized},
+		{"/metrics", promToken, http.StatusOK},
+	} {
+		if got := get(tc.path, tc.token); got != tc.want {
+			t.Errorf("GET %s with token %q: %d, want %d", tc.path, tc.token, got, tc.want)
+		}
+	}
+	// Plain HTTP is not served.
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port)); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("plain HTTP answered 200")
 		}
 	}
 }

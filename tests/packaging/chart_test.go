@@ -2,6 +2,7 @@ package packaging
 
 import (
 	"bytes"
+	"cmp"
 	"flag"
 	"os"
 	"path/filepath"
@@ -123,14 +124,31 @@ type podSpec struct {
 		VolumeMounts []struct {
 			Name      string `json:"name"`
 			MountPath string `json:"mountPath"`
+			ReadOnly  bool   `json:"readOnly"`
 		} `json:"volumeMounts"`
 	} `json:"containers"`
+	Volumes []struct {
+		Name   string `json:"name"`
+		Secret *struct {
+			SecretName string `json:"secretName"`
+			Items      []struct {
+				Key string `json:"key"`
+			} `json:"items"`
+		} `json:"secret"`
+		ConfigMap *struct {
+			Name  string `json:"name"`
+			Items []struct {
+				Key string `json:"key"`
+			} `json:"items"`
+		} `json:"configMap"`
+	} `json:"volumes"`
 }
 
 type probe struct {
 	HTTPGet struct {
-		Path string `json:"path"`
-		Port any    `json:"port"`
+		Path   string `json:"path"`
+		Port   any    `json:"port"`
+		Scheme string `json:"scheme"`
 	} `json:"httpGet"`
 }
 
@@ -239,12 +257,28 @@ func checkPodSpec(t *testing.T, name string, p podSpec) {
 		return false
 	}
 	for f, v := range flags {
-		if (strings.HasSuffix(f, "-file") || strings.HasSuffix(f, "-dir") || f == "registry" || f == "clusters") && !mounted(v) {
+		if (strings.HasSuffix(f, "-file") || strings.HasSuffix(f, "-dir") || strings.HasSuffix(f, "kubeconfig") || f == "registry" || f == "clusters") && !mounted(v) {
 			t.Errorf("%s: --%s=%s is behind no volume mount", name, f, v)
 		}
 	}
 	if !mounted("/tmp") {
 		t.Errorf("%s: no writable /tmp under the read-only root", name)
+	}
+	// Files the process reads (credentials among them) are mounted read-only; only /tmp is written.
+	for _, m := range c.VolumeMounts {
+		if m.MountPath != "/tmp" && !m.ReadOnly {
+			t.Errorf("%s: volume %s on %s is writable", name, m.Name, m.MountPath)
+		}
+	}
+	// The kubelet probes HTTPS when the process serves it (and HTTP otherwise).
+	want := "HTTP"
+	if flags["tls-cert-file"] != "" {
+		want = "HTTPS"
+	}
+	for _, pr := range []*probe{c.LivenessProbe, c.ReadinessProbe} {
+		if pr != nil && cmp.Or(pr.HTTPGet.Scheme, "HTTP") != want {
+			t.Errorf("%s: probe of %s uses %s; --tls-cert-file=%q wants %s", name, pr.HTTPGet.Path, cmp.Or(pr.HTTPGet.Scheme, "HTTP"), flags["tls-cert-file"], want)
+		}
 	}
 	if c.Args[0] != "collector" && (p.AutomountServiceAccountToken == nil || *p.AutomountServiceAccountToken) {
 		t.Errorf("%s: mounts a ServiceAccount token it never uses", name)
@@ -294,6 +328,13 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"kafka.sasl.mechanism=plain", "kafka.sasl.existingSecret"},
 		{"collector.mode=central", "collector.members"},
 		{"collector.rbac.extraRules[0].verbs[0]=create", "verbs"},
+		{"queryapi.auth.clientCA.existingSecret=ca", "queryapi.tls.existingSecret"},
+		{"queryapi.auth.tokenFiel.existingSecret=tokens", "tokenFiel"},
+		{"queryapi.auth.policy.rules[0].verbs[0]=delete", "verbs"},
+		{"queryapi.auth.policy.rules[0].subjects[0].kind=Robot", "kind"},
+		{"queryapi.limits.rate=-1", "/queryapi/limits/rate"},
+		{"serviceMonitor.enabled=true", "serviceMonitor.queryapi"},
+		{"serviceMonitor.queryapi.tlsConfig.keyFile=x", "keyFile"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := runErr(tool(t, "chart"), "template", "--chart", chartDir(), "--set", tc.set)

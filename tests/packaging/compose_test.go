@@ -282,6 +282,16 @@ func checkKubesearchService(t *testing.T, f composeFile, name string, s composeS
 	if sub == "collector" && flags["kubeconfig"] == "" && flags["clusters"] == "" {
 		t.Errorf("service %s: the collector needs --kubeconfig or --clusters", name)
 	}
+	if sub == "queryapi" {
+		_, anonymous := flags["anonymous"]
+		if !anonymous && flags["token-auth-file"] == "" && flags["client-ca-file"] == "" && flags["authentication-kubeconfig"] == "" {
+			t.Errorf("service %s: no authenticator and no --anonymous: the query API refuses to start", name)
+		}
+		// The header's demo (curl, the kubeconfig service) carries no credentials.
+		if !anonymous {
+			t.Errorf("service %s: the demo's query API needs --anonymous: the header's commands send no credentials", name)
+		}
+	}
 	for k := range s.Environment {
 		if !slices.Contains(productEnv(t), k) {
 			t.Errorf("service %s: environment %s is read by no kubesearch code (flags configure it)", name, k)

@@ -187,15 +187,20 @@ ones, as the collector's plan does.
 {{- end }}
 {{- end -}}
 
-{{/* kubesearch.probes: liveness on /healthz, readiness on /readyz of the port named http. */}}
+{{/*
+kubesearch.probes: liveness on /healthz, readiness on /readyz of the port named http, e.g.
+(dict "scheme" "HTTPS"); the scheme defaults to HTTP.
+*/}}
 {{- define "kubesearch.probes" -}}
+{{- $get := "path: /healthz, port: http" -}}
+{{- if eq (.scheme | default "HTTP") "HTTPS" }}{{ $get = printf "%s, scheme: HTTPS" $get }}{{ end -}}
 livenessProbe:
-  httpGet: {path: /healthz, port: http}
+  httpGet: {{ printf "{%s}" $get }}
   periodSeconds: 10
   timeoutSeconds: 5
   failureThreshold: 6
 readinessProbe:
-  httpGet: {path: /readyz, port: http}
+  httpGet: {{ printf "{%s}" ($get | replace "/healthz" "/readyz") }}
   periodSeconds: 5
   timeoutSeconds: 5
   failureThreshold: 3
@@ -215,5 +220,114 @@ tolerations: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- with .values.affinity }}
 affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The query API's authentication, authorization, TLS and limits: flags naming mounted files only, never
+a credential's value. kubesearch.queryapiAuth checks the values first (fail with the value's name).
+*/}}
+{{- define "kubesearch.queryapiTLS" -}}
+{{- if .Values.queryapi.tls.existingSecret }}true{{ end -}}
+{{- end -}}
+
+{{- define "kubesearch.queryapiPolicyConfigMap" -}}
+{{- default (include "kubesearch.component" (dict "root" . "component" "queryapi-policy")) .Values.queryapi.auth.policy.existingConfigMap -}}
+{{- end -}}
+
+{{- define "kubesearch.queryapiAuthCheck" -}}
+{{- $a := .Values.queryapi.auth -}}
+{{- if and $a.clientCA.existingSecret $a.clientCA.existingConfigMap }}
+{{- fail "queryapi.auth.clientCA: existingSecret or existingConfigMap, not both" }}
+{{- end }}
+{{- if and (or $a.clientCA.existingSecret $a.clientCA.existingConfigMap) (not (include "kubesearch.queryapiTLS" .)) }}
+{{- fail "queryapi.auth.clientCA: client certificates need HTTPS: set queryapi.tls.existingSecret" }}
+{{- end }}
+{{- if and $a.policy.rules $a.policy.existingConfigMap }}
+{{- fail "queryapi.auth.policy: rules or existingConfigMap, not both" }}
+{{- end }}
+{{- end -}}
+
+{{/* kubesearch.queryapiAuthenticated: "true" when some request can be authenticated without --anonymous. */}}
+{{- define "kubesearch.queryapiAuthenticators" -}}
+{{- $a := .Values.queryapi.auth -}}
+{{- if or $a.tokenFile.existingSecret $a.clientCA.existingSecret $a.clientCA.existingConfigMap $a.tokenReview.kubeconfigSecret }}true{{ end -}}
+{{- end -}}
+
+{{- define "kubesearch.queryapiAuthArgs" -}}
+{{- $q := .Values.queryapi -}}
+{{- $a := $q.auth -}}
+{{- if $a.anonymous }}
+- --anonymous
+{{- end }}
+{{- if $a.tokenFile.existingSecret }}
+- --token-auth-file=/etc/kubesearch/tokens/{{ $a.tokenFile.key }}
+{{- end }}
+{{- if or $a.clientCA.existingSecret $a.clientCA.existingConfigMap }}
+- --client-ca-file=/etc/kubesearch/client-ca/{{ $a.clientCA.key }}
+{{- end }}
+{{- if $a.tokenReview.kubeconfigSecret }}
+- --authentication-kubeconfig=/etc/kubesearch/authentication/{{ $a.tokenReview.key }}
+{{- end }}
+{{- if or $a.policy.rules $a.policy.existingConfigMap }}
+- --authorization-policy-file=/etc/kubesearch/policy/{{ $a.policy.key }}
+{{- end }}
+{{- if include "kubesearch.queryapiTLS" . }}
+- --tls-cert-file=/etc/kubesearch/tls/tls.crt
+- --tls-private-key-file=/etc/kubesearch/tls/tls.key
+{{- end }}
+- --rate-limit={{ $q.limits.rate }}
+- --rate-burst={{ int $q.limits.burst }}
+- --max-watches-per-subject={{ int $q.limits.maxWatchesPerSubject }}
+{{- end -}}
+
+{{- define "kubesearch.queryapiAuthMounts" -}}
+{{- $a := .Values.queryapi.auth -}}
+{{- if $a.tokenFile.existingSecret }}
+- {name: tokens, mountPath: /etc/kubesearch/tokens, readOnly: true}
+{{- end }}
+{{- if or $a.clientCA.existingSecret $a.clientCA.existingConfigMap }}
+- {name: client-ca, mountPath: /etc/kubesearch/client-ca, readOnly: true}
+{{- end }}
+{{- if $a.tokenReview.kubeconfigSecret }}
+- {name: authentication, mountPath: /etc/kubesearch/authentication, readOnly: true}
+{{- end }}
+{{- if or $a.policy.rules $a.policy.existingConfigMap }}
+- {name: policy, mountPath: /etc/kubesearch/policy, readOnly: true}
+{{- end }}
+{{- if include "kubesearch.queryapiTLS" . }}
+- {name: tls, mountPath: /etc/kubesearch/tls, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{/*
+No subPath anywhere: the kubelet swaps a mounted Secret's or ConfigMap's files in place, and the query
+API re-reads the token file, the policy and the serving certificate when they change. The TokenReview
+Secret is mounted whole, so its kubeconfig may name files beside it (a token, a CA) by relative path.
+*/}}
+{{- define "kubesearch.queryapiAuthVolumes" -}}
+{{- $a := .Values.queryapi.auth -}}
+{{- if $a.tokenFile.existingSecret }}
+- name: tokens
+  secret: {secretName: {{ $a.tokenFile.existingSecret }}, items: [{key: {{ $a.tokenFile.key }}, path: {{ $a.tokenFile.key }}}]}
+{{- end }}
+{{- if $a.clientCA.existingSecret }}
+- name: client-ca
+  secret: {secretName: {{ $a.clientCA.existingSecret }}, items: [{key: {{ $a.clientCA.key }}, path: {{ $a.clientCA.key }}}]}
+{{- else if $a.clientCA.existingConfigMap }}
+- name: client-ca
+  configMap: {name: {{ $a.clientCA.existingConfigMap }}, items: [{key: {{ $a.clientCA.key }}, path: {{ $a.clientCA.key }}}]}
+{{- end }}
+{{- if $a.tokenReview.kubeconfigSecret }}
+- name: authentication
+  secret: {secretName: {{ $a.tokenReview.kubeconfigSecret }}}
+{{- end }}
+{{- if or $a.policy.rules $a.policy.existingConfigMap }}
+- name: policy
+  configMap: {name: {{ include "kubesearch.queryapiPolicyConfigMap" . }}, items: [{key: {{ $a.policy.key }}, path: {{ $a.policy.key }}}]}
+{{- end }}
+{{- if include "kubesearch.queryapiTLS" . }}
+- name: tls
+  secret: {secretName: {{ .Values.queryapi.tls.existingSecret }}, items: [{key: tls.crt, path: tls.crt}, {key: tls.key, path: tls.key}]}
 {{- end }}
 {{- end -}}
