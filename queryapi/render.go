@@ -170,7 +170,13 @@ func (o *renderer) row(buf *bytes.Buffer, stored, obj []byte, first bool, now ti
 	case shapeMetadata:
 		writePartial(buf, obj)
 	case shapeTable:
-		row, err := o.table.Row(stored, now)
+		// The printers read the object as the client sees it: in the qualified view, its NAME is
+		// the qualified name, as -o name and a GET by that name have it.
+		src := stored
+		if o.view.qualified {
+			src = obj
+		}
+		row, err := o.table.Row(src, now)
 		if err != nil {
 			return fmt.Errorf("table row of %s: %w", gjson.GetBytes(stored, "metadata.name").Str, err)
 		}

@@ -1,12 +1,15 @@
 package osstore
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 // FuzzParseCompile feeds arbitrary query strings through the parser and the compiler: every input
@@ -50,4 +53,110 @@ func FuzzParseCompile(f *testing.F) {
 			t.Fatalf("Compile(%q) has %d clauses; OpenSearch refuses more than %d", raw, n, maxClauseCount)
 		}
 	})
+}
+
+// FuzzToken: a continue token decodes to exactly the state it was issued with; the same token
+// changed anywhere (a byte replaced, inserted or removed), or read with another installation's
+// key, or any string the fuzzer makes up, is store.ErrBadToken — never a panic, never a page of
+// another state.
+// Run longer with: go test -fuzz FuzzToken ./internal/osstore/
+func FuzzToken(f *testing.F) {
+	for _, seed := range []struct {
+		q, pit, after      string
+		now, total, expire int64
+		lower              bool
+		pos                uint16
+		b, op              byte
+	}{
+		{"3f2a9c0e5b7d41e8a6c2f0b9d4e1a7c3", "46ToAwMDaWR5BXV1aWQy", `["member1","shop","web-0","0b5e4c7a"]`,
+			1795971034922744000, 10432, 1795971334922744000, false, 17, 'A', 0},
+		{"fingerprint", "", `[1795971034922,"uid"]`, 1, 10000, 2, true, 400, '.', 1},
+		{"", "", `null`, 0, 0, 0, false, 0, 0, 2},
+		{"q", "pit", `{"not":"a list"}`, -1, -1, -1, false, 65535, '\n', 1},
+		{"q", "pit", `not json <&>`, 0, 0, 0, false, 3, 0xff, 0},
+	} {
+		f.Add(seed.q, seed.pit, []byte(seed.after), seed.now, seed.total, seed.expire, seed.lower, seed.pos, seed.b, seed.op)
+	}
+	codec := tokenCodec{key: []byte("fuzz-installation-key-0123456789")}
+	other := tokenCodec{key: []byte("another-installation-key-0123456")}
+	f.Fuzz(func(t *testing.T, q, pit string, after []byte, now, total, expire int64, lower bool, pos uint16, b, op byte) {
+		if _, err := codec.decode(q); !errors.Is(err, store.ErrBadToken) {
+			t.Fatalf("decode(%q) = %v; want ErrBadToken for a string this store never issued", q, err)
+		}
+		if !json.Valid(after) {
+			after, _ = json.Marshal(string(after))
+		}
+		want := token{Query: strings.ToValidUTF8(q, "\uFFFD"), PIT: strings.ToValidUTF8(pit, "\uFFFD"),
+			After: after, Now: now, Total: total, Lower: lower, Expires: expire}
+		s, err := codec.encode(want)
+		if err != nil {
+			t.Fatalf("encode(%+v): %v", want, err)
+		}
+		got, err := codec.decode(s)
+		if err != nil {
+			t.Fatalf("decode(encode(%+v)): %v", want, err)
+		}
+		if !sameToken(t, got, want) {
+			t.Fatalf("decode(encode(%+v)) = %+v", want, got)
+		}
+		if _, err := other.decode(s); !errors.Is(err, store.ErrBadToken) {
+			t.Fatalf("another installation's key: decode = %v; want ErrBadToken", err)
+		}
+		changed := tamper(s, int(pos), b, op)
+		if changed == s {
+			return
+		}
+		got, err = codec.decode(changed)
+		if err == nil && lenientSignature(s, changed) && sameToken(t, got, want) {
+			return // see lenientSignature
+		}
+		if !errors.Is(err, store.ErrBadToken) {
+			t.Fatalf("changed token %q (of %q) decodes to %+v, %v; want ErrBadToken", changed, s, got, err)
+		}
+	})
+}
+
+func sameToken(t *testing.T, got, want token) bool {
+	t.Helper()
+	want.V = tokenVersion
+	g, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(g) == string(w)
+}
+
+// tamper changes s at pos: op 0 replaces the byte there with b, 1 inserts b, 2 removes the byte.
+func tamper(s string, pos int, b, op byte) string {
+	switch op % 3 {
+	case 0:
+		i := pos % len(s)
+		return s[:i] + string([]byte{b}) + s[i+1:]
+	case 1:
+		i := pos % (len(s) + 1)
+		return s[:i] + string([]byte{b}) + s[i:]
+	default:
+		i := pos % len(s)
+		return s[:i] + s[i+1:]
+	}
+}
+
+// lenientSignature reports whether changed differs from s only in its signature, in a way
+// encoding/base64 decodes to the same bytes: a CR or LF inserted (the decoder skips them), or the
+// unused low bits of the last character set (RawURLEncoding is not Strict). The state such a
+// token carries is still the signed one, so this is malleability, not forgery. The decoder could
+// compare the signature as text (the canonical encoding of the HMAC) and refuse these too.
+func lenientSignature(s, changed string) bool {
+	p, sig, _ := strings.Cut(s, ".")
+	p2, sig2, ok := strings.Cut(changed, ".")
+	if !ok || p2 != p {
+		return false
+	}
+	a, err1 := base64.RawURLEncoding.DecodeString(sig)
+	b, err2 := base64.RawURLEncoding.DecodeString(sig2)
+	return err1 == nil && err2 == nil && string(a) == string(b)
 }

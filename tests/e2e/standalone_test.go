@@ -167,6 +167,12 @@ func TestStandalone(t *testing.T) {
 		if len(got) != 1 || len(want) != 1 || !slices.Equal(got[0], append([]string{members[1]}, want[0]...)) {
 			t.Errorf("facade services of %s: %v, member: %v", members[1], got, want)
 		}
+		// The qualified view's table names objects as -o name and a GET do: <name>_<cluster>.
+		for _, r := range rows(k.mustRun(t, "--context", "kubesearch-qualified", "get", "deployments", "-n", ns, "--no-headers")) {
+			if !strings.HasPrefix(r[1], "checkout_member") || !strings.HasSuffix(r[1], "_"+r[0]) {
+				t.Errorf("qualified view's table row %v: want CLUSTER then checkout_<cluster>", r)
+			}
+		}
 		// A watch sees a change made after it started.
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()

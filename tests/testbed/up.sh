@@ -4,6 +4,9 @@
 #     kube-scheduler and kwok with a few fake nodes — token auth + RBAC, one resourceVersion sequence each;
 #   - one Apache Kafka broker (KRaft) and one OpenSearch node.
 # Idempotent: whatever an earlier run left behind (crashed or not) is stopped and removed first.
+# KUBESEARCH_TESTBED_SERVICES=members starts the member clusters only (no Kafka, no OpenSearch, no Java
+# needed), as the demo (demo/run.sh) does; KUBESEARCH_TESTBED_KWOK_STAGES names a folder of extra kwok
+# Stage files (*.yaml) every member's kwok loads besides the test bed's own.
 set -euo pipefail
 here=$(dirname "${BASH_SOURCE[0]}")
 source "$here/lib.sh"
@@ -11,12 +14,20 @@ source "$here/java.sh"
 
 MEMBERS=${KUBESEARCH_TESTBED_MEMBERS:-3}
 NODES_PER_MEMBER=${KUBESEARCH_TESTBED_NODES:-3}
+SERVICES=${KUBESEARCH_TESTBED_SERVICES:-all}
+[[ $SERVICES == all || $SERVICES == members ]] || die "KUBESEARCH_TESTBED_SERVICES is all or members, not $SERVICES"
 started=$(date +%s)
 
 "$here/down.sh"
 "$here/build.sh"
-kafka_provision
-opensearch_provision
+kwok_stages=("$BIN_DIR"/kwok-stages/*.yaml)
+if [[ -n ${KUBESEARCH_TESTBED_KWOK_STAGES:-} ]]; then
+  kwok_stages+=("$KUBESEARCH_TESTBED_KWOK_STAGES"/*.yaml)
+fi
+if [[ $SERVICES == all ]]; then
+  kafka_provision
+  opensearch_provision
+fi
 mkdir -p "$STATE_DIR" "$LOG_DIR" "$PID_DIR"
 
 # One CA and one serving certificate (127.0.0.1, localhost) shared by every member's apiserver; one
@@ -32,11 +43,13 @@ openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key
   -out "$pki/apiserver.crt" 2>/dev/null
 admin_token=$(openssl rand -hex 24)
 
-kafka_port=$(free_port); kafka_ctl_port=$(free_port)
-os_port=$(free_port); os_transport_port=$(free_port)
-# Kafka and OpenSearch take the longest to start; they come up while the members do.
-( kafka_start "$kafka_port" "$kafka_ctl_port" ) & kafka_job=$!
-( opensearch_start "$os_port" "$os_transport_port" ) & os_job=$!
+if [[ $SERVICES == all ]]; then
+  kafka_port=$(free_port); kafka_ctl_port=$(free_port)
+  os_port=$(free_port); os_transport_port=$(free_port)
+  # Kafka and OpenSearch take the longest to start; they come up while the members do.
+  ( kafka_start "$kafka_port" "$kafka_ctl_port" ) & kafka_job=$!
+  ( opensearch_start "$os_port" "$os_transport_port" ) & os_job=$!
+fi
 
 clusters=()
 declare -A api_port etcd_port
@@ -118,7 +131,7 @@ EOF
   run_service "$name-kwok" "$BIN_DIR/kwok" --kubeconfig "$dir/kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --cidr 10.244.0.0/16 --node-ip 10.0.0.1 --server-address "127.0.0.1:$(free_port)" \
-    $(printf -- '--config %s ' "$BIN_DIR"/kwok-stages/*.yaml)
+    $(printf -- '--config %s ' "${kwok_stages[@]}")
 done
 
 KUBECTL="$BIN_DIR/kubectl"
@@ -158,8 +171,10 @@ kubeconfigs=""
 for name in "${clusters[@]}"; do kubeconfigs+="$STATE_DIR/$name/kubeconfig:"; done
 KUBECONFIG=${kubeconfigs%:} "$KUBECTL" config view --flatten > "$STATE_DIR/kubeconfig"
 
-wait "$kafka_job" || die "Kafka did not start; see $LOG_DIR/kafka.log"
-wait "$os_job" || die "OpenSearch did not start; see $LOG_DIR/opensearch.log"
+if [[ $SERVICES == all ]]; then
+  wait "$kafka_job" || die "Kafka did not start; see $LOG_DIR/kafka.log"
+  wait "$os_job" || die "OpenSearch did not start; see $LOG_DIR/opensearch.log"
+fi
 
 {
   echo "# Written by tests/testbed/up.sh at $(date -u +%FT%TZ); source it to use the test bed."
@@ -170,10 +185,16 @@ wait "$os_job" || die "OpenSearch did not start; see $LOG_DIR/opensearch.log"
   for name in "${clusters[@]}"; do
     echo "export KUBESEARCH_TESTBED_ETCD_$name=http://127.0.0.1:${etcd_port[$name]}"
   done
-  echo "export KAFKA_BROKERS=127.0.0.1:$kafka_port"
-  echo "export OPENSEARCH_URL=http://127.0.0.1:$os_port"
+  if [[ $SERVICES == all ]]; then
+    echo "export KAFKA_BROKERS=127.0.0.1:$kafka_port"
+    echo "export OPENSEARCH_URL=http://127.0.0.1:$os_port"
+  fi
   echo "export KUBECTL=$KUBECTL"
 } > "$STATE_DIR/env.tmp"
 mv "$STATE_DIR/env.tmp" "$STATE_DIR/env"
-log "ready in $(( $(date +%s) - started ))s: ${clusters[*]}, Kafka 127.0.0.1:$kafka_port, OpenSearch http://127.0.0.1:$os_port"
+if [[ $SERVICES == all ]]; then
+  log "ready in $(( $(date +%s) - started ))s: ${clusters[*]}, Kafka 127.0.0.1:$kafka_port, OpenSearch http://127.0.0.1:$os_port"
+else
+  log "ready in $(( $(date +%s) - started ))s: ${clusters[*]} (members only)"
+fi
 log "source $STATE_DIR/env to use it; logs in $LOG_DIR"
