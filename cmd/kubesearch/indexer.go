@@ -2,52 +2,89 @@ package main
 
 import (
 	"context"
-	"flag"
 	"log/slog"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kubesearch/kubesearch/indexer"
 )
 
-func indexerCommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
+func indexerCommand(env lookupEnv) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "indexer",
+		GroupID: componentsGroup,
+		Short:   "Consume the event stream into OpenSearch",
+		Long: `Consume the collectors' event topic in a consumer group (--group: replicas share the partitions)
+and write each object to the OpenSearch index kubernetes-<kind>, garbage-collecting what a member no
+longer has. The index templates come from mappings/ and are installed at start; events that can
+never be indexed go to the dead-letter topic.`,
+		Example: `  # One replica against a local Kafka and OpenSearch, metrics on 127.0.0.1:8082
+  kubesearch indexer --kafka-brokers 127.0.0.1:9092 --opensearch-addresses http://127.0.0.1:9200
+
+  # OpenSearch over TLS with credentials from a mounted Secret, three primary shards per index
+  kubesearch indexer --kafka-brokers kafka:9092 --opensearch-addresses https://opensearch:9200 \
+    --opensearch-ca-file /etc/opensearch/ca.pem --opensearch-secret-dir /secrets/opensearch \
+    --index-shards 3 --index-replicas 1 --listen :8082`,
+	}
+	return subcommand(cmd, env, func(g flagGroups) runFunc {
+		options := indexerFlags(g)
+		return func(ctx context.Context, log *slog.Logger) error {
+			o := options()
+			o.Logger = log
+			ix, err := indexer.New(o)
+			if err != nil {
+				return err
+			}
+			return ix.Run(ctx)
+		}
+	})
+}
+
+// indexerFlags registers the indexer's flags and returns the Options they set.
+func indexerFlags(g flagGroups) func() indexer.Options {
 	var o indexer.Options
 	o.SetDefaults()
 	o.DeadLetterTopic = "" // default follows --topic
 	brokers := stringList{"127.0.0.1:9092"}
 	var addresses stringList
-	fs.Var(&brokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers")
-	fs.StringVar(&o.Topic, "topic", o.Topic, "Kafka topic of the event stream")
-	fs.StringVar(&o.GroupID, "group", o.GroupID, "Kafka consumer group shared by the indexer replicas")
-	fs.StringVar(&o.DeadLetterTopic, "dlq-topic", "", "topic of events that can never be indexed (default <topic>.dlq)")
-	fs.IntVar(&o.FetchMaxBytes, "kafka-fetch-max-bytes", o.FetchMaxBytes, "largest fetch from one partition; at least 4 MiB, above the largest event")
-	fs.IntVar(&o.MaxMessageBytes, "kafka-max-message-bytes", o.MaxMessageBytes, "largest dead letter (an event plus headers); the dead-letter topic's max.message.bytes when the indexer creates it")
-	kafkaSecurityFlags(fs, &o.Kafka)
-
-	fs.Var(&addresses, "opensearch-addresses", "comma-separated OpenSearch node URLs (default: the registries' spec.backendStore.openSearch.addresses)")
-	fs.StringVar(&o.Registry, "registry", "", "ResourceRegistry file or folder whose spec.backendStore.openSearch names the OpenSearch to write to")
-	fs.StringVar(&o.OpenSearch.UsernameFile, "opensearch-username-file", "", "file holding the OpenSearch username")
-	fs.StringVar(&o.OpenSearch.PasswordFile, "opensearch-password-file", "", "file holding the OpenSearch password")
-	fs.StringVar(&o.OpenSearch.SecretDir, "opensearch-secret-dir", "", "mounted Secret folder with files username (or userName) and password")
-	fs.StringVar(&o.OpenSearch.CAFile, "opensearch-ca-file", "", "PEM CA certificates that sign OpenSearch's certificate")
-	fs.BoolVar(&o.OpenSearch.InsecureSkipVerify, "opensearch-insecure-skip-verify", false, "accept any OpenSearch certificate; for demos only")
-
-	fs.StringVar(&o.Index.Prefix, "index-prefix", "", "prefix of every index and template name, for installations sharing an OpenSearch")
-	fs.IntVar(&o.Index.Shards, "index-shards", 1, "primary shards of each new index")
-	fs.IntVar(&o.Index.Replicas, "index-replicas", 0, "replicas of each new index")
-	fs.DurationVar(&o.Index.RefreshInterval, "index-refresh-interval", 0, "refresh_interval of new indices (0: 1s; negative: off)")
-
-	fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "most events per batch (one commit)")
-	fs.IntVar(&o.BatchBytes, "batch-bytes", o.BatchBytes, "most bytes of events per batch; a larger event makes a batch alone")
-	fs.DurationVar(&o.BatchInterval, "batch-interval", o.BatchInterval, "longest wait for a batch to fill")
-	fs.DurationVar(&o.WatermarkInterval, "watermark-interval", o.WatermarkInterval, "how often writes are made searchable and watermarks stored")
-	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "longest OpenSearch request")
-	fs.StringVar(&o.ListenAddr, "listen", "127.0.0.1:8082", "address of /healthz, /readyz and /metrics; empty disables")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "longest wait to write and commit the batch in flight on shutdown")
-	return func(ctx context.Context, log *slog.Logger) error {
-		o.Brokers, o.OpenSearchAddresses, o.Logger = brokers, addresses, log
-		ix, err := indexer.New(o)
-		if err != nil {
-			return err
-		}
-		return ix.Run(ctx)
+	g.add("Kafka", func(fs *pflag.FlagSet) {
+		fs.Var(&brokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers")
+		fs.StringVar(&o.Topic, "topic", o.Topic, "Kafka topic of the event stream")
+		fs.StringVar(&o.GroupID, "group", o.GroupID, "Kafka consumer group shared by the indexer replicas")
+		fs.StringVar(&o.DeadLetterTopic, "dlq-topic", "", "topic of events that can never be indexed (default <topic>.dlq)")
+		fs.IntVar(&o.FetchMaxBytes, "kafka-fetch-max-bytes", o.FetchMaxBytes, "largest fetch from one partition; at least 4 MiB, above the largest event")
+		fs.IntVar(&o.MaxMessageBytes, "kafka-max-message-bytes", o.MaxMessageBytes, "largest dead letter (an event plus headers); the dead-letter topic's max.message.bytes when the indexer creates it")
+	})
+	kafkaSecurityFlags(g, &o.Kafka)
+	g.add("OpenSearch", func(fs *pflag.FlagSet) {
+		fs.Var(&addresses, "opensearch-addresses", "comma-separated OpenSearch node URLs (default: the registries' spec.backendStore.openSearch.addresses)")
+		fs.StringVar(&o.Registry, "registry", "", "ResourceRegistry file or folder whose spec.backendStore.openSearch names the OpenSearch to write to")
+		fs.StringVar(&o.OpenSearch.UsernameFile, "opensearch-username-file", "", "file holding the OpenSearch username")
+		fs.StringVar(&o.OpenSearch.PasswordFile, "opensearch-password-file", "", "file holding the OpenSearch password")
+		fs.StringVar(&o.OpenSearch.SecretDir, "opensearch-secret-dir", "", "mounted Secret folder with files username (or userName) and password")
+		fs.StringVar(&o.OpenSearch.CAFile, "opensearch-ca-file", "", "PEM CA certificates that sign OpenSearch's certificate")
+		fs.BoolVar(&o.OpenSearch.InsecureSkipVerify, "opensearch-insecure-skip-verify", false, "accept any OpenSearch certificate; for demos only")
+	})
+	g.add("Indices", func(fs *pflag.FlagSet) {
+		fs.StringVar(&o.Index.Prefix, "index-prefix", "", "prefix of every index and template name, for installations sharing an OpenSearch")
+		fs.IntVar(&o.Index.Shards, "index-shards", 1, "primary shards of each new index")
+		fs.IntVar(&o.Index.Replicas, "index-replicas", 0, "replicas of each new index")
+		fs.DurationVar(&o.Index.RefreshInterval, "index-refresh-interval", 0, "refresh_interval of new indices (0: 1s; negative: off)")
+	})
+	g.add("Tuning", func(fs *pflag.FlagSet) {
+		fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "most events per batch (one commit)")
+		fs.IntVar(&o.BatchBytes, "batch-bytes", o.BatchBytes, "most bytes of events per batch; a larger event makes a batch alone")
+		fs.DurationVar(&o.BatchInterval, "batch-interval", o.BatchInterval, "longest wait for a batch to fill")
+		fs.DurationVar(&o.WatermarkInterval, "watermark-interval", o.WatermarkInterval, "how often writes are made searchable and watermarks stored")
+		fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "longest OpenSearch request")
+	})
+	g.add("Serving", func(fs *pflag.FlagSet) {
+		fs.StringVar(&o.ListenAddr, "listen", "127.0.0.1:8082", "address of /healthz, /readyz and /metrics; empty disables")
+		fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "longest wait to write and commit the batch in flight on shutdown")
+	})
+	return func() indexer.Options {
+		o.Brokers, o.OpenSearchAddresses = brokers, addresses
+		return o
 	}
 }

@@ -5,14 +5,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubesearch/kubesearch/internal/secrets"
@@ -21,15 +21,40 @@ import (
 
 // kubeconfigCommand prints a kubeconfig for the query API's Kubernetes facade: a context for the
 // fleet, one for the qualified view and one per member cluster the query API knows.
-func kubeconfigCommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
+func kubeconfigCommand(env lookupEnv) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "kubeconfig",
+		GroupID: toolsGroup,
+		Short:   "Print a kubeconfig for the query API's Kubernetes facade",
+		Long: `Print a kubeconfig for the query API's Kubernetes facade on stdout: a context for the whole fleet,
+one for the qualified view (names prefixed with their cluster) and one per member cluster the query
+API knows, asked of it at --server. Credentials are read from files and written into the kubeconfig
+(a token) or referenced by absolute path (a client certificate and key).`,
+		Example: `  # The fleet of a local query API as one cluster for kubectl
+  kubesearch kubeconfig --server http://127.0.0.1:8080 > /tmp/fleet.kubeconfig
+  kubectl --kubeconfig /tmp/fleet.kubeconfig get pods -A
+
+  # HTTPS with a bearer token
+  kubesearch kubeconfig --server https://kubesearch.example.com --certificate-authority ca.pem \
+    --token-file ~/.kubesearch/token > ~/.kube/kubesearch`,
+	}
+	return subcommand(cmd, env, func(g flagGroups) runFunc { return kubeconfigFlags(g, cmd) })
+}
+
+// kubeconfigFlags registers the kubeconfig command's flags and returns what it runs.
+func kubeconfigFlags(g flagGroups, cmd *cobra.Command) runFunc {
 	var o queryapi.KubeconfigOptions
 	var tokenFile string
-	fs.StringVar(&o.Server, "server", "", "URL of the query API, e.g. http://127.0.0.1:8080 (required)")
-	fs.StringVar(&o.CertificateAuthority, "certificate-authority", "", "PEM CA file that signs the query API's certificate, written into the kubeconfig")
-	fs.BoolVar(&o.InsecureSkipTLSVerify, "insecure-skip-tls-verify", false, "accept any certificate of the query API; for demos only")
-	fs.StringVar(&tokenFile, "token-file", "", "file with a bearer token for the query API, written into the kubeconfig")
-	fs.StringVar(&o.ClientCertificate, "client-certificate", "", "PEM client certificate for the query API (--client-ca-file there), referenced by the kubeconfig")
-	fs.StringVar(&o.ClientKey, "client-key", "", "PEM private key of --client-certificate")
+	g.add("Query API", func(fs *pflag.FlagSet) {
+		fs.StringVar(&o.Server, "server", "", "URL of the query API, e.g. http://127.0.0.1:8080 (required)")
+		fs.StringVar(&o.CertificateAuthority, "certificate-authority", "", "PEM CA file that signs the query API's certificate, written into the kubeconfig")
+		fs.BoolVar(&o.InsecureSkipTLSVerify, "insecure-skip-tls-verify", false, "accept any certificate of the query API; for demos only")
+	})
+	g.add("Credentials", func(fs *pflag.FlagSet) {
+		fs.StringVar(&tokenFile, "token-file", "", "file with a bearer token for the query API, written into the kubeconfig")
+		fs.StringVar(&o.ClientCertificate, "client-certificate", "", "PEM client certificate for the query API (--client-ca-file there), referenced by the kubeconfig")
+		fs.StringVar(&o.ClientKey, "client-key", "", "PEM private key of --client-certificate")
+	})
 	return func(ctx context.Context, _ *slog.Logger) error {
 		if o.Server == "" {
 			return errors.New("--server: required")
@@ -77,7 +102,7 @@ func kubeconfigCommand(fs *flag.FlagSet) func(context.Context, *slog.Logger) err
 		if err != nil {
 			return fmt.Errorf("encode kubeconfig: %w", err)
 		}
-		_, err = os.Stdout.Write(out)
+		_, err = cmd.OutOrStdout().Write(out)
 		return err
 	}
 }

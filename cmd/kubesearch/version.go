@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/spf13/cobra"
 )
 
 // version and commit are stamped at build time:
@@ -58,10 +58,18 @@ func currentVersion() buildVersion {
 	return v
 }
 
-func versionCommand(*flag.FlagSet) func(context.Context, *slog.Logger) error {
-	return func(context.Context, *slog.Logger) error {
-		v := currentVersion()
-		_, err := fmt.Fprintf(os.Stdout, "kubesearch %s\ncommit: %s\ngo: %s %s/%s\n", v.Version, v.Commit, v.Go, runtime.GOOS, runtime.GOARCH)
-		return err
+func versionCommand(env lookupEnv) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "version",
+		GroupID: toolsGroup,
+		Short:   "Print the version, commit and Go version of this binary",
+		Example: "  kubesearch version",
 	}
+	return subcommand(cmd, env, func(flagGroups) runFunc {
+		return func(context.Context, *slog.Logger) error {
+			v := currentVersion()
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kubesearch %s\ncommit: %s\ngo: %s %s/%s\n", v.Version, v.Commit, v.Go, runtime.GOOS, runtime.GOARCH)
+			return err
+		}
+	})
 }

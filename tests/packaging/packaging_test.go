@@ -106,7 +106,9 @@ type flagSpec struct {
 	required   bool
 }
 
-var flagLine = regexp.MustCompile(`^  -([a-z0-9-]+)(?: (\S+))?$`)
+// flagLine is a flag of pflag's help: "      --name type   usage" or "  -h, --help   usage"; a flag
+// without a type (a boolean) takes no value.
+var flagLine = regexp.MustCompile(`^(?:  -[a-zA-Z], |      )--([a-z0-9-]+)(?: (\S+))?(?:\s{2,}(.*))?$`)
 
 var (
 	helpMu    sync.Mutex
@@ -114,7 +116,7 @@ var (
 )
 
 // commandFlags are the flags `kubesearch <command> --help` lists: the source of truth for every
-// argument the compose file and the chart pass.
+// argument the compose file and the chart pass. They are the lines of its "... flags:" sections.
 func commandFlags(t *testing.T, command string) map[string]flagSpec {
 	t.Helper()
 	helpMu.Lock()
@@ -129,18 +131,16 @@ func commandFlags(t *testing.T, command string) map[string]flagSpec {
 		t.Fatalf("kubesearch %s --help: %v\n%s", command, err, out.String())
 	}
 	flags := map[string]flagSpec{}
-	var last string
+	inFlags := false
 	s := bufio.NewScanner(&out)
 	for s.Scan() {
-		if m := flagLine.FindStringSubmatch(s.Text()); m != nil {
-			last = m[1]
-			flags[last] = flagSpec{takesValue: m[2] != ""}
+		line := s.Text()
+		if line != "" && !strings.HasPrefix(line, " ") { // a heading: "Kafka flags:", "Examples:"
+			inFlags = strings.HasSuffix(strings.ToLower(line), "flags:")
 			continue
 		}
-		if last != "" && strings.Contains(s.Text(), "(required)") {
-			f := flags[last]
-			f.required = true
-			flags[last] = f
+		if m := flagLine.FindStringSubmatch(line); inFlags && m != nil {
+			flags[m[1]] = flagSpec{takesValue: m[2] != "", required: strings.Contains(m[3], "(required)")}
 		}
 	}
 	if len(flags) < 3 {
@@ -163,7 +163,11 @@ func parseArgs(t *testing.T, command string, args []string) (map[string]string, 
 			problems = append(problems, fmt.Sprintf("%q: not a flag (kubesearch %s takes flags only)", a, command))
 			continue
 		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "--") {
+			problems = append(problems, fmt.Sprintf("%q: long flags take two dashes", a))
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		spec, ok := flags[name]
 		if !ok {
 			problems = append(problems, fmt.Sprintf("--%s: not a flag of `kubesearch %s` (see --help)", name, command))
