@@ -111,10 +111,11 @@ image:
 	  --arch $(IMAGE_ARCH) --version $(IMAGE_VERSION) --commit $(IMAGE_COMMIT) \
 	  --oci-layout $(CURDIR)/bin/image/oci --tarball $(CURDIR)/bin/image/kubesearch-$(IMAGE_VERSION)-$(IMAGE_ARCH).tar
 
-# Release binaries: static linux/amd64 and linux/arm64 builds stamped like the image (DIST_VERSION;
-# DIST_COMMIT, left empty, falls back to the checkout's VCS revision, see cmd/kubesearch/version.go),
-# written as $(DIST_DIR)/kubesearch-<version>-linux-<arch> beside a SHA256SUMS file that
-# `sha256sum -c SHA256SUMS` checks. DIST_ARCHES narrows the build (tests/packaging builds one).
+# Release binaries: static linux/amd64 and linux/arm64 builds stamped like the image, written as
+# $(DIST_DIR)/kubesearch-<version>-linux-<arch> beside a SHA256SUMS file that `sha256sum -c SHA256SUMS`
+# checks. For a release: make dist DIST_VERSION=v0.1.0 DIST_COMMIT=$(git rev-parse HEAD). Left empty,
+# DIST_COMMIT becomes the VCS revision go build records, if any (cmd/kubesearch/version.go).
+# DIST_ARCHES narrows the build (tests/packaging builds amd64 alone).
 .PHONY: dist
 DIST_DIR ?= dist
 DIST_VERSION ?= dev
