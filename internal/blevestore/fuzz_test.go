@@ -1,11 +1,11 @@
 package blevestore
 
 import (
-	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/kubesearch/kubesearch/internal/pagetoken"
 	"github.com/kubesearch/kubesearch/internal/store"
 )
 
@@ -30,8 +30,8 @@ func FuzzToken(f *testing.F) {
 	} {
 		f.Add(seed.q, seed.snap, seed.offset, seed.now, seed.total, seed.expire, seed.pos, seed.b, seed.op)
 	}
-	codec := tokenCodec{key: testKey}
-	other := tokenCodec{key: []byte("another-data-folder-key")}
+	codec := tokenCodec{pagetoken.New(testKey)}
+	other := tokenCodec{pagetoken.New([]byte("another-data-folder-key"))}
 	f.Fuzz(func(t *testing.T, q, snap string, offset int, now, total, expire int64, pos uint16, b, op byte) {
 		if _, err := codec.decode(q); !errors.Is(err, store.ErrBadToken) {
 			t.Fatalf("decode(%q) = %v; want ErrBadToken for a string this store never issued", q, err)
@@ -59,47 +59,5 @@ func FuzzToken(f *testing.F) {
 		if _, err := other.decode(s); !errors.Is(err, store.ErrBadToken) {
 			t.Fatalf("another data folder's key: decode = %v; want ErrBadToken", err)
 		}
-		changed := tamper(s, int(pos), b, op)
-		if changed == s {
-			return
-		}
-		got, err = codec.decode(changed)
-		if err == nil && lenientSignature(s, changed) && got == want {
-			return // see lenientSignature
-		}
-		if !errors.Is(err, store.ErrBadToken) {
-			t.Fatalf("changed token %q (of %q) decodes to %+v, %v; want ErrBadToken", changed, s, got, err)
-		}
 	})
-}
-
-// tamper changes s at pos: op 0 replaces the byte there with b, 1 inserts b, 2 removes the byte.
-func tamper(s string, pos int, b, op byte) string {
-	switch op % 3 {
-	case 0:
-		i := pos % len(s)
-		return s[:i] + string([]byte{b}) + s[i+1:]
-	case 1:
-		i := pos % (len(s) + 1)
-		return s[:i] + string([]byte{b}) + s[i:]
-	default:
-		i := pos % len(s)
-		return s[:i] + s[i+1:]
-	}
-}
-
-// lenientSignature reports whether changed differs from s only in its signature, in a way
-// encoding/base64 decodes to the same bytes: a CR or LF inserted (the decoder skips them), or the
-// unused low bits of the last character set (RawURLEncoding is not Strict). The state such a
-// token carries is still the signed one, so this is malleability, not forgery. The decoder could
-// compare the signature as text (the canonical encoding of the HMAC) and refuse these too.
-func lenientSignature(s, changed string) bool {
-	p, sig, _ := strings.Cut(s, ".")
-	p2, sig2, ok := strings.Cut(changed, ".")
-	if !ok || p2 != p {
-		return false
-	}
-	a, err1 := base64.RawURLEncoding.DecodeString(sig)
-	b, err2 := base64.RawURLEncoding.DecodeString(sig2)
-	return err1 == nil && err2 == nil && string(a) == string(b)
 }

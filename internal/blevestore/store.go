@@ -15,6 +15,7 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/kubesearch/kubesearch/internal/pagetoken"
 	"github.com/kubesearch/kubesearch/internal/store"
 )
 
@@ -97,7 +98,7 @@ func New(o Options) (*Store, error) {
 		return nil, fmt.Errorf("blevestore: create %s: %w", o.Dir, err)
 	}
 	s := &Store{
-		dir: o.Dir, tokens: tokenCodec{key: key}, keepAlive: ka, now: time.Now, log: log,
+		dir: o.Dir, tokens: tokenCodec{pagetoken.New(key)}, keepAlive: ka, now: time.Now, log: log,
 		docs: map[string]*stored{}, stop: make(chan struct{}),
 	}
 	if err := s.open(); err != nil {

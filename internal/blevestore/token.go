@@ -1,13 +1,9 @@
 package blevestore
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"strings"
 
+	"github.com/kubesearch/kubesearch/internal/pagetoken"
 	"github.com/kubesearch/kubesearch/internal/store"
 )
 
@@ -32,40 +28,20 @@ type token struct {
 
 const tokenVersion = 1
 
-type tokenCodec struct{ key []byte }
+// tokenCodec signs the backend's tokens (package pagetoken) and checks their content.
+type tokenCodec struct{ pagetoken.Codec }
 
-// encode gives base64url(JSON) "." base64url(HMAC-SHA256).
 func (c tokenCodec) encode(t token) (string, error) {
 	t.V = tokenVersion
-	payload, err := json.Marshal(t)
-	if err != nil {
-		return "", fmt.Errorf("encode continue token: %w", err)
-	}
-	p := base64.RawURLEncoding.EncodeToString(payload)
-	return p + "." + base64.RawURLEncoding.EncodeToString(c.sign(p)), nil
-}
-
-func (c tokenCodec) sign(payload string) []byte {
-	m := hmac.New(sha256.New, c.key)
-	m.Write([]byte(payload))
-	return m.Sum(nil)
+	return c.Encode(t)
 }
 
 func (c tokenCodec) decode(s string) (token, error) {
-	p, sig, ok := strings.Cut(s, ".")
-	if !ok {
-		return token{}, fmt.Errorf("%w: not a token of this API", store.ErrBadToken)
-	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, c.sign(p)) {
-		return token{}, fmt.Errorf("%w: signature does not match (changed, or issued by another installation)", store.ErrBadToken)
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(p)
-	if err != nil {
-		return token{}, fmt.Errorf("%w: %v", store.ErrBadToken, err)
-	}
 	var t token
-	if err := json.Unmarshal(payload, &t); err != nil || t.V != tokenVersion || t.Offset <= 0 {
+	if err := c.Decode(s, &t); err != nil {
+		return token{}, err
+	}
+	if t.V != tokenVersion || t.Offset <= 0 {
 		return token{}, fmt.Errorf("%w: unknown token version or content", store.ErrBadToken)
 	}
 	return t, nil

@@ -21,6 +21,7 @@ import (
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubesearch/kubesearch/internal/pagetoken"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/mappings"
 )
@@ -117,7 +118,7 @@ func New(o Options) (*Store, error) {
 	host, _ := os.Hostname() // only a label: an empty one still leaves pid and random part
 	s := &Store{
 		client: client, index: o.Index, pattern: mappings.IndexBase(o.Index.Prefix) + "*",
-		stateIndex: mappings.StateIndex(o.Index.Prefix), tokens: tokenCodec{key: key}, keepAlive: ka,
+		stateIndex: mappings.StateIndex(o.Index.Prefix), tokens: tokenCodec{pagetoken.New(key)}, keepAlive: ka,
 		now: time.Now, log: log, metrics: m, owner: fmt.Sprintf("%s/%d/%08x", host, os.Getpid(), rand.Uint32()),
 	}
 	s.writer = newWriter(s, m, log)
