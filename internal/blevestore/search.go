@@ -56,17 +56,19 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 		return nil, err
 	}
 	res := &store.Result{Total: int64(len(m.hits)), Facets: m.facets, Versions: m.versions}
-	if err := s.fill(res, r, m.hits, 0, q); err != nil {
+	page := compact(m.hits)
+	m = nil // the sort keys are not needed past the sort: a snapshot holds the order only
+	if err := s.fill(res, r, page, 0, q); err != nil {
 		r.Close()
 		return nil, err
 	}
-	if len(m.hits) <= q.Limit {
+	if len(page) <= q.Limit {
 		res.Took = time.Since(start)
 		return res, r.Close()
 	}
 	tok := token{Query: q.Fingerprint(), Offset: q.Limit, Now: q.Now.UnixNano(), Total: res.Total,
 		Expires: s.now().Add(s.keepAlive).UnixNano()}
-	if id, ok := s.snaps.add(r, m.hits, time.Unix(0, tok.Expires)); ok {
+	if id, ok := s.snaps.add(r, page, time.Unix(0, tok.Expires)); ok {
 		tok.Snapshot = id
 	} else {
 		res.Warnings = append(res.Warnings, noSnapshotWarning)
@@ -99,7 +101,7 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 	res := &store.Result{Total: tok.Total}
 	var (
 		r    index.IndexReader
-		hits []hit
+		hits []heldHit
 		snap *snapshot
 	)
 	if tok.Snapshot != "" {
@@ -117,7 +119,7 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 		if err != nil {
 			return nil, err
 		}
-		hits = m.hits
+		hits = compact(m.hits)
 		res.Warnings = append(res.Warnings, noSnapshotWarning)
 	}
 	if err := s.fill(res, r, hits, tok.Offset, q); err != nil {
@@ -163,8 +165,32 @@ func (s *Store) reader() (index.IndexReader, error) {
 	return r, nil
 }
 
+// heldHit is what a page needs of a sorted match: which document, and its epoch.
+type heldHit struct {
+	iid   index.IndexInternalID
+	epoch int64
+}
+
+// compact keeps of sorted matches what the pages read, the ids in one buffer: a snapshot of a query
+// matching 100,000 objects then holds about 4 MB, not the sort keys' strings (a poller asking for
+// limit=1 every second would otherwise hold hundreds of megabytes in snapshots).
+func compact(hits []hit) []heldHit {
+	size := 0
+	for i := range hits {
+		size += len(hits[i].iid)
+	}
+	buf := make([]byte, 0, size)
+	out := make([]heldHit, len(hits))
+	for i := range hits {
+		start := len(buf)
+		buf = append(buf, hits[i].iid...)
+		out[i] = heldHit{iid: buf[start:len(buf):len(buf)], epoch: hits[i].epoch}
+	}
+	return out
+}
+
 // fill adds the items of the page starting at off.
-func (s *Store) fill(res *store.Result, r index.IndexReader, hits []hit, off int, q *query.Query) error {
+func (s *Store) fill(res *store.Result, r index.IndexReader, hits []heldHit, off int, q *query.Query) error {
 	end := min(off+q.Limit, len(hits))
 	for _, h := range hits[min(off, end):end] {
 		id, err := r.ExternalID(h.iid)
@@ -560,7 +586,7 @@ func visit(ctx context.Context, r index.IndexReader, q bq.Query, score bool, fn 
 type snapshot struct {
 	id      string
 	r       index.IndexReader
-	hits    []hit
+	hits    []heldHit
 	expires time.Time
 	refs    int  // pages being read in it
 	gone    bool // removed: closed when the last page reading it is done
@@ -575,7 +601,7 @@ type snapshots struct {
 func newSnapshots() *snapshots { return &snapshots{m: map[string]*snapshot{}} }
 
 // add holds r, unless maxSnapshots are held already.
-func (s *snapshots) add(r index.IndexReader, hits []hit, expires time.Time) (string, bool) {
+func (s *snapshots) add(r index.IndexReader, hits []heldHit, expires time.Time) (string, bool) {
 	var b [16]byte
 	_, _ = crand.Read(b[:])
 	id := hex.EncodeToString(b[:])
