@@ -408,10 +408,10 @@ func TestComposeFileAcceptedByDockerCompose(t *testing.T) {
 	}
 }
 
-// The chart's locked-down query API, run for real: the Deployment's arguments as rendered (tokens
-// from a Secret, the policy rendered from the values, TLS from a kubernetes.io/tls Secret), each
-// mount replaced by a folder holding what its Secret or ConfigMap would, against the test bed's
-// Kafka and OpenSearch. The probes the chart gives the kubelet answer over HTTPS without credentials;
+// The chart's locked-down query API, run for real: the Deployment's arguments and its rendered
+// config.yaml (tokens from a Secret, the policy rendered from the values, TLS from a
+// kubernetes.io/tls Secret), each mount replaced by a folder holding what its Secret or ConfigMap
+// would, against the test bed's OpenSearch. The probes the chart gives the kubelet answer over HTTPS without credentials;
 // everything else, /metrics included, needs a token the file holds; the rendered policy is in force.
 func TestChartQueryAPIAuthOnTestBed(t *testing.T) {
 	env := testbed.Get(t)
@@ -457,7 +457,7 @@ queryapi:
 			} `json:"template"`
 		} `json:"spec"`
 	}
-	var policy string
+	var policy, config string
 	for _, m := range renderChart(t, release, release, "-f", values) {
 		switch {
 		case m.Kind == "Deployment" && strings.HasSuffix(m.Metadata.Name, "-queryapi"):
@@ -466,10 +466,12 @@ queryapi:
 			}
 		case m.Kind == "ConfigMap" && m.Data["policy.yaml"] != "":
 			policy = m.Data["policy.yaml"]
+		case m.Kind == "ConfigMap" && m.Metadata.Name == release+"-kubesearch-queryapi-config":
+			config = m.Data["config.yaml"]
 		}
 	}
-	if len(pod.Spec.Template.Spec.Containers) != 1 || policy == "" {
-		t.Fatalf("rendered: %d query API containers, policy %q", len(pod.Spec.Template.Spec.Containers), policy)
+	if len(pod.Spec.Template.Spec.Containers) != 1 || policy == "" || config == "" {
+		t.Fatalf("rendered: %d query API containers, policy %q, config %q", len(pod.Spec.Template.Spec.Containers), policy, config)
 	}
 	c := pod.Spec.Template.Spec.Containers[0]
 
@@ -484,12 +486,25 @@ queryapi:
 		}
 		return string(b)
 	}
+	// The mounts move under dir: the paths in the arguments and in config.yaml follow them, and
+	// nothing else of the rendered file changes.
 	contents := map[string]map[string]string{
+		"config": {"config.yaml": config},
 		"tokens": {"tokens.csv": aliceToken + ",alice,1001,\n" + promToken + ",prometheus,1002,\n"},
 		"policy": {"policy.yaml": policy},
 		"tls":    {"tls.crt": readFile(certFile), "tls.key": readFile(keyFile)},
 	}
+	var moves []string // one pass over each string: a moved path is not moved again
+	for _, vm := range c.VolumeMounts {
+		local := filepath.Join(dir, "mounts", vm.Name)
+		moves = append(moves, "="+vm.MountPath+"/", "="+local+"/", " "+vm.MountPath+"/", " "+local+"/")
+	}
+	move := strings.NewReplacer(moves...)
 	args := slices.Clone(c.Args)
+	for i, a := range args {
+		args[i] = move.Replace(a)
+	}
+	contents["config"]["config.yaml"] = move.Replace(config)
 	for _, vm := range c.VolumeMounts {
 		local := filepath.Join(dir, "mounts", vm.Name)
 		if err := os.MkdirAll(local, 0o755); err != nil {
@@ -499,24 +514,18 @@ queryapi:
 			writeFile(t, filepath.Join(local, file), content)
 		}
 		delete(contents, vm.Name)
-		for i, a := range args {
-			args[i] = strings.Replace(a, "="+vm.MountPath+"/", "="+local+"/", 1)
-		}
 	}
 	if len(contents) > 0 {
 		t.Fatalf("no mount for %v", contents)
 	}
-	// Kafka is left out (the facade's watch cache and ledger are not under test, and readiness would
-	// wait for a ledger no collector writes here); the listener moves to a loopback port.
-	port := freePort(t)
-	args = slices.DeleteFunc(args, func(a string) bool {
-		return strings.HasPrefix(a, "--kafka-") || strings.HasPrefix(a, "--topic=")
-	})
-	for i, a := range args {
-		if strings.HasPrefix(a, "--listen=") {
-			args[i] = fmt.Sprintf("--listen=127.0.0.1:%d", port)
-		}
+	if want := []string{"queryapi", "--config=" + filepath.Join(dir, "mounts", "config", "config.yaml")}; !slices.Equal(args, want) {
+		t.Fatalf("arguments %q, want %q", args, want)
 	}
+	// Two flags override the file, as the command line does: Kafka is left out (the facade's watch
+	// cache and ledger are not under test, and readiness would wait for a ledger no collector writes
+	// here), and the listener moves to a loopback port.
+	port := freePort(t)
+	args = append(args, "--kafka-brokers=", fmt.Sprintf("--listen=127.0.0.1:%d", port))
 	startProcess(t, "queryapi", args...)
 
 	if c.ReadinessProbe.HTTPGet.Scheme != "HTTPS" {

@@ -12,7 +12,8 @@ import (
 	"github.com/kubesearch/kubesearch/internal/authz"
 )
 
-// queryAPI is the query API's Deployment of a render: its pod spec and its flags (nil if disabled).
+// queryAPI is the query API's Deployment of a render: its pod spec and its flags, from its config.yaml
+// and its arguments (nil if disabled).
 type queryAPI struct {
 	pod   podSpec
 	flags map[string]string
@@ -25,20 +26,10 @@ func renderQueryAPI(t *testing.T, args ...string) (queryAPI, []object) {
 		if o.Kind != "Deployment" || !strings.HasSuffix(o.Metadata.Name, "-queryapi") {
 			continue
 		}
-		var d struct {
-			Spec struct {
-				Template struct {
-					Spec podSpec `json:"spec"`
-				} `json:"template"`
-			} `json:"spec"`
-		}
-		if err := yaml.Unmarshal(o.raw, &d); err != nil {
-			t.Fatal(err)
-		}
-		p := d.Spec.Template.Spec
-		flags, problems := parseArgs(t, "queryapi", p.Containers[0].Args[1:])
+		p := decodeDeployment(t, o).pod
+		flags, problems := containerFlags(t, objs, p)
 		if len(problems) > 0 {
-			t.Fatalf("queryapi arguments: %q", problems)
+			t.Fatalf("queryapi config and arguments: %q", problems)
 		}
 		return queryAPI{pod: p, flags: flags}, objs
 	}
@@ -85,10 +76,10 @@ func TestChartQueryAPIAuthValues(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		set   []string
-		flags map[string]string // flag → where its file comes from ("" for a value flag: the value)
+		flags map[string]string // config key → where its file comes from (for a value flag: the value)
 	}{
 		{"defaults", nil, map[string]string{"rate-limit": "200", "rate-burst": "400", "max-watches-per-subject": "1000"}},
-		{"anonymous", []string{"queryapi.auth.anonymous=true"}, map[string]string{"anonymous": ""}},
+		{"anonymous", []string{"queryapi.auth.anonymous=true"}, map[string]string{"anonymous": "true"}},
 		{"token file", []string{"queryapi.auth.tokenFile.existingSecret=tokens"}, map[string]string{"token-auth-file": "secret/tokens/tokens.csv"}},
 		{"token file key", []string{"queryapi.auth.tokenFile.existingSecret=tokens", "queryapi.auth.tokenFile.key=t.csv"}, map[string]string{"token-auth-file": "secret/tokens/t.csv"}},
 		{"client CA from a Secret", []string{"queryapi.auth.clientCA.existingSecret=cas", "queryapi.tls.existingSecret=serving"},

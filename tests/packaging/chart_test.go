@@ -3,8 +3,14 @@ package packaging
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"flag"
+	"fmt"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -80,7 +86,8 @@ type object struct {
 		Name      string `json:"name"`
 		Namespace string `json:"namespace"`
 	} `json:"metadata"`
-	Spec  map[string]any `json:"spec"`
+	Spec  map[string]any    `json:"spec"`
+	Data  map[string]string `json:"data"`
 	Rules []struct {
 		APIGroups       []string `json:"apiGroups"`
 		Resources       []string `json:"resources"`
@@ -180,17 +187,13 @@ func TestChartInvariants(t *testing.T) {
 				switch o.Kind {
 				case "Deployment":
 					deployments++
-					var d struct {
-						Spec struct {
-							Template struct {
-								Spec podSpec `json:"spec"`
-							} `json:"template"`
-						} `json:"spec"`
+					d := decodeDeployment(t, o)
+					flags, problems := containerFlags(t, objs, d.pod)
+					for _, pr := range problems {
+						t.Errorf("%s: %s", o.Metadata.Name, pr)
 					}
-					if err := yaml.Unmarshal(o.raw, &d); err != nil {
-						t.Fatal(err)
-					}
-					checkPodSpec(t, o.Metadata.Name, d.Spec.Template.Spec)
+					checkPodSpec(t, o.Metadata.Name, d.pod, flags)
+					checkConfigChecksum(t, o.Metadata.Name, objs, d)
 				case "ClusterRole", "Role":
 					for _, r := range o.Rules {
 						if !slices.Equal(r.Verbs, []string{"get", "list", "watch"}) && !(len(r.NonResourceURLs) > 0 && slices.Equal(r.Verbs, []string{"get"})) {
@@ -212,7 +215,107 @@ func TestChartInvariants(t *testing.T) {
 	}
 }
 
-func checkPodSpec(t *testing.T, name string, p podSpec) {
+// deployment is a rendered Deployment: its pod template's annotations and spec.
+type deployment struct {
+	annotations map[string]string
+	pod         podSpec
+}
+
+func decodeDeployment(t *testing.T, o object) deployment {
+	t.Helper()
+	var d struct {
+		Spec struct {
+			Template struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+				Spec podSpec `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(o.raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	return deployment{annotations: d.Spec.Template.Metadata.Annotations, pod: d.Spec.Template.Spec}
+}
+
+// configMount is where the chart mounts a component's config.yaml.
+const configMount = "/etc/kubesearch/config"
+
+// configFile is the file a pod's --config names, read from the rendered ConfigMap behind its mount
+// (nil, with a problem, if there is none).
+func configFile(objs []object, p podSpec, path string) ([]byte, string) {
+	c := p.Containers[0]
+	for _, m := range c.VolumeMounts {
+		file, ok := strings.CutPrefix(path, m.MountPath+"/")
+		if !ok {
+			continue
+		}
+		for _, v := range p.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			if v.ConfigMap == nil {
+				return nil, fmt.Sprintf("--config=%s: volume %s is not a ConfigMap", path, v.Name)
+			}
+			for _, o := range objs {
+				if o.Kind == "ConfigMap" && o.Metadata.Name == v.ConfigMap.Name {
+					if data, ok := o.Data[file]; ok {
+						return []byte(data), ""
+					}
+				}
+			}
+			return nil, fmt.Sprintf("--config=%s: the chart renders no ConfigMap %s with key %s", path, v.ConfigMap.Name, file)
+		}
+	}
+	return nil, fmt.Sprintf("--config=%s: behind no volume mount", path)
+}
+
+// containerFlags are the flags a rendered container runs with: the keys of the config.yaml its
+// --config names (read from the rendered ConfigMap behind the mount), under its arguments, each
+// checked against `kubesearch <command> --help`. The command line holds the subcommand and
+// --config only.
+func containerFlags(t *testing.T, objs []object, p podSpec) (map[string]string, []string) {
+	t.Helper()
+	args := p.Containers[0].Args
+	if len(args) == 0 {
+		return nil, []string{"no subcommand"}
+	}
+	command := args[0]
+	argFlags, problems := parseFlags(t, command, args[1:])
+	if want := []string{command, "--config=" + configMount + "/config.yaml"}; !slices.Equal(args, want) {
+		problems = append(problems, fmt.Sprintf("arguments %q, want %q: every other setting belongs in the config file", args, want))
+	}
+	path, ok := argFlags["config"]
+	if !ok {
+		return argFlags, append(problems, "no --config")
+	}
+	data, problem := configFile(objs, p, path)
+	if problem != "" {
+		return argFlags, append(problems, problem)
+	}
+	flags, fileProblems := parseConfig(t, command, data)
+	problems = append(problems, fileProblems...)
+	maps.Copy(flags, argFlags) // the command line wins, as in the binary
+	return flags, append(problems, missingRequired(t, command, flags)...)
+}
+
+// checkConfigChecksum: the pod template carries the checksum of its config.yaml, so a values change
+// rolls the Deployment (the process reads the file once).
+func checkConfigChecksum(t *testing.T, name string, objs []object, d deployment) {
+	t.Helper()
+	data, problem := configFile(objs, d.pod, configMount+"/config.yaml")
+	if problem != "" {
+		return // reported by containerFlags
+	}
+	// The ConfigMap holds the file as a YAML block, which ends it with one newline.
+	sum := sha256.Sum256(bytes.TrimSuffix(data, []byte("\n")))
+	if got, want := d.annotations["checksum/config"], hex.EncodeToString(sum[:]); got != want {
+		t.Errorf("%s: pod annotation checksum/config %q, want %s (sha256 of its config.yaml)", name, got, want)
+	}
+}
+
+func checkPodSpec(t *testing.T, name string, p podSpec, flags map[string]string) {
 	t.Helper()
 	sc := p.SecurityContext
 	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == 0 || sc.SeccompProfile.Type != "RuntimeDefault" {
@@ -238,10 +341,6 @@ func checkPodSpec(t *testing.T, name string, p podSpec) {
 	if len(c.Args) == 0 {
 		t.Fatalf("%s: no subcommand", name)
 	}
-	flags, problems := parseArgs(t, c.Args[0], c.Args[1:])
-	for _, pr := range problems {
-		t.Errorf("%s: %s", name, pr)
-	}
 	if _, port, _ := strings.Cut(flags["listen"], ":"); len(c.Ports) != 1 || port == "" || port != strconv.Itoa(c.Ports[0].ContainerPort) || c.Ports[0].Name != "http" {
 		t.Errorf("%s: --listen %q, ports %+v: the probes' port http must be the listen port", name, flags["listen"], c.Ports)
 	}
@@ -258,7 +357,7 @@ func checkPodSpec(t *testing.T, name string, p podSpec) {
 	}
 	for f, v := range flags {
 		if (strings.HasSuffix(f, "-file") || strings.HasSuffix(f, "-dir") || strings.HasSuffix(f, "kubeconfig") || f == "registry" || f == "clusters") && !mounted(v) {
-			t.Errorf("%s: --%s=%s is behind no volume mount", name, f, v)
+			t.Errorf("%s: %s=%s (config key or flag) is behind no volume mount", name, f, v)
 		}
 	}
 	if !mounted("/tmp") {
@@ -282,6 +381,50 @@ func checkPodSpec(t *testing.T, name string, p podSpec) {
 	}
 	if c.Args[0] != "collector" && (p.AutomountServiceAccountToken == nil || *p.AutomountServiceAccountToken) {
 		t.Errorf("%s: mounts a ServiceAccount token it never uses", name)
+	}
+}
+
+// The binary itself accepts every rendered config.yaml: each component's file is given to
+// `kubesearch <command> --config`, with an invalid KUBESEARCH_LOG_LEVEL beside it. The binary reads
+// the environment and the file together and reports every bad value of both before it starts
+// anything, so the only complaint must be the environment's: not one about the file.
+func TestChartConfigAcceptedByBinary(t *testing.T) {
+	bin := kubesearchBinary(t)
+	for name, args := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			objs := splitManifests(t, renderChart(t, args...))
+			for _, o := range objs {
+				if o.Kind != "Deployment" {
+					continue
+				}
+				d := decodeDeployment(t, o)
+				c := d.pod.Containers[0]
+				data, problem := configFile(objs, d.pod, configMount+"/config.yaml")
+				if problem != "" {
+					t.Errorf("%s: %s", o.Metadata.Name, problem)
+					continue
+				}
+				if bytes.Contains(data, []byte("log-level:")) {
+					t.Fatalf("%s: the file sets log-level, which this check spoils on purpose", o.Metadata.Name)
+				}
+				file := filepath.Join(t.TempDir(), "config.yaml")
+				if err := os.WriteFile(file, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				cmd := exec.Command(bin, c.Args[0], "--config="+file)
+				cmd.Env = []string{"KUBESEARCH_LOG_LEVEL=not-a-level", "HOME=" + t.TempDir()}
+				out, err := cmd.CombinedOutput()
+				var exit *exec.ExitError
+				if !errors.As(err, &exit) {
+					t.Fatalf("%s: kubesearch %s --config: %v, want it to stop on KUBESEARCH_LOG_LEVEL\n%s", o.Metadata.Name, c.Args[0], err, out)
+				}
+				got := strings.TrimSpace(string(out))
+				want := `Error: KUBESEARCH_LOG_LEVEL: invalid argument "not-a-level" for "--log-level" flag`
+				if !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 1 || strings.Contains(got, file) {
+					t.Errorf("%s: kubesearch %s --config <rendered config.yaml>:\n%s\nwant only the complaint about KUBESEARCH_LOG_LEVEL", o.Metadata.Name, c.Args[0], got)
+				}
+			}
+		})
 	}
 }
 
@@ -335,6 +478,8 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"queryapi.limits.rate=-1", "/queryapi/limits/rate"},
 		{"serviceMonitor.enabled=true", "serviceMonitor.queryapi"},
 		{"serviceMonitor.queryapi.tlsConfig.keyFile=x", "keyFile"},
+		{"indexer.config.help=true", "help"},
+		{"queryapi.config.listen.port=1", "/queryapi/config/listen"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := runErr(tool(t, "chart"), "template", "--chart", chartDir(), "--set", tc.set)

@@ -3,15 +3,19 @@ package packaging
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -103,6 +107,7 @@ func runErr(name string, args ...string) ([]byte, error) {
 // flagSpec is one flag of `kubesearch <command> --help`.
 type flagSpec struct {
 	takesValue bool
+	typ        string // pflag's value type ("string", "strings", "duration", ...); "" for a boolean
 	required   bool
 }
 
@@ -140,7 +145,7 @@ func commandFlags(t *testing.T, command string) map[string]flagSpec {
 			continue
 		}
 		if m := flagLine.FindStringSubmatch(line); inFlags && m != nil {
-			flags[m[1]] = flagSpec{takesValue: m[2] != "", required: strings.Contains(m[3], "(required)")}
+			flags[m[1]] = flagSpec{takesValue: m[2] != "", typ: m[2], required: strings.Contains(m[3], "(required)")}
 		}
 	}
 	if len(flags) < 3 {
@@ -153,6 +158,13 @@ func commandFlags(t *testing.T, command string) map[string]flagSpec {
 // parseArgs splits a kubesearch command line (after the subcommand) into flag → value, checking each
 // flag against --help: unknown flags, missing values and missing required flags are errors.
 func parseArgs(t *testing.T, command string, args []string) (map[string]string, []string) {
+	t.Helper()
+	got, problems := parseFlags(t, command, args)
+	return got, append(problems, missingRequired(t, command, got)...)
+}
+
+// parseFlags is parseArgs without the check of required flags (they may come from a config file).
+func parseFlags(t *testing.T, command string, args []string) (map[string]string, []string) {
 	t.Helper()
 	flags := commandFlags(t, command)
 	got := map[string]string{}
@@ -183,10 +195,76 @@ func parseArgs(t *testing.T, command string, args []string) (map[string]string, 
 		}
 		got[name] = value
 	}
-	for name, spec := range flags {
-		if _, ok := got[name]; spec.required && !ok {
+	return got, problems
+}
+
+// parseConfig reads a --config file (YAML, keys = flag names) into flag → value as the command line
+// would spell it, checking each key against --help: unknown keys, --config and --help themselves,
+// lists for a flag of one value, a boolean flag given something else than true or false, mappings
+// and empty values are errors.
+func parseConfig(t *testing.T, command string, data []byte) (map[string]string, []string) {
+	t.Helper()
+	flags := commandFlags(t, command)
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, []string{fmt.Sprintf("config file: %v", err)}
+	}
+	got := map[string]string{}
+	var problems []string
+	for key, v := range doc {
+		spec, ok := flags[key]
+		if !ok || key == "config" || key == "help" {
+			problems = append(problems, fmt.Sprintf("config key %s: not a flag of `kubesearch %s` (see --help)", key, command))
+			continue
+		}
+		scalar := func(v any) (string, bool) {
+			switch v := v.(type) {
+			case string:
+				return v, spec.typ != ""
+			case bool:
+				return strconv.FormatBool(v), true
+			case float64:
+				return strconv.FormatFloat(v, 'f', -1, 64), spec.typ != ""
+			}
+			return "", false
+		}
+		var value string
+		if list, isList := v.([]any); isList {
+			if spec.typ != "strings" {
+				problems = append(problems, fmt.Sprintf("config key %s: a list, but --%s takes one %s", key, key, cmp.Or(spec.typ, "boolean")))
+				continue
+			}
+			items := make([]string, 0, len(list))
+			for _, item := range list {
+				s, ok := scalar(item)
+				if !ok {
+					problems = append(problems, fmt.Sprintf("config key %s: list item %v is not a value", key, item))
+				}
+				items = append(items, s)
+			}
+			value = strings.Join(items, ",")
+		} else if value, ok = scalar(v); !ok {
+			problems = append(problems, fmt.Sprintf("config key %s: %v (%T) is not a value --%s takes", key, v, v, key))
+			continue
+		}
+		got[key] = value
+	}
+	return got, problems
+}
+
+// missingRequired are the required flags of a command that none of sets gives.
+func missingRequired(t *testing.T, command string, sets ...map[string]string) []string {
+	t.Helper()
+	var problems []string
+	for name, spec := range commandFlags(t, command) {
+		given := false
+		for _, set := range sets {
+			_, ok := set[name]
+			given = given || ok
+		}
+		if spec.required && !given {
 			problems = append(problems, fmt.Sprintf("--%s: required by `kubesearch %s`", name, command))
 		}
 	}
-	return got, problems
+	return problems
 }

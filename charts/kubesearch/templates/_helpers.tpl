@@ -110,24 +110,59 @@ ones, as the collector's plan does.
 {{- end -}}
 {{- end -}}
 
+{{/*
+Component config files. Every component reads its flags from config.yaml of its ConfigMap (keys are
+flag names, `kubesearch <command> --help`), mounted at /etc/kubesearch/config. The helpers below
+fill a dict, e.g. (dict "root" $ "config" $cfg); credentials never go in: only the paths of their
+mounted files.
+*/}}
+{{- define "kubesearch.configDir" -}}/etc/kubesearch/config{{- end -}}
+
+{{/* kubesearch.configFile: the YAML of a component's config dict, the values' <component>.config over it. */}}
+{{- define "kubesearch.configFile" -}}
+{{- toYaml (merge (deepCopy (.extra | default dict)) .config) -}}
+{{- end -}}
+
+{{/* kubesearch.configMap: a component's ConfigMap of config.yaml, e.g. (dict "root" $ "component" "indexer" "file" $file). */}}
+{{- define "kubesearch.configMap" -}}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ include "kubesearch.component" (dict "root" .root "component" (printf "%s-config" .component)) }}
+  namespace: {{ .root.Release.Namespace }}
+  labels: {{- include "kubesearch.labels" (dict "root" .root "component" .component) | nindent 4 }}
+data:
+  config.yaml: |
+    {{- .file | nindent 4 }}
+{{- end -}}
+
+{{/* The --config argument, its mount and its volume, e.g. (dict "root" $ "component" "indexer"). */}}
+{{- define "kubesearch.configArgs" -}}
+- --config={{ include "kubesearch.configDir" . }}/config.yaml
+{{- end -}}
+
+{{- define "kubesearch.configMount" -}}
+- {name: config, mountPath: {{ include "kubesearch.configDir" . }}, readOnly: true}
+{{- end -}}
+
+{{- define "kubesearch.configVolume" -}}
+- name: config
+  configMap: {name: {{ include "kubesearch.component" (dict "root" .root "component" (printf "%s-config" .component)) }}}
+{{- end -}}
+
 {{/* Flags and mounts every component shares: Kafka. */}}
-{{- define "kubesearch.kafkaArgs" -}}
-- --kafka-brokers={{ join "," .Values.kafka.brokers }}
-- --topic={{ .Values.kafka.topic }}
-{{- if .Values.kafka.tls.enabled }}
-- --kafka-tls
-{{- end }}
-{{- if .Values.kafka.tls.caSecret.name }}
-- --kafka-ca-file=/etc/kubesearch/kafka-ca/{{ .Values.kafka.tls.caSecret.key }}
-{{- end }}
-{{- if .Values.kafka.tls.insecureSkipVerify }}
-- --kafka-insecure-skip-verify
-{{- end }}
-{{- if .Values.kafka.sasl.mechanism }}
-- --kafka-sasl-mechanism={{ .Values.kafka.sasl.mechanism }}
-- --kafka-username-file=/etc/kubesearch/kafka-sasl/{{ .Values.kafka.sasl.usernameKey }}
-- --kafka-password-file=/etc/kubesearch/kafka-sasl/{{ .Values.kafka.sasl.passwordKey }}
-{{- end }}
+{{- define "kubesearch.kafkaConfig" -}}
+{{- $k := .root.Values.kafka -}}
+{{- $_ := set .config "kafka-brokers" $k.brokers -}}
+{{- $_ := set .config "topic" $k.topic -}}
+{{- if $k.tls.enabled }}{{ $_ := set .config "kafka-tls" true }}{{ end -}}
+{{- if $k.tls.caSecret.name }}{{ $_ := set .config "kafka-ca-file" (printf "/etc/kubesearch/kafka-ca/%s" $k.tls.caSecret.key) }}{{ end -}}
+{{- if $k.tls.insecureSkipVerify }}{{ $_ := set .config "kafka-insecure-skip-verify" true }}{{ end -}}
+{{- if $k.sasl.mechanism -}}
+{{- $_ := set .config "kafka-sasl-mechanism" $k.sasl.mechanism -}}
+{{- $_ := set .config "kafka-username-file" (printf "/etc/kubesearch/kafka-sasl/%s" $k.sasl.usernameKey) -}}
+{{- $_ := set .config "kafka-password-file" (printf "/etc/kubesearch/kafka-sasl/%s" $k.sasl.passwordKey) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "kubesearch.kafkaMounts" -}}
@@ -151,20 +186,13 @@ ones, as the collector's plan does.
 {{- end -}}
 
 {{/* Flags and mounts the indexer and the query API share: OpenSearch. */}}
-{{- define "kubesearch.opensearchArgs" -}}
-- --opensearch-addresses={{ join "," .Values.opensearch.addresses }}
-{{- if .Values.opensearch.existingSecret }}
-- --opensearch-secret-dir=/etc/kubesearch/opensearch
-{{- end }}
-{{- if .Values.opensearch.caSecret.name }}
-- --opensearch-ca-file=/etc/kubesearch/opensearch-ca/{{ .Values.opensearch.caSecret.key }}
-{{- end }}
-{{- if .Values.opensearch.insecureSkipVerify }}
-- --opensearch-insecure-skip-verify
-{{- end }}
-{{- if .Values.opensearch.indexPrefix }}
-- --index-prefix={{ .Values.opensearch.indexPrefix }}
-{{- end }}
+{{- define "kubesearch.opensearchConfig" -}}
+{{- $o := .root.Values.opensearch -}}
+{{- $_ := set .config "opensearch-addresses" $o.addresses -}}
+{{- if $o.existingSecret }}{{ $_ := set .config "opensearch-secret-dir" "/etc/kubesearch/opensearch" }}{{ end -}}
+{{- if $o.caSecret.name }}{{ $_ := set .config "opensearch-ca-file" (printf "/etc/kubesearch/opensearch-ca/%s" $o.caSecret.key) }}{{ end -}}
+{{- if $o.insecureSkipVerify }}{{ $_ := set .config "opensearch-insecure-skip-verify" true }}{{ end -}}
+{{- if $o.indexPrefix }}{{ $_ := set .config "index-prefix" $o.indexPrefix }}{{ end -}}
 {{- end -}}
 
 {{- define "kubesearch.opensearchMounts" -}}
@@ -224,8 +252,8 @@ affinity: {{- toYaml . | nindent 2 }}
 {{- end -}}
 
 {{/*
-The query API's authentication, authorization, TLS and limits: flags naming mounted files only, never
-a credential's value. kubesearch.queryapiAuth checks the values first (fail with the value's name).
+The query API's authentication, authorization, TLS and limits: config keys naming mounted files only,
+never a credential's value. kubesearch.queryapiAuth checks the values first (fail with the value's name).
 */}}
 {{- define "kubesearch.queryapiTLS" -}}
 {{- if .Values.queryapi.tls.existingSecret }}true{{ end -}}
@@ -254,31 +282,21 @@ a credential's value. kubesearch.queryapiAuth checks the values first (fail with
 {{- if or $a.tokenFile.existingSecret $a.clientCA.existingSecret $a.clientCA.existingConfigMap $a.tokenReview.kubeconfigSecret }}true{{ end -}}
 {{- end -}}
 
-{{- define "kubesearch.queryapiAuthArgs" -}}
-{{- $q := .Values.queryapi -}}
+{{- define "kubesearch.queryapiAuthConfig" -}}
+{{- $q := .root.Values.queryapi -}}
 {{- $a := $q.auth -}}
-{{- if $a.anonymous }}
-- --anonymous
-{{- end }}
-{{- if $a.tokenFile.existingSecret }}
-- --token-auth-file=/etc/kubesearch/tokens/{{ $a.tokenFile.key }}
-{{- end }}
-{{- if or $a.clientCA.existingSecret $a.clientCA.existingConfigMap }}
-- --client-ca-file=/etc/kubesearch/client-ca/{{ $a.clientCA.key }}
-{{- end }}
-{{- if $a.tokenReview.kubeconfigSecret }}
-- --authentication-kubeconfig=/etc/kubesearch/authentication/{{ $a.tokenReview.key }}
-{{- end }}
-{{- if or $a.policy.rules $a.policy.existingConfigMap }}
-- --authorization-policy-file=/etc/kubesearch/policy/{{ $a.policy.key }}
-{{- end }}
-{{- if include "kubesearch.queryapiTLS" . }}
-- --tls-cert-file=/etc/kubesearch/tls/tls.crt
-- --tls-private-key-file=/etc/kubesearch/tls/tls.key
-{{- end }}
-- --rate-limit={{ $q.limits.rate }}
-- --rate-burst={{ int $q.limits.burst }}
-- --max-watches-per-subject={{ int $q.limits.maxWatchesPerSubject }}
+{{- if $a.anonymous }}{{ $_ := set .config "anonymous" true }}{{ end -}}
+{{- if $a.tokenFile.existingSecret }}{{ $_ := set .config "token-auth-file" (printf "/etc/kubesearch/tokens/%s" $a.tokenFile.key) }}{{ end -}}
+{{- if or $a.clientCA.existingSecret $a.clientCA.existingConfigMap }}{{ $_ := set .config "client-ca-file" (printf "/etc/kubesearch/client-ca/%s" $a.clientCA.key) }}{{ end -}}
+{{- if $a.tokenReview.kubeconfigSecret }}{{ $_ := set .config "authentication-kubeconfig" (printf "/etc/kubesearch/authentication/%s" $a.tokenReview.key) }}{{ end -}}
+{{- if or $a.policy.rules $a.policy.existingConfigMap }}{{ $_ := set .config "authorization-policy-file" (printf "/etc/kubesearch/policy/%s" $a.policy.key) }}{{ end -}}
+{{- if include "kubesearch.queryapiTLS" .root -}}
+{{- $_ := set .config "tls-cert-file" "/etc/kubesearch/tls/tls.crt" -}}
+{{- $_ := set .config "tls-private-key-file" "/etc/kubesearch/tls/tls.key" -}}
+{{- end -}}
+{{- $_ := set .config "rate-limit" $q.limits.rate -}}
+{{- $_ := set .config "rate-burst" (int $q.limits.burst) -}}
+{{- $_ := set .config "max-watches-per-subject" (int $q.limits.maxWatchesPerSubject) -}}
 {{- end -}}
 
 {{- define "kubesearch.queryapiAuthMounts" -}}
