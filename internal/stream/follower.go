@@ -135,25 +135,35 @@ func (f *kafkaFollower) starts(ctx context.Context) (map[int]int64, error) {
 }
 
 func (f *kafkaFollower) resolve(spans map[int]span) (map[int]int64, error) {
+	held := make(map[int]Span, len(spans))
+	for p, sp := range spans {
+		held[p] = Span{First: sp.first, End: sp.end}
+	}
+	return resolveStarts(f.cfg, held)
+}
+
+// resolveStarts is the offset each partition is read from, for either broker: cfg's offsets, checked
+// against what each partition holds; a partition or offset it does not hold is OutOfRange.
+func resolveStarts(cfg FollowerConfig, spans map[int]Span) (map[int]int64, error) {
 	var errs []error
-	for p := range f.cfg.From {
+	for p := range cfg.From {
 		if _, ok := spans[p]; !ok {
-			errs = append(errs, fmt.Errorf("partition %d is not in topic %s (%d partitions): %w", p, f.cfg.Topic, len(spans), kafka.OffsetOutOfRange))
+			errs = append(errs, fmt.Errorf("partition %d is not in topic %s (%d partitions): %w", p, cfg.Topic, len(spans), kafka.OffsetOutOfRange))
 		}
 	}
 	starts := make(map[int]int64, len(spans))
 	for p, s := range spans {
-		o, ok := f.cfg.From[p]
+		o, ok := cfg.From[p]
 		if !ok {
-			o = f.cfg.Default
+			o = cfg.Default
 		}
 		switch {
 		case o == FirstOffset:
-			o = s.first
+			o = s.First
 		case o == LastOffset:
-			o = s.end
-		case o < s.first || o > s.end:
-			errs = append(errs, fmt.Errorf("topic %s partition %d holds offsets %d to %d, not %d: %w", f.cfg.Topic, p, s.first, s.end, o, kafka.OffsetOutOfRange))
+			o = s.End
+		case o < s.First || o > s.End:
+			errs = append(errs, fmt.Errorf("topic %s partition %d holds offsets %d to %d, not %d: %w", cfg.Topic, p, s.First, s.End, o, kafka.OffsetOutOfRange))
 		}
 		starts[p] = o
 	}

@@ -670,27 +670,9 @@ func (f *localFollower) Run(ctx context.Context, handle func(ctx context.Context
 
 // starts resolves the configured start offsets against what t holds.
 func (f *localFollower) starts(t *localTopic) (map[int]int64, error) {
-	var errs []error
-	for p := range f.cfg.From {
-		if p < 0 || p >= len(t.parts) {
-			errs = append(errs, fmt.Errorf("partition %d is not in topic %s (%d partitions): %w", p, t.name, len(t.parts), kafka.OffsetOutOfRange))
-		}
-	}
-	pos := make(map[int]int64, len(t.parts))
+	spans := make(map[int]Span, len(t.parts))
 	for i, p := range t.parts {
-		o, ok := f.cfg.From[i]
-		if !ok {
-			o = f.cfg.Default
-		}
-		switch {
-		case o == FirstOffset:
-			o = p.start
-		case o == LastOffset:
-			o = p.end
-		case o < p.start || o > p.end:
-			errs = append(errs, fmt.Errorf("topic %s partition %d holds offsets %d to %d, not %d: %w", t.name, i, p.start, p.end, o, kafka.OffsetOutOfRange))
-		}
-		pos[i] = o
+		spans[i] = Span{First: p.start, End: p.end}
 	}
-	return pos, errors.Join(errs...)
+	return resolveStarts(f.cfg, spans)
 }
