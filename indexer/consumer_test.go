@@ -184,9 +184,9 @@ func TestApplySkipsSupersededEpochs(t *testing.T) {
 	var msgs []stream.Message
 	for i, ev := range []*envelope.Event{
 		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "10", 2),
-		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "5", 3),    // the new list
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "5", 3),     // the new list
 		objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p1", "u1", "20", 2), // the old collector, later
-		objectEvent(envelope.Added, "m2", "Pod", "pods", "shop", "p1", "u9", "30", 2),   // another cluster
+		objectEvent(envelope.Added, "m2", "Pod", "pods", "shop", "p1", "u9", "30", 2),    // another cluster
 		objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p1", "u1", "6", 3),
 	} {
 		v, err := ev.Marshal()

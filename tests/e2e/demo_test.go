@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,7 +34,7 @@ import (
 func TestDemo(t *testing.T) {
 	root := testbed.Root()
 	state := filepath.Join(t.TempDir(), "demo")
-	listen := "127.0.0.1:" + strconv.Itoa(freeLoopbackPort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	logs := &bytes.Buffer{}
 	var logMu sync.Mutex
 
@@ -313,29 +311,6 @@ func clustersOf(t *testing.T, url string) []string {
 	}
 	slices.Sort(got)
 	return got
-}
-
-// freeLoopbackPort picks a port below the kernel's ephemeral range nobody listens on, as the test
-// bed's free_port does: an ephemeral port can be taken by an outgoing connection before the demo binds.
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	low := 32768
-	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(raw)); len(f) > 0 {
-			low, _ = strconv.Atoi(f[0])
-		}
-	}
-	for range 1000 {
-		port := 10000 + rand.IntN(max(low-10000, 1))
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port
-	}
-	t.Fatal("no free loopback port below the ephemeral range")
-	return 0
 }
 
 // testbedBinDir is the test bed's version-keyed binary folder (kubectl is there), as lib.sh names it.
