@@ -19,7 +19,8 @@ import (
 // meanwhile applies from the next request on).
 type subject struct {
 	user   auth.User
-	policy *authz.Policy // nil: no policy file, every authenticated subject sees everything
+	policy *authz.Policy // nil: no policy file
+	review *authz.View   // nil: no SubjectAccessReview mode; with neither, the subject sees everything
 }
 
 const subjectKey = "kubesearch.subject"
@@ -52,6 +53,9 @@ func (s *Server) authenticate(c *gin.Context) {
 	if s.authz != nil {
 		subj.policy = s.authz.Policy()
 	}
+	if s.reviewer != nil {
+		subj.review = s.reviewer.View(c.Request.Context(), user, s.inv)
+	}
 	c.Set(subjectKey, subj)
 	c.Next()
 }
@@ -63,23 +67,45 @@ func subjectOf(c *gin.Context) subject {
 	return subj
 }
 
-// scope is what the subject may see with verb, for the query model: nil is everything.
-func (s subject) scope(verb string) *query.Scope {
-	if s.policy == nil {
+// unrestricted says whether nothing restricts what the subject sees.
+func (s subject) unrestricted() bool { return s.policy == nil && s.review == nil }
+
+// scope is what the subject may see with verb of a query's clusters, namespaces and resources
+// (the members' reviews are asked about those only), for the query model: nil is everything.
+// With both a policy and reviews it is the union of what each grants.
+func (s subject) scope(verb string, q *query.Query) *query.Scope {
+	if s.unrestricted() {
 		return nil
 	}
-	return s.policy.Scope(s.user, verb)
+	var parts []*query.Scope
+	if s.policy != nil {
+		p := s.policy.Scope(s.user, verb)
+		if p == nil {
+			return nil
+		}
+		parts = append(parts, p)
+	}
+	if s.review != nil {
+		parts = append(parts, s.review.Scope(verb, q.Clusters, q.Namespaces, q.Resources))
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return &query.Scope{Grants: slices.Concat(parts[0].Grants, parts[1].Grants)}
 }
 
-// restrict puts the subject's scope for verb into q: one place for every query a request makes.
+// restrict puts the subject's scope for verb into q, once its clusters, namespaces and resources
+// are set: one place for every query a request makes.
 func (s subject) restrict(q *query.Query, verb string) {
-	q.Scope, q.Subject = s.scope(verb), s.user.Name
+	q.Scope, q.Subject = s.scope(verb, q), s.user.Name
 }
 
 // allowed says whether the subject may use verb on anything of (cluster, namespace, group,
 // resource); authz.Any in a dimension asks whether any value of it is allowed.
 func (s subject) allowed(verb, cluster, namespace, group, resource string) bool {
-	return s.policy == nil || s.policy.Allowed(s.user, verb, cluster, namespace, group, resource)
+	return s.unrestricted() ||
+		(s.policy != nil && s.policy.Allowed(s.user, verb, cluster, namespace, group, resource)) ||
+		(s.review != nil && s.review.Allowed(verb, cluster, namespace, group, resource))
 }
 
 // readVerbs are the verbs the facade serves.
@@ -124,7 +150,7 @@ func resourceWhat(cluster, namespace, group, resource string) string {
 // clusters, namespaces or resources the subject may not see at all is a 403; otherwise the scope
 // filters inside the query.
 func (s subject) searchForbidden(q *query.Query) string {
-	if s.policy == nil {
+	if s.unrestricted() {
 		return ""
 	}
 	any := authz.Any

@@ -182,7 +182,7 @@ func (s *Server) fleetStatus(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
 	defer cancel()
 	subj := subjectOf(c)
-	counts, err := s.store.Counts(ctx, subj.scope(authz.VerbList))
+	counts, err := s.store.Counts(ctx, subj.scope(authz.VerbList, &query.Query{}))
 	if err != nil {
 		s.writeStoreError(c, err)
 		return

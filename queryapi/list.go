@@ -113,10 +113,10 @@ func requestVerb(r *facadeRequest, params url.Values) string {
 // uncached namespace would turn each "pods "x" not found" into "namespaces "shop" not found".
 func (s *Server) impliedNamespace(c *gin.Context, r *facadeRequest) {
 	q := &query.Query{Namespaces: []string{r.name}, Limit: 1, MetadataOnly: true}
-	subjectOf(c).restrict(q, authz.VerbGet)
 	if r.cluster != "" {
 		q.Clusters = []string{r.cluster}
 	}
+	subjectOf(c).restrict(q, authz.VerbGet)
 	found, ok := s.searchOrFail(c, q)
 	if !ok {
 		return

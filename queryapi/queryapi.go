@@ -73,6 +73,10 @@ type Options struct {
 	// AuthorizationPolicyFile maps users and groups to what they may see (internal/authz); without
 	// it every authenticated subject sees everything.
 	AuthorizationPolicyFile string
+	// SubjectAccessReview, when enabled, asks each member's SubjectAccessReview API what a subject
+	// may see of that member, so member RBAC applies as if the subject asked the member. With a
+	// policy file too, a subject sees what either grants (as kube-apiserver chains authorizers).
+	SubjectAccessReview authz.ReviewOptions
 	// RateLimit and RateBurst bound each subject's requests per second (a token bucket; 0: no
 	// bound), MaxWatches its open watches: past them, 429 with Retry-After.
 	RateLimit  float64
@@ -194,6 +198,8 @@ type Server struct {
 	metrics  *metrics
 	authn    *auth.Authenticator
 	authz    *authz.Authorizer // nil without a policy file
+	reviewer *authz.Reviewer   // nil without the SubjectAccessReview mode
+	inv      *inventory
 	limits   *limiter
 	tls      *tls.Config // nil: plain HTTP
 	listener net.Listener
@@ -254,6 +260,14 @@ func New(o Options) (*Server, error) {
 		authorizer, zerr = authz.New(authz.Options{PolicyFile: o.AuthorizationPolicyFile, Logger: log})
 		err = errors.Join(err, zerr)
 	}
+	var reviewer *authz.Reviewer
+	if o.SubjectAccessReview.Enabled() {
+		var rerr error
+		ro := o.SubjectAccessReview
+		ro.Logger = log
+		reviewer, rerr = authz.NewReviewer(ro)
+		err = errors.Join(err, rerr)
+	}
 	var tlsConfig *tls.Config
 	if o.TLSCertFile != "" && o.TLSKeyFile != "" {
 		var terr error
@@ -281,10 +295,11 @@ func New(o Options) (*Server, error) {
 		return nil, errors.Join(fmt.Errorf("--listen: %w", err), closeAll(closers))
 	}
 	s := &Server{opts: o, log: log, store: backend, backend: backend, listener: l, metrics: newMetrics(), catalog: newCatalog(),
-		authn: authn, authz: authorizer, tls: tlsConfig, limits: newLimiter(o.RateLimit, o.RateBurst, o.MaxWatches)}
+		authn: authn, authz: authorizer, reviewer: reviewer, tls: tlsConfig, limits: newLimiter(o.RateLimit, o.RateBurst, o.MaxWatches)}
 	if tlsConfig != nil {
 		s.listener = tls.NewListener(l, tlsConfig)
 	}
+	s.inv = newInventory(s.catalog, backend)
 	s.fleet = &fleet{
 		readWatermarks: backend.Watermarks,
 		collectors:     o.CollectorStatusURLs, client: &http.Client{Timeout: 5 * time.Second},

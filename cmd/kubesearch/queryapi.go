@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kubesearch/kubesearch/internal/authz"
 	"github.com/kubesearch/kubesearch/queryapi"
 )
 
@@ -105,7 +106,11 @@ func securityFlags(g flagGroups, o *queryapi.Options, anonymous bool, anonymousU
 		fs.StringVar(&o.Authentication.ClientCAFile, "client-ca-file", "", "PEM CA certificates that sign client certificates (CN = user, O = groups); needs --tls-cert-file")
 		fs.StringVar(&o.Authentication.AuthenticationKubeconfig, "authentication-kubeconfig", "", "kubeconfig of a cluster whose TokenReview API checks bearer tokens (ServiceAccount and OIDC tokens of the platform)")
 		fs.BoolVar(&o.Authentication.Anonymous, "anonymous", anonymous, anonymousUsage)
-		fs.StringVar(&o.AuthorizationPolicyFile, "authorization-policy-file", "", "YAML policy of what users and groups may see (clusters, namespaces, resources, verbs); without it every authenticated subject sees everything")
+		fs.StringVar(&o.AuthorizationPolicyFile, "authorization-policy-file", "", "YAML policy of what users and groups may see (clusters, namespaces, resources, verbs); without it (and without --subject-access-review-kubeconfig) every authenticated subject sees everything")
+		fs.StringVar(&o.SubjectAccessReview.Kubeconfig, "subject-access-review-kubeconfig", "", "kubeconfig whose every context is a member cluster, asked by SubjectAccessReview what each subject may see there, so member RBAC applies; credentials need only create subjectaccessreviews")
+		fs.StringVar(&o.SubjectAccessReview.ClustersFile, "subject-access-review-clusters", "", "clusters file (the collector's --clusters format) of the members asked by SubjectAccessReview, instead of --subject-access-review-kubeconfig")
+		fs.DurationVar(&o.SubjectAccessReview.AllowedTTL, "subject-access-review-allowed-ttl", authz.DefaultAllowedTTL, "how long a member's allow is cached")
+		fs.DurationVar(&o.SubjectAccessReview.DeniedTTL, "subject-access-review-denied-ttl", authz.DefaultDeniedTTL, "how long a member's deny (or a failed review) is cached")
 		fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "PEM serving certificate (HTTPS; reloaded when it changes)")
 		fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
 	})

@@ -28,7 +28,9 @@ import (
 // A topic whose max.message.bytes (64 KiB) is far below the collector's flag (2 MiB), and a ConfigMap
 // larger than that: the collector learns the topic's limit, dead-letters that ConfigMap's event under
 // its key in <topic>.dlq, counts it, and goes on publishing — the ConfigMap just under the limit, and
-// a change made afterwards, arrive.
+// a change made afterwards, arrive. A Secret over the limit (its size in a non-secret annotation) is
+// dead-lettered the same way, and neither its value nor a published Secret's is anywhere in the
+// topic, the dead-letter topic or the collector's log.
 func TestCollectorDeadLettersEventsOverTheTopicLimit(t *testing.T) {
 	const topicLimit = 64 << 10
 	env := testbed.Get(t)
@@ -50,6 +52,16 @@ func TestCollectorDeadLettersEventsOverTheTopicLimit(t *testing.T) {
 		configMap("small", "s"), configMap("huge", base64.StdEncoding.EncodeToString(random)), configMap("just-under", strings.Repeat("x", topicLimit-3<<10)),
 	} {
 		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secretValue := uniqueName("hunter2-do-not-leak")
+	for _, sec := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "small-secret", Namespace: ns}, Data: map[string][]byte{"password": []byte(secretValue)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "huge-secret", Namespace: ns, Annotations: map[string]string{"notes": base64.StdEncoding.EncodeToString(random)}},
+			StringData: map[string]string{"password": secretValue + "-huge"}},
+	} {
+		if _, err := cs.CoreV1().Secrets(ns).Create(t.Context(), sec, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +88,8 @@ metadata: {name: oversized}
 spec:
   targetCluster: {clusterNames: [%s]}
   resourceSelectors:
-  - {apiVersion: v1, kind: ConfigMap, namespace: %s}
+  - {apiVersion: v1, kind: ConfigMap, namespace: %[2]s}
+  - {apiVersion: v1, kind: Secret, namespace: %[2]s}
 `, cluster, ns))
 	collector, base := startCollector(t, env, dir, topic)
 	waitHTTP(t, base+"/readyz", time.Minute)
@@ -88,9 +101,16 @@ spec:
 		}
 		return evs[i]
 	}
-	evs := log.waitFor(t, "the SYNC of the first list", time.Minute, func(evs []*envelope.Event) bool {
-		return slices.ContainsFunc(evs, func(ev *envelope.Event) bool { return ev.Type == envelope.Sync && ev.Resource == "configmaps" })
+	evs := log.waitFor(t, "the SYNCs of the first lists", time.Minute, func(evs []*envelope.Event) bool {
+		return slices.ContainsFunc(evs, func(ev *envelope.Event) bool { return ev.Type == envelope.Sync && ev.Resource == "configmaps" }) &&
+			slices.ContainsFunc(evs, func(ev *envelope.Event) bool { return ev.Type == envelope.Sync && ev.Resource == "secrets" })
 	})
+	if named(evs, envelope.Added, "small-secret") == nil {
+		t.Error("the small Secret was not published")
+	}
+	if named(evs, envelope.Added, "huge-secret") != nil {
+		t.Error("the Secret over the topic's limit was published")
+	}
 	if named(evs, envelope.Added, "small") == nil {
 		t.Error("the small ConfigMap was not published")
 	}
@@ -112,11 +132,14 @@ spec:
 	})
 
 	letters := readDeadLetters(t, env.KafkaBrokers, topic+".dlq")
-	var found bool
+	var found, foundSecret bool
 	for _, m := range letters {
 		h := map[string]string{}
 		for _, x := range m.Headers {
 			h[x.Key] = string(x.Value)
+		}
+		if h["kubesearch-dlq-name"] == "huge-secret" {
+			foundSecret = h["kubesearch-dlq-reason"] == "message-too-large"
 		}
 		if h["kubesearch-dlq-name"] != "huge" {
 			continue
@@ -132,10 +155,39 @@ spec:
 	if !found {
 		t.Fatalf("no dead letter for the huge ConfigMap in %s.dlq (%d letters)", topic, len(letters))
 	}
+	if !foundSecret {
+		t.Errorf("no message-too-large dead letter for the huge Secret in %s.dlq", topic)
+	}
+	// Every byte of the topic and the dead-letter topic (keys, headers, values), and the log.
+	var all []stream.Message
+	all = append(all, letters...)
+	for p := range topicPartitions {
+		all = append(all, readPartition(t, env.KafkaBrokers, topic, p)...)
+	}
+	var text strings.Builder
+	for _, m := range all {
+		text.Write(m.Key)
+		text.Write(m.Value)
+		for _, x := range m.Headers {
+			text.WriteString(x.Key)
+			text.Write(x.Value)
+		}
+	}
+	text.WriteString(collector.output())
+	if !strings.Contains(text.String(), `"password":""`) || !strings.Contains(text.String(), "small-secret") {
+		t.Error("the published Secret's redacted event is not in what was read: the search for its value would miss it")
+	}
+	for _, v := range []string{secretValue, secretValue + "-huge"} {
+		for _, needle := range []string{v, base64.StdEncoding.EncodeToString([]byte(v))} {
+			if strings.Contains(text.String(), needle) {
+				t.Errorf("the Secret's value %q is in the topic, the dead-letter topic or the collector's log", needle)
+			}
+		}
+	}
 
 	metrics := httpGet(t, base+"/metrics")
-	if n := metricSum(metrics, "kubesearch_collector_oversized_events_total"); n != 1 {
-		t.Errorf("oversized events counted %v, want 1", n)
+	if n := metricSum(metrics, "kubesearch_collector_oversized_events_total"); n != 2 {
+		t.Errorf("oversized events counted %v, want 2 (the huge ConfigMap and Secret)", n)
 	}
 	if !strings.Contains(metrics, fmt.Sprintf(`kubesearch_collector_oversized_events_total{cluster=%q,resource="configmaps"} 1`, cluster)) {
 		t.Errorf("oversized events not counted by cluster and resource:\n%s", metricText(metrics, "kubesearch_collector_oversized_events_total"))
@@ -148,11 +200,17 @@ spec:
 // readDeadLetters reads what the single partition of a dead-letter topic holds.
 func readDeadLetters(t *testing.T, brokers []string, topic string) []stream.Message {
 	t.Helper()
+	return readPartition(t, brokers, topic, 0)
+}
+
+// readPartition reads what one partition of a topic holds.
+func readPartition(t *testing.T, brokers []string, topic string, partition int) []stream.Message {
+	t.Helper()
 	client := stream.NewClient(brokers, stream.Connection{}, nil)
 	defer client.Close()
-	msgs, err := client.ReadPartition(t.Context(), topic, 0)
+	msgs, err := client.ReadPartition(t.Context(), topic, partition)
 	if err != nil {
-		t.Fatalf("read %s: %v", topic, err)
+		t.Fatalf("read %s/%d: %v", topic, partition, err)
 	}
 	return msgs
 }

@@ -111,27 +111,7 @@ data: {k: v}
 		return resp.StatusCode == 200
 	})
 
-	as := func(token string) func(path string, params url.Values) (int, answer) {
-		return func(path string, params url.Values) (int, answer) {
-			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path+"?"+params.Encode(), nil)
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			a := answer{code: resp.StatusCode, raw: body}
-			if resp.StatusCode == http.StatusOK {
-				_ = json.Unmarshal(body, &a.result)
-			} else {
-				_ = json.Unmarshal(body, &a.status)
-			}
-			return resp.StatusCode, a
-		}
-	}
+	as := func(token string) func(path string, params url.Values) (int, answer) { return authedGet(t, client, base, token) }
 	alice, bob, carol, root := as("alice-token-"+suffix), as("bob-token-"+suffix), as("carol-token-"+suffix), as("admin-token-"+suffix)
 	both := url.Values{"resources": {"configmaps"}, "namespaces": {nsA + "," + nsB}, "facets": {"cluster,namespace"}}
 	eventually(t, "every member's ConfigMaps indexed", 2*time.Minute, func() bool {
@@ -356,6 +336,30 @@ data: {k: v}
 			t.Errorf("alice's watch printed %q: want configmap/shown and not the other cluster's", out)
 		}
 	})
+}
+
+// authedGet returns a GET of base with a bearer token ("" for none): the answer decoded as a
+// search result when 200, as a Status otherwise.
+func authedGet(t *testing.T, client *http.Client, base, token string) func(path string, params url.Values) (int, answer) {
+	return func(path string, params url.Values) (int, answer) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path+"?"+params.Encode(), nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		a := answer{code: resp.StatusCode, raw: body}
+		if resp.StatusCode == http.StatusOK {
+			_ = json.Unmarshal(body, &a.result)
+		} else {
+			_ = json.Unmarshal(body, &a.status)
+		}
+		return resp.StatusCode, a
+	}
 }
 
 // facadeKubectlAs is facadeKubectl with a bearer token written into the kubeconfig.

@@ -68,7 +68,7 @@ func (q queryAPI) source(t *testing.T, path string) string {
 }
 
 // securityFlags are the query API's flags naming files with credentials, keys or the policy.
-var securityFlags = []string{"token-auth-file", "client-ca-file", "authentication-kubeconfig", "authorization-policy-file", "tls-cert-file", "tls-private-key-file"}
+var securityFlags = []string{"token-auth-file", "client-ca-file", "authentication-kubeconfig", "authorization-policy-file", "subject-access-review-kubeconfig", "tls-cert-file", "tls-private-key-file"}
 
 // Each values setting of queryapi.auth, queryapi.tls and queryapi.limits, as the flags and the
 // files behind them it renders.
@@ -87,6 +87,8 @@ func TestChartQueryAPIAuthValues(t *testing.T) {
 		{"client CA from a ConfigMap", []string{"queryapi.auth.clientCA.existingConfigMap=cas", "queryapi.auth.clientCA.key=bundle.pem", "queryapi.tls.existingSecret=serving"},
 			map[string]string{"client-ca-file": "configMap/cas/bundle.pem", "tls-cert-file": "secret/serving/tls.crt"}},
 		{"TokenReview", []string{"queryapi.auth.tokenReview.kubeconfigSecret=hub"}, map[string]string{"authentication-kubeconfig": "secret/hub/kubeconfig"}},
+		{"SubjectAccessReview", []string{"queryapi.auth.subjectAccessReview.kubeconfigSecret=members", "queryapi.auth.subjectAccessReview.deniedTTL=10s"},
+			map[string]string{"subject-access-review-kubeconfig": "secret/members/kubeconfig", "subject-access-review-allowed-ttl": "1m", "subject-access-review-denied-ttl": "10s"}},
 		{"inline policy", []string{
 			"queryapi.auth.policy.rules[0].subjects[0].kind=User", "queryapi.auth.policy.rules[0].subjects[0].name=alice",
 			"queryapi.auth.policy.rules[0].clusters[0]=*", "queryapi.auth.policy.rules[0].namespaces[0]=shop",

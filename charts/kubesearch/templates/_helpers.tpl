@@ -290,6 +290,11 @@ never a credential's value. kubesearch.queryapiAuth checks the values first (fai
 {{- if or $a.clientCA.existingSecret $a.clientCA.existingConfigMap }}{{ $_ := set .config "client-ca-file" (printf "/etc/kubesearch/client-ca/%s" $a.clientCA.key) }}{{ end -}}
 {{- if $a.tokenReview.kubeconfigSecret }}{{ $_ := set .config "authentication-kubeconfig" (printf "/etc/kubesearch/authentication/%s" $a.tokenReview.key) }}{{ end -}}
 {{- if or $a.policy.rules $a.policy.existingConfigMap }}{{ $_ := set .config "authorization-policy-file" (printf "/etc/kubesearch/policy/%s" $a.policy.key) }}{{ end -}}
+{{- with $a.subjectAccessReview }}{{ if .kubeconfigSecret -}}
+{{- $_ := set $.config "subject-access-review-kubeconfig" (printf "/etc/kubesearch/subject-access-review/%s" .key) -}}
+{{- $_ := set $.config "subject-access-review-allowed-ttl" .allowedTTL -}}
+{{- $_ := set $.config "subject-access-review-denied-ttl" .deniedTTL -}}
+{{- end }}{{ end -}}
 {{- if include "kubesearch.queryapiTLS" .root -}}
 {{- $_ := set .config "tls-cert-file" "/etc/kubesearch/tls/tls.crt" -}}
 {{- $_ := set .config "tls-private-key-file" "/etc/kubesearch/tls/tls.key" -}}
@@ -312,6 +317,9 @@ never a credential's value. kubesearch.queryapiAuth checks the values first (fai
 {{- end }}
 {{- if or $a.policy.rules $a.policy.existingConfigMap }}
 - {name: policy, mountPath: /etc/kubesearch/policy, readOnly: true}
+{{- end }}
+{{- if $a.subjectAccessReview.kubeconfigSecret }}
+- {name: subject-access-review, mountPath: /etc/kubesearch/subject-access-review, readOnly: true}
 {{- end }}
 {{- if include "kubesearch.queryapiTLS" . }}
 - {name: tls, mountPath: /etc/kubesearch/tls, readOnly: true}
@@ -339,6 +347,10 @@ Secret is mounted whole, so its kubeconfig may name files beside it (a token, a 
 {{- if $a.tokenReview.kubeconfigSecret }}
 - name: authentication
   secret: {secretName: {{ $a.tokenReview.kubeconfigSecret }}}
+{{- end }}
+{{- if $a.subjectAccessReview.kubeconfigSecret }}
+- name: subject-access-review
+  secret: {secretName: {{ $a.subjectAccessReview.kubeconfigSecret }}}
 {{- end }}
 {{- if or $a.policy.rules $a.policy.existingConfigMap }}
 - name: policy

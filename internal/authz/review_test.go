@@ -1,0 +1,206 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubesearch/kubesearch/internal/auth"
+	"github.com/kubesearch/kubesearch/internal/query"
+)
+
+// fakeMember answers reviews as RBAC would for a set of bindings: (user, verb, group/resource,
+// namespace) allowed, "" for a ClusterRoleBinding. It records every review it is asked.
+type fakeMember struct {
+	mu      sync.Mutex
+	allow   map[[4]string]bool
+	fail    error
+	asked   []authorizationv1.SubjectAccessReviewSpec
+	groupOK string // a group allowed everything
+}
+
+func (f *fakeMember) Create(_ context.Context, r *authorizationv1.SubjectAccessReview, _ metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, r.Spec)
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	a := r.Spec.ResourceAttributes
+	res := a.Group + "/" + a.Resource
+	ok := f.allow[[4]string{r.Spec.User, a.Verb, res, ""}] || (a.Namespace != "" && f.allow[[4]string{r.Spec.User, a.Verb, res, a.Namespace}]) ||
+		(f.groupOK != "" && slices.Contains(r.Spec.Groups, f.groupOK))
+	out := r.DeepCopy()
+	out.Status.Allowed = ok
+	return out, nil
+}
+
+func (f *fakeMember) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.asked)
+}
+
+type fakeInventory struct {
+	resources  map[string][]CachedResource
+	namespaces map[string][]string
+}
+
+func (i fakeInventory) Clusters() []string {
+	var cs []string
+	for c := range i.resources {
+		cs = append(cs, c)
+	}
+	slices.Sort(cs)
+	return cs
+}
+func (i fakeInventory) Resources(c string) []CachedResource { return i.resources[c] }
+func (i fakeInventory) Namespaces(_ context.Context, c string) ([]string, error) {
+	return i.namespaces[c], nil
+}
+
+var (
+	configmaps  = CachedResource{Resource: "configmaps", Namespaced: true}
+	deployments = CachedResource{Group: "apps", Resource: "deployments", Namespaced: true}
+	nodes       = CachedResource{Resource: "nodes"}
+	testInv     = fakeInventory{
+		resources: map[string][]CachedResource{
+			"member1": {configmaps, deployments, nodes},
+			"member2": {configmaps, deployments, nodes},
+		},
+		namespaces: map[string][]string{"member1": {"shop", "web", "kube-system"}, "member2": {"shop", "web"}},
+	}
+	reader = auth.User{Name: "system:serviceaccount:shop:reader", UID: "u-1", Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+)
+
+func TestReviewNamespaceGrant(t *testing.T) {
+	m1 := &fakeMember{allow: map[[4]string]bool{
+		{reader.Name, VerbList, "/configmaps", "shop"}: true,
+		{reader.Name, VerbList, "apps/deployments", ""}: true, // a ClusterRoleBinding
+	}}
+	m2 := &fakeMember{allow: map[[4]string]bool{}}
+	r := newReviewer(ReviewOptions{}, map[string]accessReviewer{"member1": m1, "member2": m2})
+	v := r.View(t.Context(), reader, testInv)
+
+	got := v.Scope(VerbList, nil, nil, nil)
+	want := &query.Scope{Grants: []query.Grant{
+		{Clusters: []string{"member1"}, Namespaces: []string{"shop"}, Resources: []query.Resource{{Resource: "configmaps"}}},
+		{Clusters: []string{"member1"}, Resources: []query.Resource{{Group: "apps", Resource: "deployments"}}},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("scope:\n got %+v\nwant %+v", got, want)
+	}
+	for _, c := range []struct {
+		verb, cluster, ns, group, resource string
+		want                               bool
+	}{
+		{VerbList, "member1", "shop", "", "configmaps", true},
+		{VerbList, "member1", "web", "", "configmaps", false},
+		{VerbList, "member1", Any, "", "configmaps", true},
+		{VerbList, Any, Any, "", "configmaps", true},
+		{VerbList, "member2", Any, "", "configmaps", false},
+		{VerbList, "member2", Any, Any, Any, false},
+		{VerbList, "member1", "anything", "apps", "deployments", true},
+		{VerbGet, "member1", "shop", "", "configmaps", false}, // the Role grants list only
+		{"delete", "member1", "shop", "", "configmaps", false},
+		{VerbList, "member1", "", "", "nodes", false},
+		{VerbList, "no-such-cluster", Any, Any, Any, false},
+		// Asked whether or not it is cached: the answer does not depend on what exists.
+		{VerbList, "member1", "shop", "", "secrets", false},
+	} {
+		if got := v.Allowed(c.verb, c.cluster, c.ns, c.group, c.resource); got != c.want {
+			t.Errorf("Allowed(%s, %s, %s, %s, %s) = %v, want %v", c.verb, c.cluster, c.ns, c.group, c.resource, got, c.want)
+		}
+	}
+	// The member is asked with the user's name, UID and groups.
+	spec := m1.asked[0]
+	if spec.User != reader.Name || spec.UID != reader.UID || !slices.Equal(spec.Groups, reader.Groups) {
+		t.Errorf("review spec %+v does not carry the user", spec)
+	}
+}
+
+func TestReviewAsksOnlyWhatTheQueryNames(t *testing.T) {
+	m1 := &fakeMember{allow: map[[4]string]bool{{reader.Name, VerbList, "/configmaps", "web"}: true}}
+	r := newReviewer(ReviewOptions{}, map[string]accessReviewer{"member1": m1, "member2": &fakeMember{}})
+	v := r.View(t.Context(), reader, testInv)
+	got := v.Scope(VerbList, []string{"member1"}, []string{"web"}, []query.Resource{{Resource: "configmaps", AnyGroup: true}})
+	want := &query.Scope{Grants: []query.Grant{{Clusters: []string{"member1"}, Namespaces: []string{"web"}, Resources: []query.Resource{{Resource: "configmaps"}}}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("scope %+v, want %+v", got, want)
+	}
+	// One review for every namespace, one for the namespace asked.
+	if n := m1.calls(); n != 2 {
+		t.Errorf("%d reviews, want 2: %+v", n, m1.asked)
+	}
+}
+
+func TestReviewCachesAndExpires(t *testing.T) {
+	m1 := &fakeMember{groupOK: "sre"}
+	r := newReviewer(ReviewOptions{AllowedTTL: time.Minute, DeniedTTL: 10 * time.Second}, map[string]accessReviewer{"member1": m1})
+	now := time.Unix(1_000_000, 0)
+	r.now = func() time.Time { return now }
+	inv := fakeInventory{resources: map[string][]CachedResource{"member1": {configmaps}}, namespaces: map[string][]string{"member1": {"shop"}}}
+	sre := auth.User{Name: "ann", Groups: []string{"sre"}}
+	if !r.View(t.Context(), sre, inv).Allowed(VerbList, "member1", Any, "", "configmaps") {
+		t.Fatal("the group's ClusterRoleBinding is not honoured")
+	}
+	if !r.View(t.Context(), sre, inv).Allowed(VerbList, "member1", Any, "", "configmaps") || m1.calls() != 1 {
+		t.Errorf("a second request asked the member again: %d reviews", m1.calls())
+	}
+	// Another user with the same name but other groups is another question.
+	if r.View(t.Context(), auth.User{Name: "ann"}, inv).Allowed(VerbList, "member1", Any, "", "configmaps") {
+		t.Error("ann without the group is allowed from the cache of ann with it")
+	}
+	// The binding is removed: the allow lasts its TTL, then the member's deny applies.
+	m1.mu.Lock()
+	m1.groupOK = ""
+	m1.mu.Unlock()
+	now = now.Add(59 * time.Second)
+	if !r.View(t.Context(), sre, inv).Allowed(VerbList, "member1", Any, "", "configmaps") {
+		t.Error("the allow expired before its TTL")
+	}
+	now = now.Add(2 * time.Second)
+	if r.View(t.Context(), sre, inv).Allowed(VerbList, "member1", Any, "", "configmaps") {
+		t.Error("a revoked binding still allows after the TTL")
+	}
+}
+
+func TestReviewFailsClosed(t *testing.T) {
+	m1 := &fakeMember{fail: errors.New("connection refused")}
+	m2 := &fakeMember{groupOK: "sre"}
+	r := newReviewer(ReviewOptions{}, map[string]accessReviewer{"member1": m1, "member2": m2})
+	v := r.View(t.Context(), auth.User{Name: "ann", Groups: []string{"sre"}}, testInv)
+	got := v.Scope(VerbWatch, nil, nil, nil)
+	want := &query.Scope{Grants: []query.Grant{{Clusters: []string{"member2"}, Resources: []query.Resource{
+		{Resource: "configmaps"}, {Resource: "nodes"}, {Group: "apps", Resource: "deployments"}}}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("with member1's API away: %+v, want member2's only %+v", got, want)
+	}
+	// A verb the facade never serves grants nothing, and asks nobody.
+	before := m2.calls()
+	if s := v.Scope("delete", nil, nil, nil); len(s.Grants) != 0 || m2.calls() != before {
+		t.Errorf("delete: %+v after %d reviews", s, m2.calls()-before)
+	}
+}
+
+func TestMergeGrantsIsDeterministic(t *testing.T) {
+	g := func(c, r string, ns ...string) query.Grant {
+		return query.Grant{Clusters: []string{c}, Namespaces: ns, Resources: []query.Resource{{Resource: r}}}
+	}
+	a := mergeGrants([]query.Grant{g("m2", "pods", "shop"), g("m1", "pods", "shop"), g("m1", "configmaps", "shop"), g("m2", "configmaps", "shop"), g("m3", "pods")})
+	b := mergeGrants([]query.Grant{g("m3", "pods"), g("m1", "configmaps", "shop"), g("m2", "configmaps", "shop"), g("m1", "pods", "shop"), g("m2", "pods", "shop")})
+	want := []query.Grant{
+		{Clusters: []string{"m1", "m2"}, Namespaces: []string{"shop"}, Resources: []query.Resource{{Resource: "configmaps"}, {Resource: "pods"}}},
+		g("m3", "pods"),
+	}
+	if !reflect.DeepEqual(a, want) || !reflect.DeepEqual(b, want) {
+		t.Errorf("merged:\n%+v\n%+v\nwant %+v", a, b, want)
+	}
+}
