@@ -82,7 +82,7 @@ var (
 
 func TestReviewNamespaceGrant(t *testing.T) {
 	m1 := &fakeMember{allow: map[[4]string]bool{
-		{reader.Name, VerbList, "/configmaps", "shop"}: true,
+		{reader.Name, VerbList, "/configmaps", "shop"}:  true,
 		{reader.Name, VerbList, "apps/deployments", ""}: true, // a ClusterRoleBinding
 	}}
 	m2 := &fakeMember{allow: map[[4]string]bool{}}

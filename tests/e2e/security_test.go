@@ -111,7 +111,9 @@ data: {k: v}
 		return resp.StatusCode == 200
 	})
 
-	as := func(token string) func(path string, params url.Values) (int, answer) { return authedGet(t, client, base, token) }
+	as := func(token string) func(path string, params url.Values) (int, answer) {
+		return authedGet(t, client, base, token)
+	}
 	alice, bob, carol, root := as("alice-token-"+suffix), as("bob-token-"+suffix), as("carol-token-"+suffix), as("admin-token-"+suffix)
 	both := url.Values{"resources": {"configmaps"}, "namespaces": {nsA + "," + nsB}, "facets": {"cluster,namespace"}}
 	eventually(t, "every member's ConfigMaps indexed", 2*time.Minute, func() bool {
