@@ -14,6 +14,7 @@ type metrics struct {
 	requests *prometheus.HistogramVec
 	store    prometheus.Histogram
 	took     prometheus.Histogram
+	reviews  *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -31,8 +32,11 @@ func newMetrics() *metrics {
 			Name: "kubesearch_queryapi_opensearch_took_seconds", Help: "OpenSearch's own 'took' of the searches of a request.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 		}),
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubesearch_queryapi_subject_access_reviews_total", Help: "SubjectAccessReviews asked of the members (cached answers not counted), by cluster and result: allowed, denied, failed.",
+		}, []string{"cluster", "result"}),
 	}
-	m.registry.MustRegister(m.requests, m.store, m.took,
+	m.registry.MustRegister(m.requests, m.store, m.took, m.reviews,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

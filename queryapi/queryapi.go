@@ -260,11 +260,13 @@ func New(o Options) (*Server, error) {
 		authorizer, zerr = authz.New(authz.Options{PolicyFile: o.AuthorizationPolicyFile, Logger: log})
 		err = errors.Join(err, zerr)
 	}
+	m := newMetrics()
 	var reviewer *authz.Reviewer
 	if o.SubjectAccessReview.Enabled() {
 		var rerr error
 		ro := o.SubjectAccessReview
 		ro.Logger = log
+		ro.Observe = func(cluster, result string) { m.reviews.WithLabelValues(cluster, result).Inc() }
 		reviewer, rerr = authz.NewReviewer(ro)
 		err = errors.Join(err, rerr)
 	}
@@ -294,7 +296,7 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("--listen: %w", err), closeAll(closers))
 	}
-	s := &Server{opts: o, log: log, store: backend, backend: backend, listener: l, metrics: newMetrics(), catalog: newCatalog(),
+	s := &Server{opts: o, log: log, store: backend, backend: backend, listener: l, metrics: m, catalog: newCatalog(),
 		authn: authn, authz: authorizer, reviewer: reviewer, tls: tlsConfig, limits: newLimiter(o.RateLimit, o.RateBurst, o.MaxWatches)}
 	if tlsConfig != nil {
 		s.listener = tls.NewListener(l, tlsConfig)

@@ -1,5 +1,5 @@
 // Package authz decides what a user may see: the authorization policy file
-// (--authorization-policy-file), compiled into the query model's Scope, which every backend
+// (--authorization-policy-file) or the members' SubjectAccessReview API, compiled into the query model's Scope, which every backend
 // applies inside its queries, and the checks the server makes before querying (a request wholly
 // outside the scope is a 403; discovery lists only what the user may see).
 //
@@ -24,6 +24,9 @@
 // (system:authenticated is every verified user, system:unauthenticated the anonymous one), a
 // ServiceAccount as the user system:serviceaccount:<namespace>:<name>. Every list in a rule is
 // required: an omitted list is an error, never "everything".
+//
+// The SubjectAccessReview mode (Reviewer, review.go) asks each member instead, per request: its
+// answers, cached, become grants of the same Scope, so both are applied in the same one place.
 //
 // It leaves out who the user is (package auth) and how a Scope becomes a query (each backend).
 package authz

@@ -44,8 +44,18 @@ type ReviewOptions struct {
 	AllowedTTL, DeniedTTL time.Duration
 	// Concurrency bounds the reviews one request has in flight.
 	Concurrency int
-	Logger      *slog.Logger
+	// Observe, when set, is told of every review asked of a member: its cluster and result
+	// (ReviewAllowed, ReviewDenied, ReviewFailed), for metrics.
+	Observe func(cluster, result string)
+	Logger  *slog.Logger
 }
+
+// Review results, as Observe is told them.
+const (
+	ReviewAllowed = "allowed"
+	ReviewDenied  = "denied"
+	ReviewFailed  = "failed"
+)
 
 // Enabled says whether the mode is asked for.
 func (o ReviewOptions) Enabled() bool { return o.Kubeconfig != "" || o.ClustersFile != "" }
@@ -79,6 +89,7 @@ type Reviewer struct {
 	members            map[string]accessReviewer
 	allowTTL, denyTTL  time.Duration
 	concurrency        int
+	observe            func(cluster, result string)
 	log                *slog.Logger
 	now                func() time.Time
 	flight             singleflight.Group
@@ -143,8 +154,11 @@ func newReviewer(o ReviewOptions, members map[string]accessReviewer) *Reviewer {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Observe == nil {
+		o.Observe = func(string, string) {}
+	}
 	return &Reviewer{members: members, allowTTL: o.AllowedTTL, denyTTL: o.DeniedTTL, concurrency: o.Concurrency,
-		log: o.Logger, now: time.Now, answers: map[reviewKey]reviewAnswer{}, unknownClusterSeen: map[string]bool{}}
+		observe: o.Observe, log: o.Logger, now: time.Now, answers: map[reviewKey]reviewAnswer{}, unknownClusterSeen: map[string]bool{}}
 }
 
 // Inventory is what a View asks about: the fleet's cached resources and, per cluster, the
@@ -395,9 +409,16 @@ func (v *View) ask(k reviewKey) (bool, error) {
 	defer cancel()
 	got, err := member.Create(ctx, sar, metav1.CreateOptions{})
 	if err != nil {
+		v.r.observe(k.cluster, ReviewFailed)
 		return false, fmt.Errorf("subject access review in %s: %w", k.cluster, err)
 	}
-	return got.Status.Allowed && !got.Status.Denied, nil
+	allowed := got.Status.Allowed && !got.Status.Denied
+	if allowed {
+		v.r.observe(k.cluster, ReviewAllowed)
+	} else {
+		v.r.observe(k.cluster, ReviewDenied)
+	}
+	return allowed, nil
 }
 
 func (r *Reviewer) remember(k reviewKey, a reviewAnswer) {
