@@ -1,7 +1,8 @@
 // Package authz decides what a user may see: the authorization policy file
-// (--authorization-policy-file) or the members' SubjectAccessReview API, compiled into the query model's Scope, which every backend
-// applies inside its queries, and the checks the server makes before querying (a request wholly
-// outside the scope is a 403; discovery lists only what the user may see).
+// (--authorization-policy-file) or the members' SubjectAccessReview API, compiled into the query
+// model's Scope, which every backend applies inside its queries, and the checks the server makes
+// before querying (a request wholly outside the scope is a 403; discovery lists only what the user
+// may see).
 //
 // The policy is a list of rules, each granting its subjects the product of its clusters,
 // namespaces and resources for its verbs:
