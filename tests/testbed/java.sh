@@ -4,7 +4,7 @@
 # run_service and free_port.
 #
 #   kafka_provision                    jars of kafka_2.13:$KAFKA_VERSION into $CACHE_DIR/kafka-$KAFKA_VERSION/libs
-#   kafka_start PORT CONTROLLER_PORT   single-node KRaft broker+controller, data in $STATE_DIR/kafka
+#   kafka_start PORT CONTROLLER_PORT [SECURE_PORT]   single-node KRaft broker+controller, data in $STATE_DIR/kafka
 #   opensearch_provision               launcher + jars into $CACHE_DIR/opensearch-$OPENSEARCH_VERSION/libs
 #   opensearch_start HTTP_PORT TRANSPORT_PORT   single node, home in $STATE_DIR/opensearch
 #
@@ -140,11 +140,31 @@ kafka_ready() { _port_open "$1" && _logged_since_start kafka 'Kafka Server start
 # process) on 127.0.0.1:PORT (clients, PLAINTEXT) and 127.0.0.1:CONTROLLER_PORT (KRaft controller),
 # data in $STATE_DIR/kafka, config in $STATE_DIR/kafka/server.properties, log in $LOG_DIR/kafka.log.
 # Returns once the broker has registered with the controller, been unfenced and accepts connections.
+# With SECURE_PORT, a SASL_SSL listener there too, for the clients' TLS and SASL: the serving key
+# and certificate in $STATE_DIR/kafka/tls/broker.p12 (password in broker.pass), mechanisms PLAIN (one
+# user, from tls/plain-username and tls/plain-password), SCRAM-SHA-256 and SCRAM-SHA-512 (users are
+# created by whoever needs them, through the admin API). No authorizer: any authenticated client may
+# do anything.
 kafka_start() {
-  local port=${1:?kafka_start PORT CONTROLLER_PORT} cport=${2:?kafka_start PORT CONTROLLER_PORT}
+  local port=${1:?kafka_start PORT CONTROLLER_PORT} cport=${2:?kafka_start PORT CONTROLLER_PORT} sport=${3:-}
   local dir="$STATE_DIR/kafka"
   kafka_provision || return 1
   mkdir -p "$dir/data" "$LOG_DIR" || return 1
+  local listeners="PLAINTEXT://127.0.0.1:$port" protocols="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT" secure=""
+  if [[ -n $sport ]]; then
+    local tls="$dir/tls" pass
+    pass=$(<"$tls/broker.pass")
+    listeners+=",SASL_SSL://127.0.0.1:$sport"
+    protocols+=",SASL_SSL:SASL_SSL"
+    secure="sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.keystore.location=$tls/broker.p12
+listener.name.sasl_ssl.ssl.keystore.password=$pass
+listener.name.sasl_ssl.ssl.key.password=$pass
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$(<"$tls/plain-username")=\"$(<"$tls/plain-password")\";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"
+  fi
 
   # Rewritten at every start so a restart picks up edits here; nothing in it is state. The quorum is
   # static (controller.quorum.voters), which is not recorded in the metadata log, so a restart on other
@@ -155,11 +175,12 @@ process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
 controller.listener.names=CONTROLLER
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=$listeners,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=$listeners
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=$protocols
 log.dirs=$dir/data
+$secure
 
 # Topics appear on first use, as the collector expects, with several partitions so that per-key
 # ordering across partitions is really exercised.

@@ -34,15 +34,21 @@ import (
 type Env struct {
 	// Dir is the state folder of a test bed this project started; empty for external services, which
 	// the fault helpers cannot control.
-	Dir           string
-	Kubeconfig    string   // one context per member, named like the member
-	Clusters      []string // member1 .. memberN
-	KafkaBrokers  []string
-	OpenSearchURL string
-	Kubectl       string
-	Logs          string
-	etcd          map[string]string // member → etcd client URL
-	root          string
+	Dir          string
+	Kubeconfig   string   // one context per member, named like the member
+	Clusters     []string // member1 .. memberN
+	KafkaBrokers []string
+	// KafkaSecure is the broker's SASL_SSL listener (TLS with a certificate of KafkaCAFile; SASL
+	// PLAIN with the user of the two files, SCRAM-SHA-256 and -512 with users a test creates);
+	// empty for external services without one.
+	KafkaSecure                                    []string
+	KafkaCAFile                                    string
+	KafkaPlainUsernameFile, KafkaPlainPasswordFile string
+	OpenSearchURL                                  string
+	Kubectl                                        string
+	Logs                                           string
+	etcd                                           map[string]string // member → etcd client URL
+	root                                           string
 }
 
 // Root is the repository's top folder.
@@ -88,15 +94,21 @@ func Load() (*Env, error) {
 		}
 	}
 	e := &Env{
-		Dir:           vars["KUBESEARCH_TESTBED_DIR"],
-		Kubeconfig:    vars["KUBESEARCH_TESTBED_KUBECONFIG"],
-		Clusters:      strings.Fields(vars["KUBESEARCH_TESTBED_CLUSTERS"]),
-		KafkaBrokers:  strings.Split(vars["KAFKA_BROKERS"], ","),
-		OpenSearchURL: strings.TrimRight(vars["OPENSEARCH_URL"], "/"),
-		Kubectl:       vars["KUBECTL"],
-		Logs:          vars["KUBESEARCH_TESTBED_LOGS"],
-		etcd:          map[string]string{},
-		root:          root,
+		Dir:                    vars["KUBESEARCH_TESTBED_DIR"],
+		Kubeconfig:             vars["KUBESEARCH_TESTBED_KUBECONFIG"],
+		Clusters:               strings.Fields(vars["KUBESEARCH_TESTBED_CLUSTERS"]),
+		KafkaBrokers:           strings.Split(vars["KAFKA_BROKERS"], ","),
+		KafkaCAFile:            vars["KUBESEARCH_TESTBED_KAFKA_CA"],
+		KafkaPlainUsernameFile: vars["KUBESEARCH_TESTBED_KAFKA_PLAIN_USERNAME_FILE"],
+		KafkaPlainPasswordFile: vars["KUBESEARCH_TESTBED_KAFKA_PLAIN_PASSWORD_FILE"],
+		OpenSearchURL:          strings.TrimRight(vars["OPENSEARCH_URL"], "/"),
+		Kubectl:                vars["KUBECTL"],
+		Logs:                   vars["KUBESEARCH_TESTBED_LOGS"],
+		etcd:                   map[string]string{},
+		root:                   root,
+	}
+	if v := vars["KUBESEARCH_TESTBED_KAFKA_SASL_SSL"]; v != "" {
+		e.KafkaSecure = strings.Split(v, ",")
 	}
 	if e.Kubectl == "" {
 		e.Kubectl = "kubectl"

@@ -44,10 +44,23 @@ openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key
 admin_token=$(openssl rand -hex 24)
 
 if [[ $SERVICES == all ]]; then
-  kafka_port=$(free_port); kafka_ctl_port=$(free_port)
+  # Kafka's SASL_SSL listener: a serving certificate of the same CA in a PKCS#12 keystore, and the
+  # PLAIN user's credentials, in files (as the clients take them).
+  ktls="$STATE_DIR/kafka/tls"
+  mkdir -p "$ktls"
+  openssl req -newkey rsa:2048 -nodes -subj /CN=kafka -keyout "$ktls/broker.key" -out "$ktls/broker.csr" 2>/dev/null
+  openssl x509 -req -in "$ktls/broker.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 30 \
+    -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth') \
+    -out "$ktls/broker.crt" 2>/dev/null
+  openssl rand -hex 16 > "$ktls/broker.pass"
+  openssl pkcs12 -export -in "$ktls/broker.crt" -inkey "$ktls/broker.key" -name kafka \
+    -passout "file:$ktls/broker.pass" -out "$ktls/broker.p12"
+  printf kubesearch > "$ktls/plain-username"
+  openssl rand -hex 16 | tr -d '\n' > "$ktls/plain-password"
+  kafka_port=$(free_port); kafka_ctl_port=$(free_port); kafka_secure_port=$(free_port)
   os_port=$(free_port); os_transport_port=$(free_port)
   # Kafka and OpenSearch take the longest to start; they come up while the members do.
-  ( kafka_start "$kafka_port" "$kafka_ctl_port" ) & kafka_job=$!
+  ( kafka_start "$kafka_port" "$kafka_ctl_port" "$kafka_secure_port" ) & kafka_job=$!
   ( opensearch_start "$os_port" "$os_transport_port" ) & os_job=$!
 fi
 
@@ -187,6 +200,10 @@ fi
   done
   if [[ $SERVICES == all ]]; then
     echo "export KAFKA_BROKERS=127.0.0.1:$kafka_port"
+    echo "export KUBESEARCH_TESTBED_KAFKA_SASL_SSL=127.0.0.1:$kafka_secure_port"
+    echo "export KUBESEARCH_TESTBED_KAFKA_CA=$pki/ca.crt"
+    echo "export KUBESEARCH_TESTBED_KAFKA_PLAIN_USERNAME_FILE=$ktls/plain-username"
+    echo "export KUBESEARCH_TESTBED_KAFKA_PLAIN_PASSWORD_FILE=$ktls/plain-password"
     echo "export OPENSEARCH_URL=http://127.0.0.1:$os_port"
   fi
   echo "export KUBECTL=$KUBECTL"
