@@ -73,7 +73,9 @@ func TestKafkaTLSAndSASL(t *testing.T) {
 	member := env.Clusters[0]
 	ns := uniqueName("kafka-sasl")
 	env.KubectlRun(t, member, []byte(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %[1]s}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: %[1]s}\ndata: {k: v}\n", ns)), "apply", "-f", "-")
-	t.Cleanup(func() { _, _ = env.KubectlOutput(context.Background(), member, nil, "delete", "namespace", ns, "--wait=false") })
+	t.Cleanup(func() {
+		_, _ = env.KubectlOutput(context.Background(), member, nil, "delete", "namespace", ns, "--wait=false")
+	})
 	registry := filepath.Join(dir, "registry.yaml")
 	writeFile(t, registry, fmt.Sprintf(`apiVersion: search.karmada.io/v1alpha1
 kind: ResourceRegistry

@@ -4,9 +4,12 @@ package e2e
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -187,6 +190,19 @@ data: {k: v}
 				t.Errorf("the ServiceAccount sees %s/%s/%s", it.cluster, it.namespace, it.name)
 			}
 		}
+		// Expired: the same claims with exp in the past, signed with the member's own key, are
+		// refused; re-signed with exp in the future they are accepted (so it is the expiry).
+		if env.Dir != "" {
+			resigned := func(exp time.Time) string {
+				return resignToken(t, filepath.Join(env.Dir, members[0], "sa.key"), token, exp)
+			}
+			if code, a := as(resigned(time.Now().Add(time.Hour)))("/v1alpha1/search", url.Values{"resources": {"configmaps"}}); code != 200 {
+				t.Errorf("the token re-signed with a later expiry: %d %.200s, want 200 (the test's signing is wrong)", code, a.raw)
+			}
+			if code, _ := as(resigned(time.Now().Add(-time.Minute)))("/v1alpha1/search", url.Values{"resources": {"configmaps"}}); code != 401 {
+				t.Errorf("an expired ServiceAccount token: %d, want 401", code)
+			}
+		}
 		// Deleting the ServiceAccount revokes its token: after the positive cache (10 s), 401.
 		env.KubectlRun(t, members[0], nil, "delete", "serviceaccount", "reader", "-n", nsA)
 		eventually(t, "the revoked token refused", 30*time.Second, func() bool {
@@ -338,6 +354,47 @@ data: {k: v}
 			t.Errorf("alice's watch printed %q: want configmap/shown and not the other cluster's", out)
 		}
 	})
+}
+
+// resignToken returns a ServiceAccount token's claims with another expiry (iat and nbf an hour
+// before it), signed RS256 with the member's signing key, as kube-apiserver signs them.
+func resignToken(t *testing.T, keyFile, token string, exp time.Time) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %d parts", len(parts))
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	claims["exp"], claims["iat"], claims["nbf"] = exp.Unix(), exp.Add(-time.Hour).Unix(), exp.Add(-time.Hour).Unix()
+	payload, _ = json.Marshal(claims)
+	pemBytes, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		t.Fatalf("%s: no PEM", keyFile)
+	}
+	var key *rsa.PrivateKey
+	if k, err := x509.ParsePKCS8PrivateKey(block.Bytes); err == nil {
+		key, _ = k.(*rsa.PrivateKey)
+	} else if key, err = x509.ParsePKCS1PrivateKey(block.Bytes); err != nil {
+		t.Fatalf("%s: %v", keyFile, err)
+	}
+	signed := parts[0] + "." + base64.RawURLEncoding.EncodeToString(payload)
+	digest := sha256.Sum256([]byte(signed))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 // authedGet returns a GET of base with a bearer token ("" for none): the answer decoded as a
