@@ -98,13 +98,17 @@ data: {k: v}
 	writeKubeconfig(t, env, reviewer, members[:1])
 	// HTTPS: kubectl sends no bearer token over plain HTTP.
 	caFile, certFile, keyFile, pool := servingCertificate(t, dir)
+	// Client certificates: alice's (CN alice, O shop-team) from the CA the server trusts, and one
+	// for alice from a CA it does not.
+	clientCA, aliceCert, aliceKey := clientCertificate(t, filepath.Join(dir, "clients"), "alice", "shop-team")
+	_, strangerCert, strangerKey := clientCertificate(t, filepath.Join(dir, "strangers"), "alice", "shop-team")
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	port := freePort(t)
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
 	startProcess(t, "standalone", "standalone", "--kubeconfig", kubeconfig, "--data-dir", filepath.Join(dir, "data"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--anonymous=false", "--token-auth-file", tokens, "--authorization-policy-file", policy,
 		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--rate-limit", "20", "--rate-burst", "20",
-		"--authentication-kubeconfig", reviewer)
+		"--authentication-kubeconfig", reviewer, "--client-ca-file", clientCA)
 	eventually(t, "/readyz answers without credentials", 2*time.Minute, func() bool {
 		resp, err := client.Get(base + "/readyz")
 		if err != nil {
@@ -209,6 +213,25 @@ data: {k: v}
 			code, _ := reader("/v1alpha1/search", url.Values{"resources": {"configmaps"}})
 			return code == 401
 		})
+	})
+
+	t.Run("client certificates through kubectl", func(t *testing.T) {
+		k := facadeKubectlWithCert(t, env, base, caFile, aliceCert, aliceKey)
+		got := rows(k.mustRun(t, "get", "configmaps", "-A", "--no-headers"))
+		if len(got) != 3 {
+			t.Errorf("kubectl get configmaps -A with alice's certificate: %v, want her 3", got)
+		}
+		for _, r := range got {
+			if r[0] != nsA || r[1] != members[0] {
+				t.Errorf("alice's certificate sees %v", r)
+			}
+		}
+		// The same subject from a CA the server does not trust: the TLS handshake fails.
+		stranger := &facadeKubectl{env: env, kubeconfig: k.kubeconfig}
+		out, err := stranger.run(t.Context(), "--client-certificate", strangerCert, "--client-key", strangerKey, "get", "configmaps", "-n", nsA)
+		if err == nil || !strings.Contains(err.Error(), "tls:") {
+			t.Errorf("kubectl with a certificate of another CA: %v %s, want a TLS failure", err, out)
+		}
 	})
 
 	t.Run("wholly outside the scope is 403, existing or not", func(t *testing.T) {
@@ -433,6 +456,61 @@ func facadeKubectlAs(t *testing.T, env *testbed.Env, base, caFile, token string)
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	writeFile(t, path, string(out))
 	return &facadeKubectl{env: env, kubeconfig: path}
+}
+
+// facadeKubectlWithCert is facadeKubectl with a client certificate written into the kubeconfig.
+func facadeKubectlWithCert(t *testing.T, env *testbed.Env, base, caFile, certFile, keyFile string) *facadeKubectl {
+	t.Helper()
+	out, err := exec.Command(kubesearchBinary(t), "kubeconfig", "--server", base, "--certificate-authority", caFile,
+		"--client-certificate", certFile, "--client-key", keyFile).Output()
+	if err != nil {
+		t.Fatalf("kubesearch kubeconfig: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	writeFile(t, path, string(out))
+	return &facadeKubectl{env: env, kubeconfig: path}
+}
+
+// clientCertificate makes a CA in dir and a client certificate signed by it (CN = user, O =
+// groups, as Kubernetes reads them).
+func clientCertificate(t *testing.T, dir, user string, groups ...string) (caFile, certFile, keyFile string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubesearch-e2e-client-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: user, Organization: groups},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, certFile, keyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})))
+	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
+	return caFile, certFile, keyFile
 }
 
 // servingCertificate makes a CA and a serving certificate for 127.0.0.1 signed by it, in dir.
