@@ -3,10 +3,12 @@ package queryapi
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/kubesearch/kubesearch/internal/authz"
@@ -18,8 +20,10 @@ const (
 	// are indexed shows in a reviewed subject's lists across namespaces within it (a request naming
 	// the namespace sees it at once).
 	namespacesTTL = 30 * time.Second
-	// maxNamespaces bounds the namespaces of one cluster asked about.
+	// maxNamespaces bounds the namespaces of one cluster asked about (of each source).
 	maxNamespaces = 10_000
+	// namespacesTimeout bounds one reading of a cluster's namespaces.
+	namespacesTimeout = 30 * time.Second
 )
 
 // inventory is what the SubjectAccessReview mode asks the members about: the catalog's
@@ -57,8 +61,11 @@ func (i *inventory) Resources(cluster string) []authz.CachedResource {
 	return out
 }
 
-// Namespaces are those holding cached objects of the cluster, at most maxNamespaces (the most
-// populated), read without any subject's scope: they only say what to ask the member about.
+// Namespaces are the cluster's namespaces: the cached Namespace objects (when a registry selects
+// namespaces), and those holding cached objects of any kind, at most maxNamespaces of each. A
+// namespace where the subject has a RoleBinding exists, so with namespaces cached, whether a
+// subject may see something across namespaces does not depend on objects it may not see. Read
+// without any subject's scope: they only say what to ask the member about.
 func (i *inventory) Namespaces(ctx context.Context, cluster string) ([]string, error) {
 	i.mu.Lock()
 	e, ok := i.ns[cluster]
@@ -67,24 +74,14 @@ func (i *inventory) Namespaces(ctx context.Context, cluster string) ([]string, e
 		return e.names, nil
 	}
 	v, err, _ := i.flight.Do(cluster, func() (any, error) {
-		q := &query.Query{Clusters: []string{cluster}, Limit: 1, MetadataOnly: true,
-			Facets: []query.Facet{{Dimension: query.FacetNamespace, Size: maxNamespaces}}}
-		res, err := i.store.Search(ctx, q)
+		// The read outlives the request that started it: the others waiting for it must not fail
+		// because the first one went away.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), namespacesTimeout)
+		defer cancel()
+		names, err := i.readNamespaces(ctx, cluster)
 		if err != nil {
 			return nil, fmt.Errorf("namespaces of cluster %s: %w", cluster, err)
 		}
-		if res.Continue != "" {
-			i.store.Release(ctx, res.Continue)
-		}
-		var names []string
-		for _, f := range res.Facets {
-			for _, b := range f.Buckets {
-				if b.Value != "" {
-					names = append(names, b.Value)
-				}
-			}
-		}
-		slices.Sort(names)
 		i.mu.Lock()
 		i.ns[cluster] = namespacesEntry{names: names, expires: i.now().Add(namespacesTTL)}
 		i.mu.Unlock()
@@ -94,4 +91,42 @@ func (i *inventory) Namespaces(ctx context.Context, cluster string) ([]string, e
 		return nil, err
 	}
 	return v.([]string), nil
+}
+
+func (i *inventory) readNamespaces(ctx context.Context, cluster string) ([]string, error) {
+	set := map[string]bool{}
+	res, err := i.store.Search(ctx, &query.Query{Clusters: []string{cluster}, Limit: 1, MetadataOnly: true,
+		Facets: []query.Facet{{Dimension: query.FacetNamespace, Size: maxNamespaces}}})
+	if err != nil {
+		return nil, err
+	}
+	if res.Continue != "" {
+		i.store.Release(ctx, res.Continue)
+	}
+	for _, f := range res.Facets {
+		for _, b := range f.Buckets {
+			set[b.Value] = true
+		}
+	}
+	q := &query.Query{Clusters: []string{cluster}, Resources: []query.Resource{{Resource: "namespaces"}}, Limit: query.MaxLimit, MetadataOnly: true}
+	for seen := 0; seen < maxNamespaces; {
+		page, err := i.store.Search(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page.Items {
+			set[gjson.GetBytes(it, "metadata.name").String()] = true
+		}
+		seen += len(page.Items)
+		if page.Continue == "" {
+			break
+		}
+		if seen >= maxNamespaces {
+			i.store.Release(ctx, page.Continue)
+			break
+		}
+		q.Continue = page.Continue
+	}
+	delete(set, "")
+	return slices.Sorted(maps.Keys(set)), nil
 }

@@ -29,8 +29,12 @@ const (
 	// DefaultReviewConcurrency bounds the reviews one request has in flight.
 	DefaultReviewConcurrency = 16
 	reviewTimeout            = 5 * time.Second
-	// maxAnswers bounds the cached answers; past it the expired ones go, then all.
+	// maxAnswers bounds the cached answers; past it the expired ones go, or all when few have.
 	maxAnswers = 200_000
+	// MaxReviewsPerRequest bounds what one request may ask of the members (cached answers are
+	// free): past it the rest are denies, so a request naming a thousand namespaces or resources
+	// cannot turn into a flood of reviews.
+	MaxReviewsPerRequest = 10_000
 )
 
 // ReviewOptions configure the SubjectAccessReview mode: each member's own RBAC (or whatever
@@ -184,20 +188,31 @@ type View struct {
 	user auth.User
 	key  string
 	inv  Inventory
+
+	mu     sync.Mutex
+	asked  int  // reviews this request asked the members
+	capped bool // the budget ran out (logged once)
 }
 
 // View binds the reviewer to a request (its context bounds the reviews) and its user.
 func (r *Reviewer) View(ctx context.Context, user auth.User, inv Inventory) *View {
 	groups := slices.Clone(user.Groups)
 	slices.Sort(groups)
-	key := user.Name + "\x00" + user.UID + "\x00" + strings.Join(groups, "\x01")
-	return &View{r: r, ctx: ctx, user: user, key: key, inv: inv}
+	// Length-prefixed: no name, UID or group can make two users' keys collide.
+	var key strings.Builder
+	for _, f := range append([]string{user.Name, user.UID}, groups...) {
+		fmt.Fprintf(&key, "%d:%s", len(f), f)
+	}
+	return &View{r: r, ctx: ctx, user: user, key: key.String(), inv: inv}
 }
 
 // Allowed is Policy.Allowed asked of the members: whether the user may, with verb, see some object
 // of resource in group, in cluster and namespace ("" for cluster-scoped objects); Any in a
 // dimension asks about any value. A concrete cluster and resource are asked whether or not
-// anything of them is cached, so that the answer does not depend on what exists.
+// anything of them is cached, so that the answer does not depend on what exists. Any namespace is
+// allowed when a review without a namespace is (a ClusterRoleBinding), or a review of one of the
+// inventory's namespaces of the cluster: where the subject has a RoleBinding, the namespace exists.
+// At most MaxReviewsPerRequest reviews are asked per View; past them the answers are denies.
 func (v *View) Allowed(verb, cluster, namespace, group, resource string) bool {
 	if !slices.Contains([]string{VerbGet, VerbList, VerbWatch}, verb) {
 		return false
@@ -206,45 +221,51 @@ func (v *View) Allowed(verb, cluster, namespace, group, resource string) bool {
 	if cluster == Any {
 		clusters = v.inv.Clusters()
 	}
+	type pair struct {
+		cluster string
+		res     CachedResource
+	}
+	var pairs []pair
 	for _, c := range clusters {
-		var candidates []CachedResource
 		if group != Any && resource != Any {
-			candidates = []CachedResource{{Group: group, Resource: resource, Namespaced: true}}
-			for _, cr := range v.inv.Resources(c) {
-				if cr.Group == group && cr.Resource == resource {
-					candidates[0].Namespaced = cr.Namespaced
+			cr := CachedResource{Group: group, Resource: resource, Namespaced: true}
+			for _, known := range v.inv.Resources(c) {
+				if known.Group == group && known.Resource == resource {
+					cr.Namespaced = known.Namespaced
 				}
 			}
-		} else {
-			for _, cr := range v.inv.Resources(c) {
-				if (group == Any || cr.Group == group) && (resource == Any || cr.Resource == resource) {
-					candidates = append(candidates, cr)
-				}
-			}
+			pairs = append(pairs, pair{c, cr})
+			continue
 		}
-		for _, cr := range candidates {
-			if v.allowedIn(verb, c, namespace, cr) {
-				return true
+		for _, cr := range v.inv.Resources(c) {
+			if (group == Any || cr.Group == group) && (resource == Any || cr.Resource == resource) {
+				pairs = append(pairs, pair{c, cr})
 			}
 		}
 	}
-	return false
-}
-
-// allowedIn answers Allowed for one cluster and resource.
-func (v *View) allowedIn(verb, cluster, namespace string, cr CachedResource) bool {
-	if namespace != Any {
-		return v.reviewAll([]reviewKey{v.keyOf(cluster, verb, cr, namespace)})[0]
+	// One batch per step, asked in parallel: the named namespace (a namespaced review honours
+	// ClusterRoleBindings too); or every namespace at once, then the namespaces one at a time.
+	first := make([]reviewKey, len(pairs))
+	for i, p := range pairs {
+		ns := namespace
+		if ns == Any {
+			ns = ""
+		}
+		first[i] = v.keyOf(p.cluster, verb, p.res, ns)
 	}
-	// A review without a namespace asks about every namespace at once (a ClusterRoleBinding).
-	if v.reviewAll([]reviewKey{v.keyOf(cluster, verb, cr, "")})[0] {
+	if slices.Contains(v.reviewAll(first), true) {
 		return true
 	}
-	if !cr.Namespaced {
+	if namespace != Any {
 		return false
 	}
-	keys := v.namespaceKeys(cluster, verb, cr, nil)
-	return slices.Contains(v.reviewAll(keys), true)
+	var perNamespace []reviewKey
+	for _, p := range pairs {
+		if p.res.Namespaced {
+			perNamespace = append(perNamespace, v.namespaceKeys(p.cluster, verb, p.res, nil)...)
+		}
+	}
+	return slices.Contains(v.reviewAll(perNamespace), true)
 }
 
 // Scope is Policy.Scope asked of the members, for a query over clusters, namespaces and resources
@@ -355,6 +376,17 @@ func (v *View) reviewAll(keys []reviewKey) []bool {
 	if len(missing) == 0 {
 		return out
 	}
+	v.mu.Lock()
+	budget := max(0, MaxReviewsPerRequest-v.asked)
+	first := len(missing) > budget && !v.capped
+	v.capped = v.capped || len(missing) > budget
+	missing = missing[:min(len(missing), budget)] // the rest stay denies
+	v.asked += len(missing)
+	v.mu.Unlock()
+	if first {
+		v.r.log.Warn("a request needs more subject access reviews than one may ask; the rest are denies",
+			"user", v.user.Name, "max", MaxReviewsPerRequest)
+	}
 	var g errgroup.Group
 	g.SetLimit(v.r.concurrency)
 	for _, i := range missing {
@@ -367,9 +399,12 @@ func (v *View) reviewAll(keys []reviewKey) []bool {
 	return out
 }
 
-// review asks the member once for every request wanting the same answer at the same time.
+// review asks the member once for every request wanting the same answer at the same time. The
+// review outlives the request that started it (bounded by its own timeout): the others waiting
+// for it must not get a deny because the first one went away.
 func (v *View) review(k reviewKey) bool {
-	flightKey := strings.Join([]string{k.user, k.cluster, k.verb, k.group, k.resource, k.namespace}, "\x02")
+	flightKey := fmt.Sprintf("%d:%s%d:%s%d:%s%d:%s%d:%s%s", len(k.user), k.user, len(k.cluster), k.cluster, len(k.verb), k.verb,
+		len(k.group), k.group, len(k.resource), k.resource, k.namespace)
 	allowed, _, _ := v.r.flight.Do(flightKey, func() (any, error) {
 		allowed, err := v.ask(k)
 		ttl := v.r.allowTTL
@@ -377,9 +412,6 @@ func (v *View) review(k reviewKey) bool {
 			ttl = v.r.denyTTL
 		}
 		if err != nil {
-			if v.ctx.Err() != nil {
-				return false, nil // the request went away: nothing learnt, nothing cached
-			}
 			v.r.log.Warn("subject access review failed; the member's objects are hidden from the user meanwhile",
 				"cluster", k.cluster, "user", v.user.Name, "verb", k.verb, "resource", k.resource, "namespace", k.namespace, "err", err)
 		}
@@ -405,7 +437,7 @@ func (v *View) ask(k reviewKey) (bool, error) {
 		User: v.user.Name, UID: v.user.UID, Groups: v.user.Groups,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: k.namespace, Verb: k.verb, Group: k.group, Resource: k.resource},
 	}}
-	ctx, cancel := context.WithTimeout(v.ctx, reviewTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(v.ctx), reviewTimeout)
 	defer cancel()
 	got, err := member.Create(ctx, sar, metav1.CreateOptions{})
 	if err != nil {
@@ -431,7 +463,9 @@ func (r *Reviewer) remember(k reviewKey, a reviewAnswer) {
 				delete(r.answers, k)
 			}
 		}
-		if len(r.answers) >= maxAnswers {
+		// A sweep that freed little would run again at the next answer, under the lock every
+		// request takes: start over instead.
+		if len(r.answers) > maxAnswers*9/10 {
 			clear(r.answers)
 		}
 	}

@@ -3,9 +3,11 @@ package authz
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -202,5 +204,75 @@ func TestMergeGrantsIsDeterministic(t *testing.T) {
 	}
 	if !reflect.DeepEqual(a, want) || !reflect.DeepEqual(b, want) {
 		t.Errorf("merged:\n%+v\n%+v\nwant %+v", a, b, want)
+	}
+}
+
+// blockingMember answers after release is closed, allowing everything.
+type blockingMember struct {
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (b *blockingMember) Create(ctx context.Context, r *authorizationv1.SubjectAccessReview, _ metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
+	b.calls.Add(1)
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	out := r.DeepCopy()
+	out.Status.Allowed = true
+	return out, nil
+}
+
+// The first request asking a review goes away while another waits for the same answer: the
+// other still gets the member's answer, and it is cached.
+func TestReviewOutlivesTheRequestThatAskedIt(t *testing.T) {
+	m := &blockingMember{release: make(chan struct{})}
+	r := newReviewer(ReviewOptions{}, map[string]accessReviewer{"member1": m})
+	inv := fakeInventory{resources: map[string][]CachedResource{"member1": {configmaps}}}
+	gone, cancel := context.WithCancel(t.Context())
+	first := make(chan bool)
+	go func() { first <- r.View(gone, reader, inv).Allowed(VerbList, "member1", "shop", "", "configmaps") }()
+	for m.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	second := make(chan bool)
+	go func() { second <- r.View(t.Context(), reader, inv).Allowed(VerbList, "member1", "shop", "", "configmaps") }()
+	time.Sleep(20 * time.Millisecond) // the second joins the first's review
+	cancel()
+	close(m.release)
+	<-first
+	if !<-second {
+		t.Error("the second request got a deny because the first went away")
+	}
+	if n := m.calls.Load(); n != 1 {
+		t.Errorf("%d reviews, want 1 shared", n)
+	}
+}
+
+// A request naming more than MaxReviewsPerRequest namespaces asks no more than that.
+func TestReviewBudgetPerRequest(t *testing.T) {
+	m := &fakeMember{}
+	r := newReviewer(ReviewOptions{}, map[string]accessReviewer{"member1": m})
+	inv := fakeInventory{resources: map[string][]CachedResource{"member1": {configmaps}}}
+	namespaces := make([]string, MaxReviewsPerRequest+500)
+	for i := range namespaces {
+		namespaces[i] = fmt.Sprintf("ns-%d", i)
+	}
+	v := r.View(t.Context(), reader, inv)
+	v.Scope(VerbList, nil, namespaces, nil)
+	if n := m.calls(); n != MaxReviewsPerRequest {
+		t.Errorf("%d reviews for %d namespaces, want the budget, %d", n, len(namespaces), MaxReviewsPerRequest)
+	}
+}
+
+// Users whose name, UID and groups join to the same text are different users.
+func TestReviewKeysDoNotCollide(t *testing.T) {
+	r := newReviewer(ReviewOptions{}, nil)
+	a := r.View(t.Context(), auth.User{Name: "a", Groups: []string{"b:c"}}, fakeInventory{})
+	b := r.View(t.Context(), auth.User{Name: "a", Groups: []string{"b", "c"}}, fakeInventory{})
+	if a.key == b.key {
+		t.Errorf("two users share the key %q", a.key)
 	}
 }

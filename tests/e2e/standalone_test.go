@@ -167,6 +167,32 @@ func TestStandalone(t *testing.T) {
 		if len(got) != 1 || len(want) != 1 || !slices.Equal(got[0], append([]string{members[1]}, want[0]...)) {
 			t.Errorf("facade services of %s: %v, member: %v", members[1], got, want)
 		}
+		// Two kinds across every namespace, as kubectl prints them: the members' rows (AGE aside, a
+		// moment apart) with CLUSTER after NAMESPACE.
+		sel := []string{"get", "deploy,svc", "-A", "-l", "app.kubernetes.io/name=checkout", "--no-headers"}
+		dropAge := func(r []string) string { return strings.Join(r[:len(r)-1], " ") }
+		var wantMulti, gotMulti []string
+		_ = wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			wantMulti, gotMulti = nil, nil
+			for _, m := range members {
+				for _, r := range rows(string(env.KubectlRun(t, m, nil, sel...))) {
+					wantMulti = append(wantMulti, dropAge(append([]string{r[0], m}, r[1:]...)))
+				}
+			}
+			out, err := k.run(ctx, sel...)
+			if err != nil {
+				return false, nil
+			}
+			for _, r := range rows(out) {
+				gotMulti = append(gotMulti, dropAge(r))
+			}
+			slices.Sort(wantMulti)
+			slices.Sort(gotMulti)
+			return len(wantMulti) >= 4 && slices.Equal(gotMulti, wantMulti), nil
+		})
+		if len(wantMulti) < 4 || !slices.Equal(gotMulti, wantMulti) {
+			t.Errorf("get deploy,svc -A:\n facade %q\nmembers %q", gotMulti, wantMulti)
+		}
 		// The qualified view's table names objects as -o name and a GET do: <name>_<cluster>.
 		for _, r := range rows(k.mustRun(t, "--context", "kubesearch-qualified", "get", "deployments", "-n", ns, "--no-headers")) {
 			if !strings.HasPrefix(r[1], "checkout_member") || !strings.HasSuffix(r[1], "_"+r[0]) {
