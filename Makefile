@@ -6,7 +6,7 @@ GO ?= go
 export GOTOOLCHAIN := go1.27.3
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down run fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-roll bench-stores
+.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down run fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-roll bench-stores bench-compare
 
 build:
 	$(GO) build -o bin/kubesearch ./cmd/kubesearch
@@ -98,6 +98,12 @@ bench-roll:
 # BENCH_STORE_QUERIES to change).
 bench-stores:
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -v -run TestBenchStores ./tests/e2e/
+
+# Go benchmarks of the hot paths (envelope, object → document, query compile, Table rows, watch
+# events; no services) on the working tree beside BASE (default HEAD~1), COUNT runs each (default 6),
+# compared by benchstat (scripts/bench-compare.sh). E.g. make bench-compare BASE=main COUNT=10.
+bench-compare:
+	GO=$(GO) BASE=$(BASE) COUNT=$(COUNT) bash scripts/bench-compare.sh
 
 # Packaging (issue 14). The container image without Docker: a static binary stamped with
 # IMAGE_VERSION/IMAGE_COMMIT, assembled by tests/packaging/tools/image into an OCI layout

@@ -120,7 +120,6 @@ func benchPod(b *testing.B, typ envelope.Type, rv string) *envelope.Event {
 		Epoch: 1767225600000001, ObservedAt: at, ChangedAt: at.Add(-time.Second), Object: obj}
 }
 
-
 // BenchmarkWatchEvent is what the query API does per watcher for each event of the stream: one
 // MODIFIED of a Pod, from the watch cache, matched against the watch's selectors and scope and
 // written as the line the client reads. The watch resumed from a resourceVersion, as informers
