@@ -138,6 +138,7 @@ func (s *Server) search(c *gin.Context) {
 		s.writeStoreError(c, err)
 		return
 	}
+	c.Header("Content-Length", strconv.Itoa(len(body)))
 	c.Data(http.StatusOK, "application/json", body)
 }
 
@@ -151,21 +152,28 @@ func encodeSearchResult(out SearchResult) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode search result: %w", err)
 	}
-	size := 2
+	// The first `"items":null` is the field itself: fields before it hold no unescaped quote.
+	at := bytes.Index(head, []byte(`"items":null`))
+	if at < 0 {
+		return nil, errors.New("encode search result: no items field")
+	}
+	rest := head[at+len(`"items":null`):]
+	size := at + len(`"items":[]`) + len(rest)
 	for _, it := range items {
 		size += len(it) + 1
 	}
-	arr := make([]byte, 0, size)
-	arr = append(arr, '[')
+	// One buffer of the exact size: the page is copied once, from the store's answer.
+	buf := make([]byte, 0, size)
+	buf = append(buf, head[:at]...)
+	buf = append(buf, `"items":[`...)
 	for i, it := range items {
 		if i > 0 {
-			arr = append(arr, ',')
+			buf = append(buf, ',')
 		}
-		arr = append(arr, it...)
+		buf = append(buf, it...)
 	}
-	arr = append(arr, ']')
-	// The first `"items":null` is the field itself: fields before it hold no unescaped quote.
-	return bytes.Replace(head, []byte(`"items":null`), append([]byte(`"items":`), arr...), 1), nil
+	buf = append(buf, ']')
+	return append(buf, rest...), nil
 }
 
 // warningHeader formats an RFC 7234 warning as Kubernetes does: code 299, no agent.

@@ -45,6 +45,9 @@ type Options struct {
 	Stream  stream.Broker
 	// OpenSearch holds credentials and TLS settings, as the indexer takes them.
 	OpenSearch osstore.Security
+	// OpenSearchCompression asks OpenSearch for gzipped answers (osstore.Options.Compression): for
+	// a slow link to it, not for loopback or in-cluster networks.
+	OpenSearchCompression bool
 	// IndexPrefix is the indexer's --index-prefix.
 	IndexPrefix string
 	// KafkaBrokers are the event stream's brokers. The Kubernetes facade reads the collectors'
@@ -282,7 +285,7 @@ func New(o Options) (*Server, error) {
 		// The store reads the OpenSearch credentials: its errors join the others.
 		oss, berr := osstore.New(osstore.Options{Addresses: o.OpenSearchAddresses, Security: o.OpenSearch,
 			RequestTimeout: o.RequestTimeout, Index: mappings.Options{Prefix: o.IndexPrefix}, TokenKey: key,
-			KeepAlive: o.PageKeepAlive, Logger: log})
+			KeepAlive: o.PageKeepAlive, Compression: o.OpenSearchCompression, Logger: log})
 		if berr == nil {
 			backend = oss
 			closers = append(closers, oss.Close)

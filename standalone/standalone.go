@@ -139,12 +139,13 @@ type Standalone struct {
 
 // New prepares the data folder (locking it against a second process), opens the store and makes
 // the three components; nothing connects to a member before Run.
-func New(o Options) (s *Standalone, err error) {
+func New(o Options) (_ *Standalone, err error) {
 	o.SetDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	s = &Standalone{opts: o, log: o.Logger}
+	// Not the named result: every error return sets that to nil before the deferred close runs.
+	s := &Standalone{opts: o, log: o.Logger}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.close())

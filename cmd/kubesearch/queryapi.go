@@ -59,6 +59,7 @@ func queryAPIFlags(g flagGroups) func() queryapi.Options {
 		fs.StringVar(&o.OpenSearch.SecretDir, "opensearch-secret-dir", "", "mounted Secret folder with files username (or userName) and password")
 		fs.StringVar(&o.OpenSearch.CAFile, "opensearch-ca-file", "", "PEM CA certificates that sign OpenSearch's certificate")
 		fs.BoolVar(&o.OpenSearch.InsecureSkipVerify, "opensearch-insecure-skip-verify", false, "accept any OpenSearch certificate; for demos only")
+		fs.BoolVar(&o.OpenSearchCompression, "opensearch-compression", false, "ask OpenSearch for gzipped answers: fewer bytes on a slow link, more CPU on both sides")
 		fs.StringVar(&o.IndexPrefix, "index-prefix", "", "the indexer's --index-prefix")
 	})
 	g.add("Kafka", func(fs *pflag.FlagSet) {

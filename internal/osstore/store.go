@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -20,35 +21,22 @@ import (
 
 // Search answers one page of q.
 //
-// A first page starts with a count (no documents fetched), unless it looks up exact names. When every
-// match fits in one page, one plain search answers it: single-page answers never pay for a
-// point-in-time. Otherwise the page is read inside a new PIT, so the pages that follow read the same
-// snapshot; the count costs far less than fetching the page twice would.
+// A first page is read inside a new point-in-time (PIT), in one search that also counts every
+// match exactly (track_total_hits), so the pages that follow read the same snapshot: two requests,
+// the PIT's open and the search. A first page that holds every match needs no snapshot: its PIT is
+// closed after the answer, off the request's path. A lookup by exact names is expected to fit in one
+// page and skips the PIT.
 func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, error) {
 	if q.Continue != "" {
 		return s.next(ctx, q)
 	}
 	body := Compile(q)
-	// A lookup by exact names is expected to fit in one page: it skips the count.
-	onePage := len(q.Names) > 0
-	if !onePage {
-		resp, err := s.searchLive(ctx, "_count", map[string]any{"query": body["query"]})
-		if err != nil {
-			return nil, err
-		}
-		onePage = gjson.GetBytes(resp, "count").Int() <= int64(q.Limit)
-	}
-	var (
-		res  *store.Result
-		resp []byte
-		err  error
-	)
-	if onePage {
-		if res, resp, err = s.firstPageLive(ctx, q, body); err != nil || res.Total <= int64(len(res.Items)) {
+	if len(q.Names) > 0 {
+		res, _, err := s.firstPageLive(ctx, q, body)
+		if err != nil || res.Total <= int64(len(res.Items)) {
 			return res, err
 		}
-		// More than a page after all (names used widely, or matches that arrived after the count):
-		// page it like any other.
+		// More than a page after all (names used widely): page it like any other.
 	}
 	tok := token{Now: q.Now.UnixNano()}
 	pit, err := s.openPIT(ctx)
@@ -56,18 +44,35 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 	case errors.Is(err, errTooManyPITs):
 		// Every paged query holds a PIT until its keep-alive runs out; when OpenSearch allows no more,
 		// paging goes on without a snapshot rather than failing, and says so on every page.
-		if res == nil {
-			if res, resp, err = s.firstPageLive(ctx, q, body); err != nil {
-				return nil, err
-			}
-		}
-		res.Warnings = append(res.Warnings, noSnapshotWarning)
-		tok.Total, tok.Lower = res.Total, res.TotalIsLowerBound
-		return s.page(ctx, q, res, resp, tok, true)
+		return s.firstPagePlain(ctx, q, body, tok, nil)
+	case errors.Is(err, store.ErrRejected):
+		// OpenSearch 2.19 refuses a PIT over a pattern that matches no index (an installation
+		// that has indexed nothing yet): the live search answers it, empty. Whatever else it holds
+		// must fit one page: more would need the snapshot that was refused.
+		return s.firstPagePlain(ctx, q, body, tok, err)
 	case err != nil:
 		return nil, err
 	}
 	return s.firstPagePIT(ctx, q, body, pit, tok)
+}
+
+// firstPagePlain reads a first page on the live indices, when no PIT could be opened. With
+// pitErr set, an answer of more than one page fails with it; without, it is paged without a
+// snapshot and says so.
+func (s *Store) firstPagePlain(ctx context.Context, q *query.Query, body map[string]any, tok token, pitErr error) (*store.Result, error) {
+	res, page, err := s.firstPageLive(ctx, q, body)
+	if err != nil {
+		return nil, err
+	}
+	if res.Total <= int64(len(res.Items)) {
+		return res, nil // one page: no snapshot needed, nothing to warn about
+	}
+	if pitErr != nil {
+		return nil, pitErr
+	}
+	res.Warnings = append(res.Warnings, noSnapshotWarning)
+	tok.Total, tok.Lower = res.Total, res.TotalIsLowerBound
+	return s.page(ctx, q, res, page, tok, true)
 }
 
 // firstPagePIT reads a first page inside a new PIT. If the page fails, no token carries the PIT on,
@@ -76,27 +81,29 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 func (s *Store) firstPagePIT(ctx context.Context, q *query.Query, body map[string]any, pit string, tok token) (*store.Result, error) {
 	body["pit"] = map[string]any{"id": pit, "keep_alive": keepAlive(s.keepAlive)}
 	body["size"] = q.Limit + 1
-	var res *store.Result
+	var (
+		res  *store.Result
+		page hitPage
+	)
 	resp, err := s.search(ctx, "/_search", nil, body)
 	if err == nil {
-		res, err = s.result(q, resp)
+		res, page, err = s.result(q, resp)
 	}
 	if err != nil {
 		s.closePIT(ctx, pit)
 		return nil, err
 	}
 	tok.Total, tok.Lower = res.Total, res.TotalIsLowerBound
-	return s.page(ctx, q, res, resp, tok, false) // closes the PIT itself when it cannot issue a token
+	return s.page(ctx, q, res, page, tok, false) // closes the PIT itself when it cannot issue a token
 }
 
 // firstPageLive runs a first page on the live indices, without a snapshot.
-func (s *Store) firstPageLive(ctx context.Context, q *query.Query, body map[string]any) (*store.Result, []byte, error) {
+func (s *Store) firstPageLive(ctx context.Context, q *query.Query, body map[string]any) (*store.Result, hitPage, error) {
 	resp, err := s.searchLive(ctx, "_search", body)
 	if err != nil {
-		return nil, nil, err
+		return nil, hitPage{}, err
 	}
-	res, err := s.result(q, resp)
-	return res, resp, err
+	return s.result(q, resp)
 }
 
 // searchLive sends a _search or _count to every index of the installation; a missing index (no
@@ -137,7 +144,7 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.result(q, resp)
+	res, page, err := s.result(q, resp)
 	if err != nil {
 		return nil, err
 	}
@@ -145,34 +152,33 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 	if tok.PIT == "" {
 		res.Warnings = append(res.Warnings, noSnapshotWarning)
 	}
-	return s.page(ctx, q, res, resp, tok, tok.PIT == "")
+	return s.page(ctx, q, res, page, tok, tok.PIT == "")
 }
 
 // page trims a search of Limit+1 hits to Limit and issues the token for the rest, or closes the
 // PIT after the last page. Without a snapshot (plain), a first page has only Limit hits: the total
 // tells whether more follow.
-func (s *Store) page(ctx context.Context, q *query.Query, res *store.Result, resp []byte, tok token, plain bool) (*store.Result, error) {
-	hits := gjson.GetBytes(resp, "hits.hits").Array()
-	pit := gjson.GetBytes(resp, "pit_id").Str
-	last := len(hits) <= q.Limit
+func (s *Store) page(ctx context.Context, q *query.Query, res *store.Result, hits hitPage, tok token, plain bool) (*store.Result, error) {
+	last := len(hits.sorts) <= q.Limit
 	if plain && tok.After == nil {
-		last = res.Total <= int64(len(hits))
+		last = res.Total <= int64(len(hits.sorts))
 	}
 	if last {
-		// The PIT would expire by itself; closing it frees the node's resources now. A failure
-		// changes nothing for this answer, so it is not reported.
-		s.closePIT(ctx, pit)
+		// The PIT would expire by itself; closing it frees the node's resources now, after the
+		// answer rather than before it. A failure changes nothing for this answer, so it is not
+		// reported.
+		s.closePITLater(ctx, hits.pit)
 		return res, nil
 	}
 	res.Items = res.Items[:min(q.Limit, len(res.Items))]
 	res.Epochs = res.Epochs[:len(res.Items)]
 	tok.Query = q.Fingerprint()
-	tok.PIT = pit
-	tok.After = json.RawMessage(hits[len(res.Items)-1].Get("sort").Raw)
+	tok.PIT = hits.pit
+	tok.After = json.RawMessage(hits.sorts[len(res.Items)-1])
 	tok.Expires = s.now().Add(s.keepAlive).UnixNano()
 	c, err := s.tokens.encode(tok)
 	if err != nil {
-		s.closePIT(ctx, pit) // nothing can continue in it
+		s.closePIT(ctx, hits.pit) // nothing can continue in it
 		return nil, err
 	}
 	res.Continue = c
@@ -181,23 +187,36 @@ func (s *Store) page(ctx context.Context, q *query.Query, res *store.Result, res
 
 func keepAlive(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
 
-// result reads hits, total and facets of a search response.
-func (s *Store) result(q *query.Query, resp []byte) (*store.Result, error) {
-	r := gjson.ParseBytes(resp)
+// hitPage is what paging needs of a search response besides its Result: the PIT it ran in (its id
+// may change between pages) and each hit's sort values.
+type hitPage struct {
+	pit   string
+	sorts []string
+}
+
+// result reads hits, total and facets of a search response. A page of 100 Pods is about 1 MB, and
+// each path looked up from the top scans what comes before it: the hits are walked once, and the
+// aggregations after them are looked up only when the query asked for some. Items are slices of
+// resp, not copies.
+func (s *Store) result(q *query.Query, resp []byte) (*store.Result, hitPage, error) {
+	// resp is not changed after this: the strings gjson returns may share its bytes.
+	js := unsafe.String(unsafe.SliceData(resp), len(resp))
+	r := gjson.Parse(js)
+	head := gjson.GetMany(js, "took", "pit_id", "hits.total.value", "hits.total.relation")
 	res := &store.Result{
-		Total:             r.Get("hits.total.value").Int(),
-		TotalIsLowerBound: r.Get("hits.total.relation").Str == "gte",
-		Took:              time.Duration(r.Get("took").Int()) * time.Millisecond,
+		Took:              time.Duration(head[0].Int()) * time.Millisecond,
+		Total:             head[2].Int(),
+		TotalIsLowerBound: head[3].Str == "gte",
 	}
-	for _, h := range r.Get("hits.hits").Array() {
-		obj, err := mappings.StoredObject([]byte(h.Get("_source").Raw))
-		if err != nil {
-			return nil, fmt.Errorf("document %s in %s: %w", h.Get("_id").Str, h.Get("_index").Str, err)
-		}
-		res.Items = append(res.Items, obj)
-		res.Epochs = append(res.Epochs, h.Get("_source."+document.FieldEpoch).Int())
+	page := hitPage{pit: head[1].Str}
+	if err := readHits(resp, r.Get("hits.hits"), res, &page); err != nil {
+		return nil, hitPage{}, err
 	}
-	if v := r.Get("aggregations." + versionsAgg + ".pair.cluster.buckets"); v.Exists() {
+	if len(q.Facets) == 0 && !q.Versions {
+		return res, page, nil
+	}
+	aggs := r.Get("aggregations")
+	if v := aggs.Get(versionsAgg + ".pair.cluster.buckets"); v.Exists() {
 		res.Versions = map[string]int64{}
 		for _, b := range v.Array() {
 			res.Versions[b.Get("key").Str] = b.Get("rv.value").Int()
@@ -205,10 +224,10 @@ func (s *Store) result(q *query.Query, resp []byte) (*store.Result, error) {
 	}
 	// Facets come with the first page only: later pages do not ask for the aggregations.
 	if q.Continue != "" {
-		return res, nil
+		return res, page, nil
 	}
 	for i, f := range q.Facets {
-		agg := r.Get("aggregations." + facetAggName(i))
+		agg := aggs.Get(facetAggName(i))
 		fr := store.FacetResult{Name: f.Name(), Buckets: []store.Bucket{}, Other: agg.Get("sum_other_doc_count").Int(),
 			ErrorBound: agg.Get("doc_count_error_upper_bound").Int()}
 		for _, b := range agg.Get("buckets").Array() {
@@ -216,7 +235,67 @@ func (s *Store) result(q *query.Query, resp []byte) (*store.Result, error) {
 		}
 		res.Facets = append(res.Facets, fr)
 	}
-	return res, nil
+	return res, page, nil
+}
+
+// readHits appends the stored object and epoch of every hit of hits (a hits.hits array of resp) to
+// res, and their sort values to page. The object is the source's fullObject when it has one, else
+// its object, as mappings.StoredObject reads it.
+func readHits(resp []byte, hits gjson.Result, res *store.Result, page *hitPage) error {
+	var err error
+	hits.ForEach(func(_, h gjson.Result) bool {
+		var (
+			obj, full gjson.Result
+			epoch     int64
+			id, index string
+		)
+		h.ForEach(func(key, v gjson.Result) bool {
+			switch key.Str {
+			case "_id":
+				id = v.Str
+			case "_index":
+				index = v.Str
+			case "sort":
+				page.sorts = append(page.sorts, v.Raw)
+			case "_source":
+				v.ForEach(func(key, v gjson.Result) bool {
+					switch key.Str {
+					case mappings.FieldFullObject:
+						full = v
+					case mappings.FieldObject:
+						obj = v
+					case document.FieldEpoch:
+						epoch = v.Int()
+					}
+					return true
+				})
+			}
+			return true
+		})
+		if len(page.sorts) < len(res.Items)+1 {
+			page.sorts = append(page.sorts, "") // an unsorted search: no token can follow it
+		}
+		if full.IsObject() {
+			obj = full
+		}
+		if !obj.IsObject() {
+			err = fmt.Errorf("document %s in %s: %w", id, index, mappings.ErrNoObject)
+			return false
+		}
+		res.Items = append(res.Items, rawBytes(resp, obj))
+		res.Epochs = append(res.Epochs, epoch)
+		return true
+	})
+	return err
+}
+
+// rawBytes is the bytes of v in resp, which it was parsed from, without a copy when gjson knows
+// where v lies.
+func rawBytes(resp []byte, v gjson.Result) []byte {
+	if v.Index > 0 && v.Index+len(v.Raw) <= len(resp) {
+		return resp[v.Index : v.Index+len(v.Raw) : v.Index+len(v.Raw)]
+	}
+	return []byte(v.Raw)
 }
 
 // bucketValue names a bucket as a user would write it: deployments.apps, or a label's value.
@@ -258,6 +337,16 @@ func (s *Store) closePIT(ctx context.Context, pit string) {
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{"pit_id": []string{pit}}) // a map of strings: cannot fail
 	_, _, _ = s.do(ctx, http.MethodDelete, request{path: "/_search/point_in_time", body: body})
+}
+
+// closePITLater closes a PIT in the background, so the answer that no longer needs it does not
+// wait; Close waits for it.
+func (s *Store) closePITLater(ctx context.Context, pit string) {
+	if pit == "" {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	s.closing.Go(func() { s.closePIT(ctx, pit) })
 }
 
 // Release frees the snapshot a continue token pages in, for a client that stops before the last

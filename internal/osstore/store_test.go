@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,22 +58,26 @@ func TestResponseError(t *testing.T) {
 	}
 }
 
-// fakeOpenSearch answers what the first page of a query with more matches than a page asks: a count
-// above the page size, a new PIT ("pit-1"), then the search in it, answered by search. It records the
-// PITs closed.
+// fakeOpenSearch answers what the first page of a query asks: a new PIT ("pit-1", or the error
+// pitRefused holds), then the search in it, answered by search; a search on the live indices (when
+// no PIT could be opened) is answered by live. It records the PITs closed. A _count, which a first
+// page no longer needs, is unexpected.
 type fakeOpenSearch struct {
-	t      *testing.T
-	search http.HandlerFunc
-	mu     sync.Mutex
-	closed []string
+	t          *testing.T
+	search     http.HandlerFunc
+	live       http.HandlerFunc
+	pitRefused string
+	mu         sync.Mutex
+	closed     []string
 }
 
 func (f *fakeOpenSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	w.Header().Set("Content-Type", "application/json")
 	switch {
-	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/_count"):
-		fmt.Fprint(w, `{"count":500}`)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/_search/point_in_time") && f.pitRefused != "":
+		w.WriteHeader(int(gjson.Get(f.pitRefused, "status").Int()))
+		fmt.Fprint(w, f.pitRefused)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/_search/point_in_time"):
 		fmt.Fprint(w, `{"pit_id":"pit-1"}`)
 	case r.Method == http.MethodDelete && r.URL.Path == "/_search/point_in_time":
@@ -84,6 +89,8 @@ func (f *fakeOpenSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"pits":[{"successful":true,"pit_id":"pit-1"}]}`)
 	case r.Method == http.MethodPost && r.URL.Path == "/_search" && gjson.GetBytes(body, "pit.id").Str == "pit-1":
 		f.search(w, r)
+	case r.Method == http.MethodPost && r.URL.Path == "/kubernetes-*/_search" && f.live != nil:
+		f.live(w, r)
 	default:
 		f.t.Errorf("unexpected %s %s", r.Method, r.URL)
 		w.WriteHeader(http.StatusNotFound)
@@ -106,6 +113,11 @@ func newFakeStore(t *testing.T, f *fakeOpenSearch) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// hitsOf answers a search with n hits of total matches, each with its sort values.
+func hitsOf(n, total int, source string) string {
+	return strings.Replace(hits(n, source, true), `"value":500`, fmt.Sprintf(`"value":%d`, total), 1)
 }
 
 // hits answers a search with n hits; withSort gives each its sort values, as OpenSearch does for a
@@ -204,4 +216,86 @@ func TestSearchRejectsWhatShardsRefuse(t *testing.T) {
 	if _, err := s.Search(t.Context(), q); !errors.Is(err, store.ErrRejected) || errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Search error %v; want store.ErrRejected only", err)
 	}
+}
+
+// TestSearchFirstPage: a first page costs a PIT and one search that counts every match (no _count
+// before it); one that holds every match frees its PIT, and one that cannot have a PIT is read on
+// the live indices.
+func TestSearchFirstPage(t *testing.T) {
+	const pod = `{"object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}},"epoch":3}`
+	tooManyPITs := `{"error":{"root_cause":[{"type":"rejected_execution_exception","reason":"Trying to create too many Point In Time contexts"}],` +
+		`"type":"rejected_execution_exception","reason":"Trying to create too many Point In Time contexts"},"status":429}`
+	// What OpenSearch 2.19 answers for a PIT over a pattern that matches no index.
+	noIndex := `{"error":{"root_cause":[{"type":"illegal_argument_exception","reason":"invalid id: [null]"}],"type":"illegal_argument_exception","reason":"invalid id: [null]"},"status":400}`
+	for _, tc := range []struct {
+		name         string
+		search, live http.HandlerFunc
+		pitRefused   string
+		wantItems    int
+		wantTotal    int64
+		wantContinue bool
+		wantClosed   []string
+		wantWarning  bool
+		wantErr      error
+	}{
+		{name: "more than a page: the PIT stays for the next",
+			search:    respond(hitsOf(query.DefaultLimit+1, 500, pod)),
+			wantItems: query.DefaultLimit, wantTotal: 500, wantContinue: true},
+		{name: "every match in one page: the PIT is closed",
+			search:    respond(hitsOf(3, 3, pod)),
+			wantItems: 3, wantTotal: 3, wantClosed: []string{"pit-1"}},
+		{name: "no PIT allowed, one page: no warning",
+			pitRefused: tooManyPITs, live: respond(hitsOf(3, 3, pod)),
+			wantItems: 3, wantTotal: 3},
+		{name: "no PIT allowed, more than a page: paged without a snapshot, and says so",
+			pitRefused: tooManyPITs, live: respond(hitsOf(query.DefaultLimit, 500, pod)),
+			wantItems: query.DefaultLimit, wantTotal: 500, wantContinue: true, wantWarning: true},
+		{name: "no index yet: an empty answer",
+			pitRefused: noIndex, live: respond(`{"took":0,"hits":{"total":{"value":0,"relation":"eq"},"hits":[]}}`),
+			wantItems: 0, wantTotal: 0},
+		{name: "a refused PIT and more than a page: the refusal",
+			pitRefused: noIndex, live: respond(hitsOf(query.DefaultLimit, 500, pod)),
+			wantErr: store.ErrRejected},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeOpenSearch{t: t, search: tc.search, live: tc.live, pitRefused: tc.pitRefused}
+			s := newFakeStore(t, f)
+			q, err := query.Parse(url.Values{}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Search(t.Context(), q)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Search error %v; want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Items) != tc.wantItems || res.Total != tc.wantTotal || (res.Continue != "") != tc.wantContinue {
+				t.Errorf("Search = %d items, total %d, continue %q; want %d items, total %d, continue %v",
+					len(res.Items), res.Total, res.Continue, tc.wantItems, tc.wantTotal, tc.wantContinue)
+			}
+			if (len(res.Warnings) > 0) != tc.wantWarning {
+				t.Errorf("warnings %q; want some: %v", res.Warnings, tc.wantWarning)
+			}
+			for i, it := range res.Items {
+				if string(it) != gjson.Get(pod, "object").Raw || res.Epochs[i] != 3 {
+					t.Fatalf("item %d = %s, epoch %d; want the stored object, epoch 3", i, it, res.Epochs[i])
+				}
+			}
+			if err := s.Close(); err != nil { // waits for the PITs being closed
+				t.Fatal(err)
+			}
+			if got := f.closedPITs(); !slices.Equal(got, tc.wantClosed) {
+				t.Errorf("PITs closed: %q; want %q", got, tc.wantClosed)
+			}
+		})
+	}
+}
+
+func respond(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }
 }

@@ -56,7 +56,7 @@ func TestTableMatchesAPIServer(t *testing.T) {
 	t.Logf("objects created and settled in %s", time.Since(started).Round(time.Millisecond))
 
 	ns, sel := "/namespaces/"+run, tableTestKey+"="+run
-	for _, k := range []struct{ name, group, resource, path, selector string }{
+	kinds := []struct{ name, group, resource, path, selector string }{
 		{"pods", "", "pods", "/api/v1" + ns + "/pods", ""},
 		{"deployments", "apps", "deployments", "/apis/apps/v1" + ns + "/deployments", ""},
 		{"replicasets", "apps", "replicasets", "/apis/apps/v1" + ns + "/replicasets", ""},
@@ -74,7 +74,8 @@ func TestTableMatchesAPIServer(t *testing.T) {
 		{"events.events.k8s.io", "events.k8s.io", "events", "/apis/events.k8s.io/v1" + ns + "/events", ""},
 		{"persistentvolumeclaims", "", "persistentvolumeclaims", "/api/v1" + ns + "/persistentvolumeclaims", ""},
 		{"serviceaccounts", "", "serviceaccounts", "/api/v1" + ns + "/serviceaccounts", ""},
-	} {
+	}
+	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			c := tableCase{name: k.name, group: k.group, resource: k.resource, path: k.path, selector: k.selector}
 			compareTable(t, cs, c, table.For(k.group, k.resource))
@@ -84,6 +85,19 @@ func TestTableMatchesAPIServer(t *testing.T) {
 		sub := *f
 		sub.t = t
 		sub.compareCustomResources()
+	})
+	t.Run("through the facade", func(t *testing.T) {
+		var cases []tableCase
+		for _, k := range kinds {
+			cases = append(cases, tableCase{name: k.name, group: k.group, resource: k.resource, path: k.path, selector: k.selector})
+		}
+		// The custom resources of the subtest above, with their CRDs cached: their printer columns.
+		for _, plural := range []string{"widgets", "gadgets"} {
+			resource := strings.TrimSuffix(f.crdName(plural), ".table.kubesearch.io")
+			cases = append(cases, tableCase{name: plural, group: "table.kubesearch.io", resource: resource, customResource: true,
+				path: "/apis/table.kubesearch.io/v1" + ns + "/" + resource})
+		}
+		compareFacadeTables(t, env, cs, run, cases)
 	})
 	t.Logf("TestTable took %s", time.Since(started).Round(time.Millisecond))
 }
