@@ -74,7 +74,8 @@ func seedScopeCorpus(t *testing.T, env *testbed.Env) (string, []scopeObject) {
 // The query model's Scope is applied inside the query by the OpenSearch compiler: with a hand-made
 // scope, every page, the total, the facets and the per-pair counts hold exactly what the scope
 // allows (checked against Scope.Allows over the corpus), and a continue token does not page for
-// another scope. Nothing enforces a scope yet (authorization comes later); this is the seam.
+// another scope. The subject's scope (internal/authz: a policy or the members' reviews) is built
+// elsewhere; this holds the compiler to it.
 func TestScopeIsAppliedInsideTheQuery(t *testing.T) {
 	env := testbed.Get(t)
 	prefix, objs := seedScopeCorpus(t, env)
