@@ -6,7 +6,7 @@ GO ?= go
 export GOTOOLCHAIN := go1.27.3
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down run fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-roll bench-stores bench-compare
+.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down run fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-freshness bench-roll bench-stores bench-compare
 
 build:
 	$(GO) build -o bin/kubesearch ./cmd/kubesearch
@@ -81,6 +81,11 @@ bench-query:
 # concurrent LISTs (3,000 Pods per member; BENCH_FACADE_PODS, BENCH_WATCHERS, BENCH_WATCH_RATE to change).
 bench-facade:
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 45m -v -run 'TestBenchFacade$$' ./tests/e2e/
+
+# Member write → searchable p50/p99 at a steady 200 creates/s over the members (BENCH_FRESHNESS_RATE,
+# BENCH_FRESHNESS_SECONDS), pipeline at the product's defaults.
+bench-freshness:
+	$(GO) test -tags 'e2e bench' -count=1 -timeout 20m -v -run 'TestBenchFreshness$$' ./tests/e2e/
 
 # The query API's memory under 10 concurrent full LISTs of 100,000 Pods fed to the index
 # (BENCH_FACADE_MEMORY_PODS, BENCH_FACADE_LISTERS).
