@@ -6,7 +6,7 @@ GO ?= go
 export GOTOOLCHAIN := go1.27.3
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down run fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-freshness bench-roll bench-stores bench-compare
+.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down run fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-freshness bench-roll bench-stores bench-compare bench
 
 build:
 	$(GO) build -o bin/kubesearch ./cmd/kubesearch
@@ -61,6 +61,15 @@ run:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# Every benchmark below (and the freshness one) on the running test bed, sized by SCALE (small: a few
+# minutes' smoke run; default: about 15 minutes on 2 cores; large: the issues' sizes, about an hour;
+# BENCHES="stores query" runs only those), then bench/report: bench/results/<date>.json and .md (every
+# figure beside its goal), SVG plots, and the README's generated section under "Measured".
+SCALE ?= default
+
+bench:
+	GO=$(GO) SCALE=$(SCALE) bash bench/run.sh
 
 # Collector list benchmark on the test bed (10,000 realistic Pods in member1; BENCH_PODS to change).
 bench-collector:

@@ -115,6 +115,7 @@ func TestBenchFacadeMemory(t *testing.T) {
 		fmt.Fprintf(&b, "\n| %s | %s | %s |", r.what, r.value, r.goal)
 	}
 	t.Logf("BENCH summary at %d Pods:%s", n, b.String())
+	recordRows(t, "facade-memory", rows)
 }
 
 // writeRetrying writes msgs, retrying while a topic being created has no leader yet.

@@ -133,12 +133,29 @@ spec:
 		}
 		t.Logf("BENCH   %-78s %-34s %-18s %s", r.what, r.value, r.goal, verdict)
 	}
+	recordRows(t, "facade", rows)
 }
 
 // benchRow is one line of the summary: a figure and, when the issue sets one, its goal.
 type benchRow struct {
 	what, value, goal string
 	met               bool
+	// results are the row's figures as numbers for make bench, Bench left to the caller (the
+	// memory step serves two benchmarks).
+	results []benchResult
+}
+
+// recordRows records the figures of rows under the benchmark's name.
+func recordRows(t *testing.T, bench string, rows []benchRow) {
+	t.Helper()
+	var results []benchResult
+	for _, r := range rows {
+		for _, res := range r.results {
+			res.Bench = bench
+			results = append(results, res)
+		}
+	}
+	recordBench(t, results...)
 }
 
 // ensureBenchPods makes ns of the member hold exactly the benchPods 0..n-1, creating the missing
@@ -332,12 +349,18 @@ func benchFacadeList(t *testing.T, env *testbed.Env, base, one string, fleetPods
 	for _, l := range listers {
 		t.Logf("BENCH   %-18s rounds: %v", l.name, l.times)
 	}
+	note := fmt.Sprintf("%d Pods in %d members, median of %d", fleetPods, len(env.Clusters), rounds)
 	return []benchRow{
-		{what: fmt.Sprintf("LIST %d pods: facade, /api/v1/pods, no limit, decoded", fleetPods), value: seconds(f)},
-		{what: fmt.Sprintf("LIST %d pods: loop over %d member apiservers, limit 500", fleetPods, len(env.Clusters)), value: seconds(loop)},
-		{what: fmt.Sprintf("LIST %d pods: one apiserver, resourceVersion=0", fleetPods), value: seconds(single)},
-		{what: "LIST: facade ÷ loop over members", value: fmt.Sprintf("%.2f×", f.Seconds()/loop.Seconds()), goal: "< 1×", met: f < loop},
-		{what: "LIST: facade ÷ one apiserver", value: fmt.Sprintf("%.2f×", f.Seconds()/single.Seconds()), goal: "≤ 2×", met: f <= 2*single},
+		{what: fmt.Sprintf("LIST %d pods: facade, /api/v1/pods, no limit, decoded", fleetPods), value: seconds(f),
+			results: []benchResult{{What: "LIST through the facade", Value: f.Seconds(), Unit: "s", Note: note}}},
+		{what: fmt.Sprintf("LIST %d pods: loop over %d member apiservers, limit 500", fleetPods, len(env.Clusters)), value: seconds(loop),
+			results: []benchResult{{What: "LIST: loop over the members (limit 500)", Value: loop.Seconds(), Unit: "s", Note: note}}},
+		{what: fmt.Sprintf("LIST %d pods: one apiserver, resourceVersion=0", fleetPods), value: seconds(single),
+			results: []benchResult{{What: "LIST: one apiserver as many Pods (resourceVersion=0)", Value: single.Seconds(), Unit: "s", Note: note}}},
+		{what: "LIST: facade ÷ loop over members", value: fmt.Sprintf("%.2f×", f.Seconds()/loop.Seconds()), goal: "< 1×", met: f < loop,
+			results: []benchResult{{What: "LIST: facade ÷ loop over the members", Value: f.Seconds() / loop.Seconds(), Unit: "ratio", Goal: "< 1×", Met: met(f < loop), Note: note}}},
+		{what: "LIST: facade ÷ one apiserver", value: fmt.Sprintf("%.2f×", f.Seconds()/single.Seconds()), goal: "≤ 2×", met: f <= 2*single,
+			results: []benchResult{{What: "LIST: facade ÷ one apiserver", Value: f.Seconds() / single.Seconds(), Unit: "ratio", Goal: "≤ 2×", Met: met(f <= 2*single), Note: note}}},
 	}
 }
 
@@ -393,9 +416,15 @@ func benchFacadeInformer(t *testing.T, env *testbed.Env, base, one string) []ben
 		f, d := median(viaFacade), median(direct)
 		t.Logf("BENCH informer initial sync of %d pods of %s (%s), median of %d: via /clusters/%s %s, direct %s: %.2f× (facade %v, direct %v)",
 			len(want.Items), one, mode, rounds, one, seconds(f), seconds(d), f.Seconds()/d.Seconds(), viaFacade, direct)
+		note := fmt.Sprintf("%d Pods of %s, median of %d", len(want.Items), one, rounds)
 		rows = append(rows, benchRow{
 			what:  fmt.Sprintf("informer sync, %d pods of %s (%s): /clusters/%s ÷ direct", len(want.Items), one, mode, one),
 			value: fmt.Sprintf("%s ÷ %s = %.2f×", seconds(f), seconds(d), f.Seconds()/d.Seconds()),
+			results: []benchResult{
+				{What: "informer sync via the facade (" + mode + ")", Value: f.Seconds(), Unit: "s", Note: note},
+				{What: "informer sync direct (" + mode + ")", Value: d.Seconds(), Unit: "s", Note: note},
+				{What: "informer sync ratio, facade ÷ direct (" + mode + ")", Value: f.Seconds() / d.Seconds(), Unit: "ratio", Note: note},
+			},
 		})
 	}
 	return rows
@@ -632,11 +661,18 @@ func benchFacadeWatch(t *testing.T, env *testbed.Env, base, ns string) []benchRo
 		watchers, writes, len(env.Clusters), achieved, rate, elapsed.Round(time.Millisecond), len(all), expected, drained.Round(time.Millisecond), reconnects)
 	t.Logf("BENCH watch delivery latency (member write → event decoded at the facade): p50 %.1f ms, p99 %.1f ms, max %.1f ms",
 		ms(p50), ms(p99), ms(worst))
+	note := fmt.Sprintf("%d watchers, %d writes asked at %d/s over %d members", watchers, total, rate, len(env.Clusters))
 	return []benchRow{
-		{what: fmt.Sprintf("watch writes: achieved rate (asked %d/s), %d watchers", rate, watchers), value: fmt.Sprintf("%.0f/s", achieved)},
-		{what: "watch delivery latency p50 (member write → facade event)", value: fmt.Sprintf("%.1f ms", ms(p50))},
+		{what: fmt.Sprintf("watch writes: achieved rate (asked %d/s), %d watchers", rate, watchers), value: fmt.Sprintf("%.0f/s", achieved),
+			results: []benchResult{{What: "watch writes achieved", Value: achieved, Unit: "writes/s", Note: note}}},
+		{what: "watch delivery latency p50 (member write → facade event)", value: fmt.Sprintf("%.1f ms", ms(p50)),
+			results: []benchResult{{What: "watch delivery p50", Value: ms(p50), Unit: "ms", Note: note}}},
 		{what: fmt.Sprintf("watch delivery latency p99 (%d of %d events)", len(all), expected), value: fmt.Sprintf("%.1f ms", ms(p99)),
-			goal: "≤ 1 s", met: p99 <= time.Second && len(all) >= expected},
+			goal: "≤ 1 s", met: p99 <= time.Second && len(all) >= expected,
+			results: []benchResult{
+				{What: "watch delivery p99", Value: ms(p99), Unit: "ms", Goal: "≤ 1 s, every event delivered", Met: met(p99 <= time.Second && len(all) >= expected), Note: note},
+				{What: "watch events delivered", Value: float64(len(all)) / float64(expected) * 100, Unit: "%", Note: note},
+			}},
 	}
 }
 
@@ -725,10 +761,19 @@ func benchFacadeMemory(t *testing.T, p *queryPipeline, fleetPods int) []benchRow
 	growth := peak - baseline
 	t.Logf("BENCH query API memory under %d concurrent LISTs of %d pods (all done in %s, each median %s): VmRSS before %s (VmHWM %s), VmHWM after %s, growth %s",
 		listers, fleetPods, wall.Round(time.Millisecond), seconds(median(times)), mib(baseline), mib(hwmBefore), mib(peak), mib(growth))
+	note := fmt.Sprintf("%d concurrent full LISTs of %d Pods", listers, fleetPods)
+	toMiB := func(b int64) float64 { return float64(b) / (1 << 20) }
 	return []benchRow{
-		{what: fmt.Sprintf("query API RSS before %d concurrent LISTs of %d pods", listers, fleetPods), value: mib(baseline)},
-		{what: "query API peak RSS (VmHWM) after them", value: mib(peak)},
-		{what: "query API RSS growth", value: mib(growth), goal: "≤ 512 MiB", met: growth <= 512<<20},
-		{what: fmt.Sprintf("%d concurrent LISTs: wall time / median each", listers), value: fmt.Sprintf("%s / %s", seconds(wall), seconds(median(times)))},
+		{what: fmt.Sprintf("query API RSS before %d concurrent LISTs of %d pods", listers, fleetPods), value: mib(baseline),
+			results: []benchResult{{What: "query API RSS before (VmRSS)", Value: toMiB(baseline), Unit: "MiB", Note: note}}},
+		{what: "query API peak RSS (VmHWM) after them", value: mib(peak),
+			results: []benchResult{{What: "query API peak RSS after (VmHWM)", Value: toMiB(peak), Unit: "MiB", Note: note}}},
+		{what: "query API RSS growth", value: mib(growth), goal: "≤ 512 MiB", met: growth <= 512<<20,
+			results: []benchResult{{What: "query API RSS growth", Value: toMiB(growth), Unit: "MiB", Goal: "≤ 512 MiB", Met: met(growth <= 512<<20), Note: note}}},
+		{what: fmt.Sprintf("%d concurrent LISTs: wall time / median each", listers), value: fmt.Sprintf("%s / %s", seconds(wall), seconds(median(times))),
+			results: []benchResult{
+				{What: "concurrent LISTs, wall time", Value: wall.Seconds(), Unit: "s", Note: note},
+				{What: "concurrent LISTs, median each", Value: median(times).Seconds(), Unit: "s", Note: note},
+			}},
 	}
 }

@@ -115,12 +115,14 @@ func TestBenchQuery(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	app := func() string { return fmt.Sprintf("svc-%03d", rng.IntN(200)) }
 	kinds := []struct {
-		name string
-		make func() url.Values
+		name  string
+		short string        // the figure's name in the results
+		p99   time.Duration // the p99 goal at 100,000 Pods, if any
+		make  func() url.Values
 		// check says what a correct answer holds
 		check func(q url.Values, r queryapi.SearchResult) error
 	}{
-		{"selector ~1% (2 of 200 apps, one zone, first page of 100)", func() url.Values {
+		{"selector ~1% (2 of 200 apps, one zone, first page of 100)", "selector", 100 * time.Millisecond, func() url.Values {
 			a := rng.IntN(200)
 			b := (a + 1 + rng.IntN(199)) % 200 // another app
 			return url.Values{"resources": {"pods"}, "labelSelector": {fmt.Sprintf("app.kubernetes.io/name in (svc-%03d,svc-%03d),topology.kubernetes.io/zone!=zone-9", a, b)}, "limit": {"100"}}
@@ -130,7 +132,7 @@ func TestBenchQuery(t *testing.T) {
 			}
 			return nil
 		}},
-		{"GET by name (one cluster, one namespace)", func() url.Values {
+		{"GET by name (one cluster, one namespace)", "GET", 20 * time.Millisecond, func() url.Values {
 			local := rng.IntN(n / len(clusters))
 			return url.Values{"resources": {"pods"}, "clusters": {clusters[rng.IntN(len(clusters))]},
 				"namespaces": {fmt.Sprintf("team-%02d", local%namespaces)}, "names": {fmt.Sprintf("svc-%03d-%05d", local%200, local)}}
@@ -140,7 +142,7 @@ func TestBenchQuery(t *testing.T) {
 			}
 			return nil
 		}},
-		{"facets (cluster, namespace, app) for one zone", func() url.Values {
+		{"facets (cluster, namespace, app) for one zone", "facets", 0, func() url.Values {
 			return url.Values{"resources": {"pods"}, "labelSelector": {fmt.Sprintf("topology.kubernetes.io/zone=zone-%d", rng.IntN(3))},
 				"facets": {"cluster,namespace,label:app.kubernetes.io/name"}, "facetSize": {"20"}, "limit": {"1"}}
 		}, func(_ url.Values, r queryapi.SearchResult) error {
@@ -149,7 +151,7 @@ func TestBenchQuery(t *testing.T) {
 			}
 			return nil
 		}},
-		{"full text (app name and image word)", func() url.Values {
+		{"full text (app name and image word)", "text", 0, func() url.Values {
 			return url.Values{"q": {app() + " istio"}, "limit": {"20"}}
 		}, func(_ url.Values, r queryapi.SearchResult) error {
 			if r.Total == 0 {
@@ -179,13 +181,16 @@ func TestBenchQuery(t *testing.T) {
 		return time.Since(t0)
 	}
 	type figure struct {
-		name                 string
+		name, short          string
+		goal                 time.Duration
 		p50, p99, dp50, dp99 time.Duration
 		mean, dmean          time.Duration
+		took, wall           float64 // this kind's share of the search metrics
 	}
 	var figures []figure
 	tookBefore, wallBefore, countBefore := searchMetrics(t, base)
 	for _, k := range kinds {
+		kindTook, kindWall, _ := searchMetrics(t, base)
 		lat := make([]time.Duration, 0, queries)
 		dlat := make([]time.Duration, 0, queries)
 		for i := range queries {
@@ -205,7 +210,9 @@ func TestBenchQuery(t *testing.T) {
 				dlat = append(dlat, direct(q))
 			}
 		}
-		f := figure{name: k.name, mean: mean(lat), dmean: mean(dlat)}
+		f := figure{name: k.name, short: k.short, goal: k.p99, mean: mean(lat), dmean: mean(dlat)}
+		f.took, f.wall, _ = searchMetrics(t, base)
+		f.took, f.wall = f.took-kindTook, f.wall-kindWall
 		slices.Sort(lat)
 		slices.Sort(dlat)
 		f.p50, f.p99, f.dp50, f.dp99 = lat[len(lat)/2], lat[len(lat)*99/100], dlat[len(dlat)/2], dlat[len(dlat)*99/100]
@@ -220,6 +227,33 @@ func TestBenchQuery(t *testing.T) {
 	}
 	t.Logf("BENCH API handler time vs OpenSearch's own took, mean of %d searches: %.2f ms vs %.2f ms per search: %+.0f%%",
 		int(count), wall/count*1000, took/count*1000, (wall-took)/took*100)
+
+	size := fmt.Sprintf("%d Pods in %d clusters, %d queries per kind", n, len(clusters), queries)
+	var results []benchResult
+	for _, f := range figures {
+		p99 := benchResult{Bench: "query", What: f.short + " p99", Value: ms(f.p99), Unit: "ms", Note: size}
+		if f.goal > 0 {
+			p99.Goal = fmt.Sprintf("≤ %d ms at 100k Pods", f.goal.Milliseconds())
+			if n >= 100000 {
+				p99.Met = met(f.p99 <= f.goal)
+			} else {
+				p99.Note += "; the goal is for 100,000 Pods, so no verdict"
+			}
+		}
+		overTook := (f.wall - f.took) / f.took * 100
+		results = append(results,
+			benchResult{Bench: "query", What: f.short + " p50", Value: ms(f.p50), Unit: "ms", Note: size},
+			p99,
+			benchResult{Bench: "query", What: f.short + " direct DSL p50", Value: ms(f.dp50), Unit: "ms", Note: size},
+			benchResult{Bench: "query", What: f.short + " direct DSL p99", Value: ms(f.dp99), Unit: "ms", Note: size},
+			benchResult{Bench: "query", What: f.short + " overhead of the mean over direct DSL", Value: (ms(f.mean)/ms(f.dmean) - 1) * 100, Unit: "%", Note: size},
+			benchResult{Bench: "query", What: f.short + " handler time over took", Value: overTook, Unit: "%", Goal: "≤ 20%", Met: met(overTook <= 20), Note: size},
+		)
+	}
+	overTook := (wall - took) / took * 100
+	results = append(results, benchResult{Bench: "query", What: "handler time over took, all kinds", Value: overTook, Unit: "%",
+		Goal: "≤ 20%", Met: met(overTook <= 20), Note: size})
+	recordBench(t, results...)
 }
 
 func mean(ds []time.Duration) time.Duration {

@@ -91,6 +91,8 @@ func TestBenchStores(t *testing.T) {
 		ops[i] = store.Op{Kind: "Pod", UID: ev.UID, Doc: doc, Epoch: 1, Versioned: true, Version: int64(1000 + local)}
 	}
 	t.Logf("BENCH corpus: %d Pod documents, %.1f KB each on average", n, float64(docBytes)/float64(n)/1000)
+	size := fmt.Sprintf("%d Pod documents, %.1f KB average, %d queries per kind", n, float64(docBytes)/float64(n)/1000, queries)
+	var results []benchResult
 	for _, b := range backends {
 		t0 := time.Now()
 		for from := 0; from < n; from += 1000 {
@@ -104,6 +106,7 @@ func TestBenchStores(t *testing.T) {
 		}
 		d := time.Since(t0)
 		t.Logf("BENCH %-18s indexing %d docs in batches of 1,000: %.1f s, %.0f docs/s", b.name, n, d.Seconds(), float64(n)/d.Seconds())
+		results = append(results, benchResult{Bench: "stores", What: "indexing, " + b.name, Value: float64(n) / d.Seconds(), Unit: "docs/s", Note: size})
 	}
 	ops = nil
 	var after runtime.MemStats
@@ -112,6 +115,9 @@ func TestBenchStores(t *testing.T) {
 	disk := dirSize(t, filepath.Join(dataDir, "index"))
 	t.Logf("BENCH embedded store per 10k Pods: heap %s (in use after GC, whole process: %s), disk %s",
 		mib(int64(after.HeapInuse-before.HeapInuse)*10000/int64(n)), mib(int64(after.HeapInuse)), mib(disk*10000/int64(n)))
+	results = append(results,
+		benchResult{Bench: "stores", What: "embedded heap per 10k Pods", Value: float64(int64(after.HeapInuse-before.HeapInuse)*10000/int64(n)) / (1 << 20), Unit: "MiB", Note: size},
+		benchResult{Bench: "stores", What: "embedded disk per 10k Pods", Value: float64(disk*10000/int64(n)) / (1 << 20), Unit: "MiB", Note: size})
 
 	r := rand.New(rand.NewPCG(1, 2))
 	app := func() string { return fmt.Sprintf("svc-%03d", r.IntN(200)) }
@@ -141,26 +147,27 @@ func TestBenchStores(t *testing.T) {
 	t.Logf("BENCH scope of 5,000 namespaces × 50 clusters compiles to %d grants", len(wide.Grants))
 	kinds := []struct {
 		name  string
+		short string // the figure's name in the results
 		make  func() url.Values
 		want  func(res *store.Result) bool
 		scope *query.Scope
 	}{
-		{"label selector (~0.5%: one app)", func() url.Values {
+		{"label selector (~0.5%: one app)", "selector", func() url.Values {
 			return url.Values{"resources": {"pods"}, "labelSelector": {"app.kubernetes.io/name=" + app()}, "limit": {"50"}}
 		}, func(res *store.Result) bool { return res.Total > 0 }, nil},
-		{"GET by name", func() url.Values {
+		{"GET by name", "GET", func() url.Values {
 			local := r.IntN(n / len(clusters))
 			return url.Values{"resources": {"pods"}, "clusters": {clusters[r.IntN(3)]}, "namespaces": {fmt.Sprintf("team-%02d", local%namespaces)},
 				"names": {benchPod("", local).Name}}
 		}, func(res *store.Result) bool { return res.Total == 1 }, nil},
-		{"facets cluster+namespace over a field selector", func() url.Values {
+		{"facets cluster+namespace over a field selector", "facets", func() url.Values {
 			return url.Values{"resources": {"pods"}, "fieldSelector": {"spec.nodeName=kwok-node-" + strconv.Itoa(r.IntN(3)+1)},
 				"facets": {"cluster,namespace"}, "limit": {"10"}}
 		}, func(res *store.Result) bool { return len(res.Facets) == 2 && res.Total > 0 }, nil},
-		{"full text (app name and image word)", func() url.Values {
+		{"full text (app name and image word)", "text", func() url.Values {
 			return url.Values{"q": {app() + " istio"}, "limit": {"20"}}
 		}, func(res *store.Result) bool { return res.Total > 0 }, nil},
-		{"label selector under a 5,000-namespace, 50-cluster scope", func() url.Values {
+		{"label selector under a 5,000-namespace, 50-cluster scope", "scoped selector", func() url.Values {
 			return url.Values{"resources": {"pods"}, "labelSelector": {"app.kubernetes.io/name=" + app()}, "limit": {"50"}}
 		}, func(res *store.Result) bool { return res.Total > 0 }, wide},
 	}
@@ -188,6 +195,9 @@ func TestBenchStores(t *testing.T) {
 			l := lat[b.name]
 			slices.Sort(l)
 			line += fmt.Sprintf(" | %s p50 %6.1f ms p99 %6.1f ms", b.name, ms(l[len(l)/2]), ms(l[len(l)*99/100]))
+			results = append(results,
+				benchResult{Bench: "stores", What: k.short + ", " + b.name + " p50", Value: ms(l[len(l)/2]), Unit: "ms", Note: size},
+				benchResult{Bench: "stores", What: k.short + ", " + b.name + " p99", Value: ms(l[len(l)*99/100]), Unit: "ms", Note: size})
 		}
 		t.Log(line)
 	}
@@ -211,8 +221,9 @@ func TestBenchStores(t *testing.T) {
 		a := get(t, base, "/v1alpha1/search", url.Values{"clusters": {"bench-1"}, "limit": {"1"}})
 		return a.code == 200 && a.result.Total == int64((n+len(clusters)-1)/len(clusters)) // bench-1 has the remainder
 	})
+	firstSearch := time.Since(t0)
 	t.Logf("BENCH cold start of kubesearch standalone on a data folder of %d documents: /readyz after %.2f s, first search counting them after %.2f s",
-		n, ready.Seconds(), time.Since(t0).Seconds())
+		n, ready.Seconds(), firstSearch.Seconds())
 	// Its memory once started, then after a client polled a first page of 1 every 100 ms for 30 s
 	// (each leaves a snapshot for its continue token, kept for the keep-alive).
 	rss := func() int64 {
@@ -226,8 +237,15 @@ func TestBenchStores(t *testing.T) {
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		get(t, base, "/v1alpha1/search", url.Values{"clusters": {"bench-1"}, "limit": {"1"}})
 	}
+	polled := rss()
 	t.Logf("BENCH standalone RSS on %d documents: %s after the start (%s per 10k), %s after 30 s of limit=1 polling",
-		n, mib(started), mib(started*10000/int64(n)), mib(rss()))
+		n, mib(started), mib(started*10000/int64(n)), mib(polled))
+	results = append(results,
+		benchResult{Bench: "stores", What: "standalone cold start to /readyz", Value: ready.Seconds(), Unit: "s", Note: size},
+		benchResult{Bench: "stores", What: "standalone cold start to the first search counting them", Value: firstSearch.Seconds(), Unit: "s", Note: size},
+		benchResult{Bench: "stores", What: "standalone RSS after the start", Value: float64(started) / (1 << 20), Unit: "MiB", Note: size},
+		benchResult{Bench: "stores", What: "standalone RSS after 30 s of limit=1 polling", Value: float64(polled) / (1 << 20), Unit: "MiB", Note: size})
+	recordBench(t, results...)
 }
 
 func dirSize(t *testing.T, dir string) int64 {
