@@ -99,9 +99,30 @@ spec:
 		float64(peak)/(1<<20), float64(peak)/(1<<20)*10000/float64(objects), float64(peak)/float64(bytes))
 	size := fmt.Sprintf("%d Pods of %s, page size %s", objects, cluster, pageSize)
 	memRatio := float64(peak) / float64(bytes)
+	// The baseline, in the same run: a plain paged GET of the same Pods from the same apiserver, at
+	// the same page size, JSON decoded, one client (what the collector's reflector does before it
+	// prunes and publishes).
+	limit, _ := strconv.ParseInt(pageSize, 10, 64)
+	rawStart := time.Now()
+	raw, cont := 0, ""
+	for {
+		l, err := cs.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{Limit: limit, Continue: cont})
+		if err != nil {
+			t.Fatalf("raw list: %v", err)
+		}
+		raw += len(l.Items)
+		if cont = l.Continue; cont == "" {
+			break
+		}
+	}
+	rawRate := float64(raw) / time.Since(rawStart).Seconds()
+	rate := float64(objects) / elapsed.Seconds()
+	t.Logf("raw paged list of the same %d pods (limit %d, decoded): %.0f objects/s; collector ÷ raw = %.2f", raw, limit, rawRate, rate/rawRate)
 	recordBench(t,
-		benchResult{Bench: "collector", What: "list and publish rate", Value: float64(objects) / elapsed.Seconds(), Unit: "objects/s",
-			Goal: "≥ 0.8× raw list rate", Note: size + "; process start to SYNC read back from Kafka; no raw list is timed here, so no verdict"},
+		benchResult{Bench: "collector", What: "raw paged list rate (same Pods, same page size, decoded)", Value: rawRate, Unit: "objects/s", Note: size},
+		benchResult{Bench: "collector", What: "list and publish rate ÷ raw list rate", Value: rate / rawRate, Unit: "ratio",
+			Goal: "≥ 0.8×", Met: met(rate/rawRate >= 0.8), Note: size + "; the collector's time runs from process start to its SYNC read back from Kafka"},
+		benchResult{Bench: "collector", What: "list and publish rate", Value: rate, Unit: "objects/s", Note: size + "; process start to SYNC read back from Kafka"},
 		benchResult{Bench: "collector", What: "envelope throughput", Value: float64(msgBytes) / 1e6 / elapsed.Seconds(), Unit: "MB/s", Note: size},
 		benchResult{Bench: "collector", What: "pruned JSON published", Value: float64(bytes) / (1 << 20), Unit: "MiB", Note: size},
 		benchResult{Bench: "collector", What: "peak RSS (VmHWM)", Value: float64(peak) / (1 << 20), Unit: "MiB", Note: size},
