@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/pagetoken"
 	"github.com/kubesearch/kubesearch/internal/query"
@@ -117,4 +120,53 @@ func sameToken(t *testing.T, got, want token) bool {
 		t.Fatal(err)
 	}
 	return string(g) == string(w)
+}
+
+// FuzzScan holds the one-pass walk of scan.go to gjson's reading on any valid JSON: a value ends
+// where gjson says, an object has the members gjson sees, in order; and on any input the search
+// answer reader returns or fails, never panics.
+// Run longer with: go test -fuzz FuzzScan ./internal/osstore/
+func FuzzScan(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `[]`, `""`, `0`, `-1.5e3`, `true`, `null`, ` { "a" : [ 1 , { "b" : "c\"}" } ] , "d\\" : "\\\\" } `,
+		`{"a":"\\\"","b":["]","}"],"c":{"d":{}}}`, `["x",{"y":[[],[{}]]},"\u00e9"]`,
+		`{"took":3,"pit_id":"p","hits":{"total":{"value":2,"relation":"eq"},"hits":[{"_id":"u\"1","_source":{"epoch":2,"object":{"kind":"Pod"}},"sort":["a"]},` +
+			`{"_source":{"fullObject":{"kind":"Pod","x":"}"},"object":{"kind":"Pod"}},"sort":[1]}]},"aggregations":{"facet0":{"buckets":[]}}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	q, err := query.Parse(url.Values{query.ParamFacets: {"cluster"}}, now)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _, _ = (&Store{}).result(q, b)
+		if !gjson.ValidBytes(b) {
+			return
+		}
+		i := skipSpace(b, 0)
+		want := gjson.ParseBytes(b)
+		// gjson's Raw of a whole document runs to its end, trailing whitespace included.
+		if end, raw := skipValue(b, i), strings.TrimRight(want.Raw, " \t\r\n"); end < 0 || string(b[i:end]) != raw {
+			t.Fatalf("skipValue(%q) ends at %d, want after %q", b, end, raw)
+		}
+		if !want.IsObject() {
+			return
+		}
+		var wantMembers, gotMembers []string
+		want.ForEach(func(k, v gjson.Result) bool {
+			wantMembers = append(wantMembers, k.Raw+"="+v.Raw)
+			return true
+		})
+		end := eachMember(b, i, func(key []byte, v int) int {
+			e := skipValue(b, v)
+			if e > 0 {
+				gotMembers = append(gotMembers, `"`+string(key)+`"=`+string(b[v:e]))
+			}
+			return e
+		})
+		if end < 0 || !slices.Equal(gotMembers, wantMembers) {
+			t.Fatalf("eachMember(%q) = %q (end %d), want %q", b, gotMembers, end, wantMembers)
+		}
+	})
 }

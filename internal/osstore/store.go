@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -176,7 +175,11 @@ func (s *Store) page(ctx context.Context, q *query.Query, res *store.Result, hit
 	tok.PIT = hits.pit
 	tok.After = json.RawMessage(hits.sorts[len(res.Items)-1])
 	tok.Expires = s.now().Add(s.keepAlive).UnixNano()
-	c, err := s.tokens.encode(tok)
+	var c string
+	err := errors.New("osstore: a hit without sort values: no page can follow it")
+	if len(tok.After) > 0 {
+		c, err = s.tokens.encode(tok)
+	}
 	if err != nil {
 		s.closePIT(ctx, hits.pit) // nothing can continue in it
 		return nil, err
@@ -188,35 +191,62 @@ func (s *Store) page(ctx context.Context, q *query.Query, res *store.Result, hit
 func keepAlive(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
 
 // hitPage is what paging needs of a search response besides its Result: the PIT it ran in (its id
-// may change between pages) and each hit's sort values.
+// may change between pages) and each hit's sort values (nil for a hit without).
 type hitPage struct {
 	pit   string
-	sorts []string
+	sorts [][]byte
 }
 
-// result reads hits, total and facets of a search response. A page of 100 Pods is about 1 MB, and
-// each path looked up from the top scans what comes before it: the hits are walked once, and the
-// aggregations after them are looked up only when the query asked for some. Items are slices of
-// resp, not copies.
+// result reads hits, total and facets of a search response, in one pass over it (scan.go): items
+// and sort values are slices of resp, not copies.
 func (s *Store) result(q *query.Query, resp []byte) (*store.Result, hitPage, error) {
-	// resp is not changed after this: the strings gjson returns may share its bytes.
-	js := unsafe.String(unsafe.SliceData(resp), len(resp))
-	r := gjson.Parse(js)
-	head := gjson.GetMany(js, "took", "pit_id", "hits.total.value", "hits.total.relation")
-	res := &store.Result{
-		Took:              time.Duration(head[0].Int()) * time.Millisecond,
-		Total:             head[2].Int(),
-		TotalIsLowerBound: head[3].Str == "gte",
-	}
-	page := hitPage{pit: head[1].Str}
-	if err := readHits(resp, r.Get("hits.hits"), res, &page); err != nil {
+	res := &store.Result{}
+	var (
+		page hitPage
+		aggs []byte
+		err  error
+	)
+	end := eachMember(resp, skipSpace(resp, 0), func(key []byte, v int) int {
+		if string(key) == "hits" {
+			return eachMember(resp, v, func(key []byte, v int) int {
+				if string(key) == "hits" {
+					var end int
+					end, err = readHits(resp, v, res, &page)
+					return end
+				}
+				end := skipValue(resp, v)
+				if end > 0 && string(key) == "total" {
+					total := gjson.ParseBytes(resp[v:end])
+					res.Total, res.TotalIsLowerBound = total.Get("value").Int(), total.Get("relation").Str == "gte"
+				}
+				return end
+			})
+		}
+		end := skipValue(resp, v)
+		if end < 0 {
+			return end
+		}
+		switch string(key) {
+		case "took":
+			res.Took = time.Duration(gjson.ParseBytes(resp[v:end]).Int()) * time.Millisecond
+		case "pit_id":
+			page.pit = gjson.ParseBytes(resp[v:end]).Str
+		case "aggregations":
+			aggs = resp[v:end]
+		}
+		return end
+	})
+	switch {
+	case err != nil:
 		return nil, hitPage{}, err
+	case end < 0:
+		return nil, hitPage{}, fmt.Errorf("read search response: %w", errBadJSON)
 	}
-	if len(q.Facets) == 0 && !q.Versions {
+	if aggs == nil {
 		return res, page, nil
 	}
-	aggs := r.Get("aggregations")
-	if v := aggs.Get(versionsAgg + ".pair.cluster.buckets"); v.Exists() {
+	r := gjson.ParseBytes(aggs)
+	if v := r.Get(versionsAgg + ".pair.cluster.buckets"); v.Exists() {
 		res.Versions = map[string]int64{}
 		for _, b := range v.Array() {
 			res.Versions[b.Get("key").Str] = b.Get("rv.value").Int()
@@ -227,7 +257,7 @@ func (s *Store) result(q *query.Query, resp []byte) (*store.Result, hitPage, err
 		return res, page, nil
 	}
 	for i, f := range q.Facets {
-		agg := aggs.Get(facetAggName(i))
+		agg := r.Get(facetAggName(i))
 		fr := store.FacetResult{Name: f.Name(), Buckets: []store.Bucket{}, Other: agg.Get("sum_other_doc_count").Int(),
 			ErrorBound: agg.Get("doc_count_error_upper_bound").Int()}
 		for _, b := range agg.Get("buckets").Array() {
@@ -238,64 +268,70 @@ func (s *Store) result(q *query.Query, resp []byte) (*store.Result, hitPage, err
 	return res, page, nil
 }
 
-// readHits appends the stored object and epoch of every hit of hits (a hits.hits array of resp) to
-// res, and their sort values to page. The object is the source's fullObject when it has one, else
-// its object, as mappings.StoredObject reads it.
-func readHits(resp []byte, hits gjson.Result, res *store.Result, page *hitPage) error {
+// readHits reads the hits.hits array that starts at resp[i]: the stored object and epoch of every
+// hit go to res, its sort values to page. The object is the source's fullObject when it has one,
+// else its object, as mappings.StoredObject reads it. It returns the index past the array.
+func readHits(resp []byte, i int, res *store.Result, page *hitPage) (int, error) {
 	var err error
-	hits.ForEach(func(_, h gjson.Result) bool {
+	end := eachElement(resp, i, func(v int) int {
 		var (
-			obj, full gjson.Result
-			epoch     int64
-			id, index string
+			obj, full, sort, id, index []byte
+			epoch                      int64
 		)
-		h.ForEach(func(key, v gjson.Result) bool {
-			switch key.Str {
-			case "_id":
-				id = v.Str
-			case "_index":
-				index = v.Str
-			case "sort":
-				page.sorts = append(page.sorts, v.Raw)
-			case "_source":
-				v.ForEach(func(key, v gjson.Result) bool {
-					switch key.Str {
-					case mappings.FieldFullObject:
-						full = v
-					case mappings.FieldObject:
-						obj = v
-					case document.FieldEpoch:
-						epoch = v.Int()
+		end := eachMember(resp, v, func(key []byte, v int) int {
+			if string(key) == "_source" {
+				return eachMember(resp, v, func(key []byte, v int) int {
+					end := skipValue(resp, v)
+					if end < 0 {
+						return end
 					}
-					return true
+					switch string(key) {
+					case mappings.FieldFullObject:
+						full = resp[v:end:end]
+					case mappings.FieldObject:
+						obj = resp[v:end:end]
+					case document.FieldEpoch:
+						epoch = gjson.ParseBytes(resp[v:end]).Int()
+					}
+					return end
 				})
 			}
-			return true
+			end := skipValue(resp, v)
+			if end < 0 {
+				return end
+			}
+			switch string(key) {
+			case "sort":
+				sort = resp[v:end:end]
+			case "_id":
+				id = resp[v:end]
+			case "_index":
+				index = resp[v:end]
+			}
+			return end
 		})
-		if len(page.sorts) < len(res.Items)+1 {
-			page.sorts = append(page.sorts, "") // an unsorted search: no token can follow it
+		if end < 0 {
+			return end
 		}
-		if full.IsObject() {
+		if len(full) > 0 && full[0] == '{' {
 			obj = full
 		}
-		if !obj.IsObject() {
-			err = fmt.Errorf("document %s in %s: %w", id, index, mappings.ErrNoObject)
-			return false
+		if len(obj) == 0 || obj[0] != '{' {
+			err = fmt.Errorf("document %s in %s: %w", gjson.ParseBytes(id).Str, gjson.ParseBytes(index).Str, mappings.ErrNoObject)
+			return -1
 		}
-		res.Items = append(res.Items, rawBytes(resp, obj))
+		res.Items = append(res.Items, obj)
 		res.Epochs = append(res.Epochs, epoch)
-		return true
+		page.sorts = append(page.sorts, sort)
+		return end
 	})
-	return err
-}
-
-// rawBytes is the bytes of v in resp, which it was parsed from, without a copy when gjson knows
-// where v lies.
-func rawBytes(resp []byte, v gjson.Result) []byte {
-	if v.Index > 0 && v.Index+len(v.Raw) <= len(resp) {
-		return resp[v.Index : v.Index+len(v.Raw) : v.Index+len(v.Raw)]
+	if err != nil {
+		return -1, err
 	}
-	return []byte(v.Raw)
+	if end < 0 {
+		return -1, fmt.Errorf("read search hits: %w", errBadJSON)
+	}
+	return end, nil
 }
 
 // bucketValue names a bucket as a user would write it: deployments.apps, or a label's value.

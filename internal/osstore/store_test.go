@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -298,4 +299,45 @@ func TestSearchFirstPage(t *testing.T) {
 
 func respond(body string) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }
+}
+
+// TestResult reads a search answer as OpenSearch may write it (spaced out, escapes in strings, a
+// trimmed object with its whole copy beside it): every hit's stored object as written, its epoch
+// and sort values, the total, took and PIT, the facets after the hits.
+func TestResult(t *testing.T) {
+	resp := []byte(`{ "pit_id" : "pit-\"2\"", "took" : 7, "_shards" : {"total":1,"successful":1,"failed":0},
+	  "hits" : { "total" : { "value" : 12, "relation" : "gte" }, "max_score" : null, "hits" : [
+	    { "_index" : "kubernetes-pod-v1", "_id" : "u1", "_score" : null,
+	      "_source" : { "epoch" : 4, "object" : {"kind":"Pod","metadata":{"name":"a\\\"}"}} },
+	      "sort" : [ "member1", "ns", "a", "u1" ] },
+	    { "_index" : "kubernetes-pod-v1", "_id" : "u2", "_source" : { "object" : {"kind":"Pod"}, "fullObject" : {"kind":"Pod","data":{"k":"[{"}} },
+	      "sort" : [ "member1", "ns", "b", "u2" ] }
+	  ] },
+	  "aggregations" : { "facet0" : { "doc_count_error_upper_bound" : 0, "sum_other_doc_count" : 1, "buckets" : [ { "key" : "member1", "doc_count" : 11 } ] } } }`)
+	q, err := query.Parse(url.Values{query.ParamFacets: {"cluster"}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, page, err := (&Store{}).result(q, resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantItems := []string{`{"kind":"Pod","metadata":{"name":"a\\\"}"}}`, `{"kind":"Pod","data":{"k":"[{"}}`}
+	if len(res.Items) != 2 || string(res.Items[0]) != wantItems[0] || string(res.Items[1]) != wantItems[1] {
+		t.Errorf("items %q; want %q", res.Items, wantItems)
+	}
+	if !slices.Equal(res.Epochs, []int64{4, 0}) || res.Total != 12 || !res.TotalIsLowerBound || res.Took != 7*time.Millisecond {
+		t.Errorf("epochs %v, total %d (lower bound %v), took %s; want [4 0], 12 (true), 7ms", res.Epochs, res.Total, res.TotalIsLowerBound, res.Took)
+	}
+	if page.pit != `pit-"2"` || len(page.sorts) != 2 || string(page.sorts[1]) != `[ "member1", "ns", "b", "u2" ]` {
+		t.Errorf("pit %q, sorts %q", page.pit, page.sorts)
+	}
+	if len(res.Facets) != 1 || res.Facets[0].Other != 1 || len(res.Facets[0].Buckets) != 1 || res.Facets[0].Buckets[0] != (store.Bucket{Value: "member1", Count: 11}) {
+		t.Errorf("facets %+v", res.Facets)
+	}
+	for _, bad := range []string{`{"hits":{"hits":[{"_source":{"object":{"kind":"Pod"}}`, `{"hits":{"hits":[{"_source":{"name":"no object"}}]}}`, `not json`} {
+		if _, _, err := (&Store{}).result(q, []byte(bad)); err == nil {
+			t.Errorf("result(%s) reads; want an error", bad)
+		}
+	}
 }

@@ -29,6 +29,7 @@ import (
 // `make bench-facade-memory`.
 func TestBenchFacadeMemory(t *testing.T) {
 	buildFlags = nil // measure the binary users run, not a race-detector build
+	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	ctx := t.Context()
 	n := envInt("BENCH_FACADE_MEMORY_PODS", 100000)

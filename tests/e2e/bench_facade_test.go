@@ -66,6 +66,7 @@ const (
 // Run it with `make bench-facade`.
 func TestBenchFacade(t *testing.T) {
 	buildFlags = nil // measure the binary users run, not a race-detector build
+	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	n := envInt("BENCH_FACADE_PODS", 3000)
 	if len(env.Clusters) < 2 {

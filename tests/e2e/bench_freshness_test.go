@@ -35,6 +35,7 @@ import (
 // with `make bench-freshness`.
 func TestBenchFreshness(t *testing.T) {
 	buildFlags = nil // measure the binary users run, not a race-detector build
+	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	perSecond := envInt("BENCH_FRESHNESS_RATE", 200)
 	seconds := envInt("BENCH_FRESHNESS_SECONDS", 30)

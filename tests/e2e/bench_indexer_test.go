@@ -31,6 +31,7 @@ import (
 // asserts only that every document arrived. Run it with `make bench-indexer`.
 func TestBenchIndexer(t *testing.T) {
 	buildFlags = nil // measure the binary users run, not a race-detector build
+	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	n := 50000
 	if v := os.Getenv("BENCH_DOCS"); v != "" {

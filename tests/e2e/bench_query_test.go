@@ -34,6 +34,7 @@ import (
 // succeed and find what they should. Run it with `make bench-query`.
 func TestBenchQuery(t *testing.T) {
 	buildFlags = nil // measure the binary users run, not a race-detector build
+	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	n := envInt("BENCH_QUERY_PODS", 100000)
 	queries := envInt("BENCH_QUERIES", 1000)

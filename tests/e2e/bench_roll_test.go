@@ -25,6 +25,7 @@ import (
 // of the same size. It asserts only that every document arrived. Run it with `make bench-roll`.
 func TestBenchRoll(t *testing.T) {
 	buildFlags = nil // measure the binary users run, not a race-detector build
+	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	n := envInt("BENCH_ROLL_DOCS", 50000)
 	const batch = 1000 // the indexer's default --batch-size, which is also the roll's page size
