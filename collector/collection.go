@@ -112,6 +112,13 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 		}
 		var itemErr error
 		gjson.GetBytes(page, "items").ForEach(func(_, item gjson.Result) bool {
+			if it, ok := readRawItem([]byte(item.Raw), apiVersion, c.scope.kind, c.store.scope.redact); ok {
+				if itemErr = c.store.listedRaw(it); itemErr != nil {
+					return false
+				}
+				count++
+				return true
+			}
 			obj := &unstructured.Unstructured{}
 			// apimachinery's decoder keeps integers int64, as the dynamic client's does.
 			if itemErr = utiljson.Unmarshal([]byte(item.Raw), &obj.Object); itemErr != nil {

@@ -84,8 +84,27 @@ func (s *store) beginList() (int64, error) {
 // this process said when the object is unchanged since (same uid and resourceVersion), else what
 // the object itself says (changedAt).
 func (s *store) listed(obj *unstructured.Unstructured) error {
-	k := key(obj)
-	st := keyState{uid: string(obj.GetUID()), rv: obj.GetResourceVersion()}
+	return s.listedAs(key(obj), keyState{uid: string(obj.GetUID()), rv: obj.GetResourceVersion()}, changedAt(obj),
+		func(epoch int64, changed time.Time) error { return s.publish(envelope.Added, obj, epoch, changed) })
+}
+
+// listedRaw is listed for an item read from its bytes (readRawItem): the same event, published
+// without decoding the object.
+func (s *store) listedRaw(it rawItem) error {
+	k := it.name
+	if it.ns != "" {
+		k = it.ns + "/" + it.name
+	}
+	return s.listedAs(k, keyState{uid: it.uid, rv: it.rv}, it.changed, func(epoch int64, changed time.Time) error {
+		ev := s.event(envelope.Added, epoch)
+		ev.Namespace, ev.Name, ev.UID, ev.ResourceVersion = it.ns, it.name, it.uid, it.rv
+		ev.ChangedAt, ev.Object = changed, it.object
+		return s.sink.Publish(s.ctx, ev)
+	})
+}
+
+// listedAs records the listed object under key k and publishes it with the time it changed.
+func (s *store) listedAs(k string, st keyState, changed time.Time, publish func(epoch int64, changed time.Time) error) error {
 	s.mu.Lock()
 	l := s.list
 	known, ok := s.items[k]
@@ -93,7 +112,6 @@ func (s *store) listed(obj *unstructured.Unstructured) error {
 	if l == nil {
 		return fmt.Errorf("object %s listed outside a list", k)
 	}
-	changed := changedAt(obj)
 	switch {
 	case ok && known.uid == st.uid && known.rv == st.rv && known.changed != 0:
 		changed = time.UnixMicro(known.changed).UTC()
@@ -102,7 +120,7 @@ func (s *store) listed(obj *unstructured.Unstructured) error {
 		// process keeps that time.
 		changed = time.Now().UTC().Truncate(time.Microsecond) // as kept in keyState
 	}
-	if err := s.publish(envelope.Added, obj, l.epoch, changed); err != nil {
+	if err := publish(l.epoch, changed); err != nil {
 		return err
 	}
 	st.changed = changed.UnixMicro()
