@@ -211,8 +211,9 @@ func (s *Store) do(ctx context.Context, method string, r request) (int, []byte, 
 	return resp.StatusCode, body, nil
 }
 
-// readBody reads a response body into one buffer of its announced length: a page of hits is about
-// 1 MB, which io.ReadAll would reach by a dozen copies. net/http holds the body to that length.
+// readBody reads a response body into one buffer of its announced length: a page of 100 Pods is
+// about 730 KB, which io.ReadAll would reach by a dozen copies. net/http holds the body to that
+// length.
 func readBody(resp *http.Response) ([]byte, error) {
 	n := resp.ContentLength
 	if n < 0 || n > maxPresize {

@@ -4,7 +4,8 @@
 //
 //   - Reads (the query API): a query.Query compiled into query DSL (compile.go) and run with
 //     point-in-time paging and signed continue tokens over the indices the indexer writes
-//     (mappings/README.md describes every field used here); per-pair counts; the stored watermarks.
+//     (mappings/README.md describes every field used here), the answers' hits read in one pass
+//     (scan.go); per-pair counts; the stored watermarks.
 //   - Writes (the indexer): Write applies store.Ops as _bulk index and delete operations with
 //     external versioning, retrying what OpenSearch cannot take now, applying the epoch rule to
 //     version conflicts and reporting what it will never accept by position (write.go); DeleteOlder

@@ -105,8 +105,8 @@ func (s *Store) firstPageLive(ctx context.Context, q *query.Query, body map[stri
 	return s.result(q, resp)
 }
 
-// searchLive sends a _search or _count to every index of the installation; a missing index (no
-// object of that kind yet, or none at all) matches nothing rather than failing.
+// searchLive sends a _search to every index of the installation; a missing index (no object of
+// that kind yet, or none at all) matches nothing rather than failing.
 func (s *Store) searchLive(ctx context.Context, endpoint string, body map[string]any) ([]byte, error) {
 	return s.search(ctx, "/"+s.pattern+"/"+endpoint, url.Values{"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}, body)
 }
