@@ -243,8 +243,8 @@ func TestStandalone(t *testing.T) {
 		writeKubeconfig(t, env, kubeconfig, members[:1])
 		p = start()
 		eventually(t, members[1]+"'s documents purged", 2*time.Minute, func() bool {
-			items, _ := searchAll(t, base, url.Values{"clusters": {members[1]}, "limit": {"1"}}, nil)
-			return len(items) == 0
+			a := get(t, base, "/v1alpha1/search", url.Values{"clusters": {members[1]}, "limit": {"1"}})
+			return a.code == 200 && a.result.Total == 0
 		})
 		if n := len(search(url.Values{"resources": {"services"}})); n != 1 {
 			t.Errorf("services of the remaining member: %d, want 1", n)
