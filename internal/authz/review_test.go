@@ -238,7 +238,9 @@ func TestReviewOutlivesTheRequestThatAskedIt(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	second := make(chan bool)
-	go func() { second <- r.View(t.Context(), reader, inv).Allowed(VerbList, "member1", "shop", "", "configmaps") }()
+	go func() {
+		second <- r.View(t.Context(), reader, inv).Allowed(VerbList, "member1", "shop", "", "configmaps")
+	}()
 	time.Sleep(20 * time.Millisecond) // the second joins the first's review
 	cancel()
 	close(m.release)

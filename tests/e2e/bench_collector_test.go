@@ -24,7 +24,7 @@ import (
 // of the pruned JSON it published. It reports figures; it asserts only that every Pod was published.
 // Run it with `make bench-collector`.
 func TestBenchCollectorList(t *testing.T) {
-	buildFlags = nil // measure the binary users run, not a race-detector build
+	buildFlags = nil    // measure the binary users run, not a race-detector build
 	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	n := 10000

@@ -28,7 +28,7 @@ import (
 // the same as TestBenchFacade's memory step (benchFacadeMemory). Goal: growth ≤ 512 MiB. Run it with
 // `make bench-facade-memory`.
 func TestBenchFacadeMemory(t *testing.T) {
-	buildFlags = nil // measure the binary users run, not a race-detector build
+	buildFlags = nil    // measure the binary users run, not a race-detector build
 	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	ctx := t.Context()

@@ -65,7 +65,7 @@ const (
 // timing is asserted, only that every answer holds what it should (counts, delivered events).
 // Run it with `make bench-facade`.
 func TestBenchFacade(t *testing.T) {
-	buildFlags = nil // measure the binary users run, not a race-detector build
+	buildFlags = nil    // measure the binary users run, not a race-detector build
 	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	n := envInt("BENCH_FACADE_PODS", 3000)

@@ -34,7 +34,7 @@ import (
 // to one poll interval (half of it on average). Goal: p99 ≤ refresh interval + 1 s = 2 s. Run it
 // with `make bench-freshness`.
 func TestBenchFreshness(t *testing.T) {
-	buildFlags = nil // measure the binary users run, not a race-detector build
+	buildFlags = nil    // measure the binary users run, not a race-detector build
 	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	perSecond := envInt("BENCH_FRESHNESS_RATE", 200)

@@ -30,7 +30,7 @@ import (
 // before and after the indexer. It reports docs/s, MB/s and the ratio to the replays' mean; it
 // asserts only that every document arrived. Run it with `make bench-indexer`.
 func TestBenchIndexer(t *testing.T) {
-	buildFlags = nil // measure the binary users run, not a race-detector build
+	buildFlags = nil    // measure the binary users run, not a race-detector build
 	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	n := 50000

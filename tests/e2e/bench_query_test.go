@@ -33,7 +33,7 @@ import (
 // kind, and the query API's overhead over OpenSearch's own "took". It asserts only that queries
 // succeed and find what they should. Run it with `make bench-query`.
 func TestBenchQuery(t *testing.T) {
-	buildFlags = nil // measure the binary users run, not a race-detector build
+	buildFlags = nil    // measure the binary users run, not a race-detector build
 	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	n := envInt("BENCH_QUERY_PODS", 100000)

@@ -24,7 +24,7 @@ import (
 // is a raw _bulk load of the same prebuilt documents into the old index on the same node, in batches
 // of the same size. It asserts only that every document arrived. Run it with `make bench-roll`.
 func TestBenchRoll(t *testing.T) {
-	buildFlags = nil // measure the binary users run, not a race-detector build
+	buildFlags = nil    // measure the binary users run, not a race-detector build
 	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
 	n := envInt("BENCH_ROLL_DOCS", 50000)
