@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"net/http"
@@ -27,27 +26,7 @@ func TestSubjectAccessReview(t *testing.T) {
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1e6)
 	nsA, nsB := "sar-a-"+suffix, "sar-b-"+suffix
 	members := env.Clusters[:2]
-	for _, c := range members {
-		for _, ns := range []string{nsA, nsB} {
-			env.KubectlRun(t, c, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata: {name: %[1]s}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: settings, namespace: %[1]s, labels: {app.kubernetes.io/name: shop}}
-data: {k: v}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: flags, namespace: %[1]s, labels: {app.kubernetes.io/name: shop}}
-data: {k: v}
-`, ns)), "apply", "-f", "-")
-			t.Cleanup(func() {
-				_, _ = env.KubectlOutput(context.Background(), c, nil, "delete", "namespace", ns, "--wait=false")
-			})
-		}
-	}
+	seedSettings(t, env, members, nsA, nsB)
 	// member1: the ServiceAccount, and a Role of its namespace granting it ConfigMaps.
 	env.KubectlRun(t, members[0], []byte(fmt.Sprintf(`apiVersion: v1
 kind: ServiceAccount
@@ -84,14 +63,7 @@ subjects:
 		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--authentication-kubeconfig", reviewer,
 		"--subject-access-review-kubeconfig", kubeconfig,
 		"--subject-access-review-allowed-ttl", "4s", "--subject-access-review-denied-ttl", "2s")
-	eventually(t, "/readyz answers without credentials", 2*time.Minute, func() bool {
-		resp, err := client.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	waitReadyz(t, client, base)
 	viewer, root := authedGet(t, client, base, token), authedGet(t, client, base, "admin-token-"+suffix)
 	both := url.Values{"resources": {"configmaps"}, "namespaces": {nsA + "," + nsB}, "facets": {"cluster,namespace"}}
 	eventually(t, "every member's ConfigMaps indexed, seen by system:masters", 2*time.Minute, func() bool {

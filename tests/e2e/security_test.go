@@ -49,27 +49,7 @@ func TestSecurity(t *testing.T) {
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1e6)
 	nsA, nsB := "sec-a-"+suffix, "sec-b-"+suffix
 	members := env.Clusters[:2]
-	for _, c := range members {
-		for _, ns := range []string{nsA, nsB} {
-			env.KubectlRun(t, c, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata: {name: %[1]s}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: settings, namespace: %[1]s, labels: {app.kubernetes.io/name: shop}}
-data: {k: v}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: flags, namespace: %[1]s, labels: {app.kubernetes.io/name: shop}}
-data: {k: v}
-`, ns)), "apply", "-f", "-")
-			t.Cleanup(func() {
-				_, _ = env.KubectlOutput(context.Background(), c, nil, "delete", "namespace", ns, "--wait=false")
-			})
-		}
-	}
+	seedSettings(t, env, members, nsA, nsB)
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
 	writeFile(t, tokens, "alice-token-"+suffix+",alice,1001,\"shop-team\"\nbob-token-"+suffix+",bob,1002,\ncarol-token-"+suffix+",carol,1004,\nadmin-token-"+suffix+",root,1003,\"sre\"\n")
@@ -109,14 +89,7 @@ data: {k: v}
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--anonymous=false", "--token-auth-file", tokens, "--authorization-policy-file", policy,
 		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--rate-limit", "20", "--rate-burst", "20",
 		"--authentication-kubeconfig", reviewer, "--client-ca-file", clientCA)
-	eventually(t, "/readyz answers without credentials", 2*time.Minute, func() bool {
-		resp, err := client.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	waitReadyz(t, client, base)
 
 	as := func(token string) func(path string, params url.Values) (int, answer) {
 		return authedGet(t, client, base, token)
@@ -420,6 +393,47 @@ func resignToken(t *testing.T, keyFile, token string, exp time.Time) string {
 	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
+// seedSettings makes each namespace in each member, with two ConfigMaps labelled
+// app.kubernetes.io/name=shop (settings and flags; kube-root-ca.crt comes with the namespace), and
+// deletes the namespaces when the test ends.
+func seedSettings(t *testing.T, env *testbed.Env, members []string, namespaces ...string) {
+	t.Helper()
+	for _, c := range members {
+		for _, ns := range namespaces {
+			env.KubectlRun(t, c, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: %[1]s, labels: {app.kubernetes.io/name: shop}}
+data: {k: v}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: flags, namespace: %[1]s, labels: {app.kubernetes.io/name: shop}}
+data: {k: v}
+`, ns)), "apply", "-f", "-")
+			t.Cleanup(func() {
+				_, _ = env.KubectlOutput(context.Background(), c, nil, "delete", "namespace", ns, "--wait=false")
+			})
+		}
+	}
+}
+
+// waitReadyz waits until base/readyz answers 200 without credentials.
+func waitReadyz(t *testing.T, client *http.Client, base string) {
+	t.Helper()
+	eventually(t, "/readyz answers without credentials", 2*time.Minute, func() bool {
+		resp, err := client.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
 // authedGet returns a GET of base with a bearer token ("" for none): the answer decoded as a
 // search result when 200, as a Status otherwise.
 func authedGet(t *testing.T, client *http.Client, base, token string) func(path string, params url.Values) (int, answer) {
@@ -475,47 +489,25 @@ func facadeKubectlWithCert(t *testing.T, env *testbed.Env, base, caFile, certFil
 // groups, as Kubernetes reads them).
 func clientCertificate(t *testing.T, dir, user string, groups ...string) (caFile, certFile, keyFile string) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubesearch-e2e-client-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: user, Organization: groups},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile, certFile, keyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
-	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})))
-	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
+	caFile, certFile, keyFile, _ = issueCertificate(t, dir, "client", &x509.Certificate{Subject: pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	return caFile, certFile, keyFile
 }
 
 // servingCertificate makes a CA and a serving certificate for 127.0.0.1 signed by it, in dir.
 func servingCertificate(t *testing.T, dir string) (caFile, certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
+	return issueCertificate(t, dir, "tls", &x509.Certificate{Subject: pkix.Name{CommonName: "kubesearch"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+}
+
+// issueCertificate makes a CA (ca.crt in dir) and a certificate of leaf's subject, names and
+// usages signed by it (<name>.crt, <name>.key), valid for a day; pool trusts the CA.
+func issueCertificate(t *testing.T, dir, name string, leaf *x509.Certificate) (caFile, certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	newKey := func() *ecdsa.PrivateKey {
 		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
@@ -525,7 +517,7 @@ func servingCertificate(t *testing.T, dir string) (caFile, certFile, keyFile str
 	}
 	caKey, key := newKey(), newKey()
 	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubesearch-e2e-ca"},
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubesearch-e2e-" + name + "-ca"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageCertSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
@@ -533,10 +525,8 @@ func servingCertificate(t *testing.T, dir string) (caFile, certFile, keyFile str
 		t.Fatal(err)
 	}
 	ca, _ := x509.ParseCertificate(caDER)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kubesearch"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	leaf.SerialNumber, leaf.NotBefore, leaf.NotAfter, leaf.KeyUsage = big.NewInt(2), now.Add(-time.Hour), now.Add(24*time.Hour), x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +534,7 @@ func servingCertificate(t *testing.T, dir string) (caFile, certFile, keyFile str
 	if err != nil {
 		t.Fatal(err)
 	}
-	caFile, certFile, keyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	caFile, certFile, keyFile = filepath.Join(dir, "ca.crt"), filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})))
 	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
 	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
