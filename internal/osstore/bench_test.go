@@ -7,30 +7,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubesearch/kubesearch/internal/fixtures"
 	"github.com/kubesearch/kubesearch/internal/query"
 )
 
-// benchQuery is a typical facade or search request of a tenant: one resource, a label selector
-// with dotted and slashed keys, a field selector, and a scope of a few grants, as authorization
-// sets it on every query. internal/blevestore's benchmark compiles the same one.
+// benchQuery is the fixtures' tenant query, which both backends' benchmarks compile.
 func benchQuery(b *testing.B) *query.Query {
 	b.Helper()
-	q, err := query.Parse(url.Values{
-		query.ParamResources:     {"pods"},
-		query.ParamLabelSelector: {"app.kubernetes.io/name=checkout,app.kubernetes.io/part-of in (shop,payments),!canary,tier!=cache"},
-		query.ParamFieldSelector: {"status.phase=Running,spec.nodeName!="},
-		query.ParamSort:          {"creationTimestamp:desc"},
-		query.ParamLimit:         {"500"},
-	}, now)
+	q, err := fixtures.Query()
 	if err != nil {
 		b.Fatal(err)
 	}
-	q.Scope = &query.Scope{Grants: []query.Grant{
-		{Clusters: []string{"member-eu-1", "member-eu-2"}, Namespaces: []string{"shop", "payments"},
-			Resources: []query.Resource{{Resource: "pods"}, {Resource: "deployments", Group: "apps"}}},
-		{Clusters: []string{"member-us-1"}, Namespaces: []string{"shop"}},
-		{Namespaces: []string{"", "monitoring"}, Resources: []query.Resource{{Resource: "pods"}}},
-	}}
 	return q
 }
 
