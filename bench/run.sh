@@ -48,6 +48,7 @@ case $scale in
 esac
 #    variable                  small  default  large
 size BENCH_PODS                500    3000     10000
+size BENCH_RESYNC_PODS         1500   9000     100000
 size BENCH_DOCS                3000   20000    50000
 size BENCH_FRESHNESS_RATE      200    200      200
 size BENCH_FRESHNESS_SECONDS   10     20       30
@@ -64,9 +65,9 @@ size BENCH_STORE_PODS          2000   20000    100000
 size BENCH_STORE_QUERIES       20     100      300
 
 # name → test, in the order they run.
-all=(collector indexer freshness roll query facade facade-memory stores)
+all=(collector resync indexer freshness roll query facade facade-memory stores)
 declare -A tests=(
-  [collector]=TestBenchCollectorList [indexer]=TestBenchIndexer [freshness]=TestBenchFreshness
+  [collector]=TestBenchCollectorList [resync]=TestBenchColdResync [indexer]=TestBenchIndexer [freshness]=TestBenchFreshness
   [roll]=TestBenchRoll [query]=TestBenchQuery [facade]=TestBenchFacade
   [facade-memory]=TestBenchFacadeMemory [stores]=TestBenchStores
 )
@@ -116,9 +117,36 @@ export BENCH_RESULTS=$results
   env | grep '^BENCH_' | grep -v '^BENCH_RESULTS=' | sort | sed 's/^/bench:   /'
 } | tee "$log"
 
+# settle waits, before each benchmark, until OpenSearch has finished what the previous one left it
+# (merges, refreshes and bulk writes of its documents): a benchmark measured while the last one's
+# segments still merge measures both. At most SETTLE_SECONDS (default 120).
+settle() {
+  local deadline=$((SECONDS + ${SETTLE_SECONDS:-120})) quiet=0 busy
+  while ((SECONDS < deadline)); do
+    # The sum of every node's merges.current and indexing.index_current.
+    local stats n
+    if stats=$(curl -fsS -m 5 "$opensearch/_nodes/stats/indices/merge,indexing" 2>/dev/null); then
+      busy=0
+      for n in $(grep -oE '"(merges":\{"current|index_current)":[0-9]+' <<<"$stats" | grep -oE '[0-9]+$'); do
+        busy=$((busy + n))
+      done
+    else
+      busy=unknown
+    fi
+    if [[ $busy == 0 ]]; then
+      ((++quiet >= 3)) && return 0
+    else
+      quiet=0
+    fi
+    sleep 2
+  done
+  echo "bench: OpenSearch still busy ($busy merges and writes in flight) after ${SETTLE_SECONDS:-120}s; going on" | tee -a "$log"
+}
+
 failed=()
 for b in "${selected[@]}"; do
   t=${tests[$b]}
+  settle
   echo "bench: === $b ($t)" | tee -a "$log"
   start=$SECONDS
   out=$(mktemp -t kubesearch-bench-out.XXXXXX)

@@ -53,6 +53,10 @@ type watcher struct {
 	// client that got what was sent may resume: bookmarks and the fleet views' event
 	// resourceVersions carry it.
 	from, pos rvVector
+	// after is, per pair, the seq of the event the watch resumed after, when its position was an
+	// event of a re-list in progress (cursor.after): the pair's events are then sent by their
+	// place in the stream, not by resourceVersion.
+	after map[store.Pair]uint64
 	// present are the objects the client holds, with the resourceVersion it got; nil when the
 	// watch resumed from a resourceVersion without initial events (the client's list is not
 	// known then).
@@ -201,6 +205,9 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		return
 	}
 
+	if !fromList {
+		w.after = cur.after // a list's position is never inside a re-list (watermarks wait for the SYNC)
+	}
 	c.Header("Content-Type", "application/json")
 	c.Header("Transfer-Encoding", "chunked")
 	c.Status(http.StatusOK)
@@ -305,7 +312,11 @@ func (w *watcher) event(e *cacheEvent) {
 	if !w.covers(e.pair) || (w.r.namespace != "" && e.ns != w.r.namespace) || !w.q.Scope.Allows(e.pair.Cluster, e.ns, e.pair.Group, e.pair.Resource) {
 		return
 	}
-	if e.rv <= w.from[e.pair.Cluster] && e.rv != 0 {
+	if seq, ok := w.after[e.pair]; ok {
+		if e.seq <= seq {
+			return // the client had it when the watch started
+		}
+	} else if e.rv <= w.from[e.pair.Cluster] && e.rv != 0 {
 		return // the client had it when the watch started
 	}
 	w.pos[e.pair.Cluster] = max(w.pos[e.pair.Cluster], e.stable)

@@ -58,6 +58,10 @@ type cacheEvent struct {
 	stable int64
 }
 
+// relisting tells an event of a re-list in progress: its resourceVersion is above the position a
+// client may resume from, and later events of the same list may carry lower ones.
+func (e *cacheEvent) relisting() bool { return e.rv > e.stable }
+
 func (e *cacheEvent) size() int64 { return int64(len(e.obj) + len(e.prevLabels) + 160) }
 
 // objState is what the cache keeps of every cached object.
@@ -89,6 +93,9 @@ type watchCache struct {
 	// in progress.
 	stable map[store.Pair]int64
 	synced map[store.Pair]int64
+	// relisting counts, per pair, the window's events of re-lists in progress (see
+	// cacheEvent.relisting): only a pair that has some needs start to look for one.
+	relisting map[store.Pair]int
 	// replaying is true until the events written before the start are read: events then are not
 	// deduplicated against the seeded identities (see apply).
 	replaying bool
@@ -113,6 +120,7 @@ func (c *watchCache) resetLocked() {
 	c.floor = map[store.Pair]int64{}
 	c.stable = map[store.Pair]int64{}
 	c.synced = map[store.Pair]int64{}
+	c.relisting = map[store.Pair]int{}
 	c.ready, c.replaying = false, true
 	c.generation++
 	c.notifyLocked()
@@ -165,18 +173,24 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 	if err != nil {
 		return err
 	}
-	perPartition := int64(c.maxEvents / max(len(spans), 1))
+	// Reading starts before everything a LIST served from the index may not show: the indexers'
+	// committed offset (the whole partition when they have committed nothing) less the slack.
+	// However far back that is, every event is read: the window keeps the newest and raises the
+	// floors of the pairs whose events it drops, so a position the index shows but the window has
+	// lost is answered 410, never served with a gap. An indexer far behind makes the start slower,
+	// not wrong.
 	from := map[int]int64{}
 	behind := map[int]int64{}
+	var toRead int64
 	for p, sp := range spans {
-		at := sp.End
-		if co, ok := committed[p]; ok && co >= 0 && co < at {
-			at = co
+		at := sp.First
+		if co, ok := committed[p]; ok && co >= 0 {
+			at = max(sp.First, min(co, sp.End)-replaySlack)
 		}
-		at = max(sp.First, at-replaySlack, sp.End-perPartition)
 		from[p] = at
 		if sp.End > at {
 			behind[p] = sp.End
+			toRead += sp.End - at
 		}
 	}
 	wms, err := src.Watermarks(ctx)
@@ -209,7 +223,7 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 		c.notifyLocked()
 	}
 	c.mu.Unlock()
-	c.log.Info("watch cache reading the event stream", "topic", topic, "partitions", len(spans), "replaying", len(behind))
+	c.log.Info("watch cache reading the event stream", "topic", topic, "partitions", len(spans), "replaying", len(behind), "eventsToReplay", toRead)
 	f, err := kafka.NewFollower(stream.FollowerConfig{Topic: topic, From: from})
 	if err != nil {
 		return err
@@ -309,6 +323,17 @@ func stateOf(obj []byte, epoch int64) *objState {
 	return st
 }
 
+// deletedAt is the object of a DELETED the cache makes up: the metadata-only copy at the deletion's
+// resourceVersion, as kube-apiserver sends a deletion (a one-cluster view shows it as it is, and a
+// client resuming from it must not go back to the object's last change).
+func deletedAt(meta []byte, rv int64) []byte {
+	old := gjson.GetBytes(meta, "metadata.resourceVersion")
+	if old.Index == 0 {
+		return meta
+	}
+	return splice(meta, []edit{{old.Index, len(old.Raw), strconv.Quote(strconv.FormatInt(rv, 10))}})
+}
+
 func (c *watchCache) objectsOf(p store.Pair) map[string]*objState {
 	m := c.objects[p]
 	if m == nil {
@@ -366,7 +391,7 @@ func (c *watchCache) apply(ev *envelope.Event) {
 			if st == nil {
 				return
 			}
-			obj = st.meta
+			obj = deletedAt(st.meta, rv)
 		}
 		if ev.Epoch <= c.synced[pair] {
 			c.stable[pair] = max(c.stable[pair], rv)
@@ -385,7 +410,7 @@ func (c *watchCache) apply(ev *envelope.Event) {
 		for uid, st := range c.objects[pair] {
 			if st.epoch < ev.Epoch && (ev.Namespace == "" || st.ns == ev.Namespace) {
 				delete(c.objects[pair], uid)
-				c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: pair, ns: st.ns, uid: uid, rv: rv, obj: st.meta,
+				c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: pair, ns: st.ns, uid: uid, rv: rv, obj: deletedAt(st.meta, rv),
 					prevLabels: st.labels, prevSeq: st.lastSeq})
 			}
 		}
@@ -400,7 +425,7 @@ func (c *watchCache) apply(ev *envelope.Event) {
 			for uid, st := range objs {
 				if ev.Namespace == "" || st.ns == ev.Namespace {
 					delete(objs, uid)
-					c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: p, ns: st.ns, uid: uid, rv: c.head[p], obj: st.meta,
+					c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: p, ns: st.ns, uid: uid, rv: c.head[p], obj: deletedAt(st.meta, c.head[p]),
 						prevLabels: st.labels, prevSeq: st.lastSeq})
 				}
 			}
@@ -418,12 +443,25 @@ func (c *watchCache) appendLocked(e *cacheEvent) {
 	c.nextSeq++
 	c.window = append(c.window, e)
 	c.bytes += e.size()
+	if e.relisting() {
+		c.relisting[e.pair]++
+	}
 	for len(c.window) > 1 && (len(c.window) > c.maxEvents || c.bytes > c.maxBytes) {
 		old := c.window[0]
 		c.window[0] = nil
 		c.window = c.window[1:]
 		c.bytes -= old.size()
-		c.floor[old.pair] = max(c.floor[old.pair], old.rv)
+		floor := old.rv
+		if old.relisting() {
+			// A client at this event's resourceVersion may lack later events of its list with
+			// lower ones, and start can no longer place it after the event: that position is
+			// gone too.
+			floor++
+			if c.relisting[old.pair]--; c.relisting[old.pair] == 0 {
+				delete(c.relisting, old.pair)
+			}
+		}
+		c.floor[old.pair] = max(c.floor[old.pair], floor)
 	}
 }
 
@@ -434,6 +472,10 @@ var errTooOld = errors.New("too old resource version")
 type cursor struct {
 	generation uint64
 	next       uint64 // the seq of the next event to read
+	// after is, for a pair whose position is the resourceVersion of an event of a re-list in
+	// progress, that event's seq: the watch sends the pair's events after it, whatever their
+	// resourceVersions (see resumeAfterLocked).
+	after map[store.Pair]uint64
 }
 
 // errTooNew is a watch position ahead of everything the stream has shown.
@@ -448,8 +490,11 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 		c.mu.Lock()
 		var ahead error
 		if c.ready {
+			// A position placed after its event needs nothing older than that event, which
+			// the window holds.
+			after := c.resumeAfterLocked(from)
 			for p, rv := range from {
-				if rv < c.floor[p] {
+				if _, placed := after[p]; !placed && rv < c.floor[p] {
 					err := fmt.Errorf("%w: %s/%s at %d, the watch window starts at %d", errTooOld, p.Cluster, groupResourceOf(p), rv, c.floor[p])
 					c.mu.Unlock()
 					return cursor{}, err
@@ -461,7 +506,7 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 			if ahead == nil {
 				defer c.mu.Unlock()
 				first := c.nextSeq - uint64(len(c.window))
-				return cursor{generation: c.generation, next: first}, nil
+				return cursor{generation: c.generation, next: first, after: after}, nil
 			}
 		}
 		ch := c.changed
@@ -475,6 +520,38 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 			return cursor{}, ctx.Err()
 		}
 	}
+}
+
+// resumeAfterLocked finds, per pair whose position is the resourceVersion of an event of a re-list
+// in progress, that event (the first that carries it). A one-cluster view's events carry their
+// objects' own resourceVersions, and a re-list publishes in key order: a client that got such an
+// event has seen the stream up to it, yet later events of the list may carry lower
+// resourceVersions, which "above the position" would skip.
+func (c *watchCache) resumeAfterLocked(from map[store.Pair]int64) map[store.Pair]uint64 {
+	want := map[store.Pair]int64{}
+	for p, rv := range from {
+		if c.relisting[p] > 0 {
+			want[p] = rv
+		}
+	}
+	var out map[store.Pair]uint64
+	for _, e := range c.window {
+		if len(want) == 0 {
+			break
+		}
+		rv, ok := want[e.pair]
+		if !ok || e.rv != rv {
+			continue
+		}
+		delete(want, e.pair)
+		if e.relisting() {
+			if out == nil {
+				out = map[store.Pair]uint64{}
+			}
+			out[e.pair] = e.seq
+		}
+	}
+	return out
 }
 
 // read returns the events after cur (a copy of the slice; events are immutable), the pairs' stable

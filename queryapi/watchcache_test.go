@@ -2,6 +2,7 @@ package queryapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -59,11 +60,11 @@ func TestWatchDeliversSyncDeletes(t *testing.T) {
 	c := s.cache
 	c.apply(cmEvent(envelope.Added, "a", 10, 1))
 	c.apply(cmEvent(envelope.Added, "gone", 11, 1))
-	c.apply(cmEvent(envelope.Added, "gone2", 11, 1))
+	c.apply(cmEvent(envelope.Added, "gone2", 12, 1))
 	done := make(chan []string)
 	go func() {
 		var seen []string
-		resp, err := http.Get(srvURL + "/clusters/member1/api/v1/namespaces/shop/configmaps?watch=1&resourceVersion=11")
+		resp, err := http.Get(srvURL + "/clusters/member1/api/v1/namespaces/shop/configmaps?watch=1&resourceVersion=12")
 		if err != nil {
 			t.Error(err)
 			close(done)
@@ -93,12 +94,96 @@ func TestWatchDeliversSyncDeletes(t *testing.T) {
 	select {
 	case seen := <-done:
 		// Both deletions of the SYNC, though they share its resourceVersion.
-		want := []string{"ADDED new 15", "DELETED gone 11", "DELETED gone2 11"}
+		want := []string{"ADDED new 15", "DELETED gone 16", "DELETED gone2 16"}
 		slices.Sort(seen[1:])
 		if fmt.Sprint(seen) != fmt.Sprint(want) {
 			t.Errorf("watch saw %v, want %v", seen, want)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no events")
+	}
+}
+
+// watchNames reads n events of a watch.
+func watchNames(t *testing.T, url string, n int) []string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("watch %s: %d", url, resp.StatusCode)
+	}
+	dec := json.NewDecoder(resp.Body)
+	var seen []string
+	for len(seen) < n {
+		var ev struct {
+			Type   string
+			Object struct {
+				Metadata struct{ Name, ResourceVersion string }
+			}
+		}
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("after %v: %v", seen, err)
+		}
+		seen = append(seen, ev.Type+" "+ev.Object.Metadata.Name+" "+ev.Object.Metadata.ResourceVersion)
+	}
+	return seen
+}
+
+// TestWatchResumesInsideARelist: a one-cluster view's events carry their objects' own
+// resourceVersions, which a re-list publishes in key order; a client resuming from one of them gets
+// every later event of the list, lower resourceVersions included, and nothing it had.
+func TestWatchResumesInsideARelist(t *testing.T) {
+	srvURL, s := newFacadeServerWithCache(t, &fakeStore{})
+	c := s.cache
+	sync := func(epoch int64, listRV string) {
+		c.apply(&envelope.Event{V: envelope.Version, Type: envelope.Sync, Cluster: "member1", Version: "v1", Resource: "configmaps",
+			Kind: "ConfigMap", Namespace: "shop", Epoch: epoch, ListResourceVersion: listRV})
+	}
+	c.apply(cmEvent(envelope.Added, "a", 10, 1))
+	c.apply(cmEvent(envelope.Added, "b", 11, 1))
+	c.apply(cmEvent(envelope.Added, "c", 12, 1))
+	sync(1, "12")
+	// The collector re-lists (epoch 2) after missing changes: a at 40 comes before b at 30 and c at
+	// 35 (key order); then the list's SYNC, then the watch's next change.
+	c.apply(cmEvent(envelope.Added, "a", 40, 2))
+	c.apply(cmEvent(envelope.Added, "b", 30, 2))
+	c.apply(cmEvent(envelope.Added, "c", 35, 2))
+	sync(2, "41")
+	c.apply(cmEvent(envelope.Modified, "a", 42, 2))
+
+	base := srvURL + "/clusters/member1/api/v1/namespaces/shop/configmaps?watch=1&resourceVersion="
+	if got, want := watchNames(t, base+"40", 3), []string{"MODIFIED b 30", "MODIFIED c 35", "MODIFIED a 42"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("resumed after a (40): %v, want %v", got, want)
+	}
+	if got, want := watchNames(t, base+"30", 2), []string{"MODIFIED c 35", "MODIFIED a 42"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("resumed after b (30): %v, want %v", got, want)
+	}
+	// Outside a re-list a position is a resourceVersion as usual.
+	if got, want := watchNames(t, base+"41", 1), []string{"MODIFIED a 42"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("resumed from the SYNC (41): %v, want %v", got, want)
+	}
+}
+
+// TestWatchWindowDropsARelistPosition: once an event of a re-list in progress has left the window,
+// a watch from its resourceVersion cannot be placed after it: 410, not a silent gap.
+func TestWatchWindowDropsARelistPosition(t *testing.T) {
+	c := newWatchCache(slog.New(slog.DiscardHandler), 2, 1<<20)
+	c.replaying, c.ready = false, true
+	c.apply(cmEvent(envelope.Added, "a", 40, 1)) // the first list: epoch 1 before its SYNC
+	c.apply(cmEvent(envelope.Added, "b", 30, 1))
+	c.apply(cmEvent(envelope.Added, "c", 35, 1)) // a leaves the window
+	pair := store.Pair{Cluster: "member1", Resource: "configmaps"}
+	if _, err := c.start(t.Context(), map[store.Pair]int64{pair: 40}); !errors.Is(err, errTooOld) {
+		t.Errorf("start at a dropped re-list event: %v, want errTooOld", err)
+	}
+	cur, err := c.start(t.Context(), map[store.Pair]int64{pair: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.after[pair] != 2 {
+		t.Errorf("start at b (30): after = %v, want seq 2", cur.after)
 	}
 }

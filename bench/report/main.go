@@ -1,8 +1,9 @@
 // Command report turns the figures a `make bench` run recorded (JSON lines of tests/e2e's
 // benchResult, one per figure) into bench/results/<date>.json, <date>.md (a table per benchmark,
-// every figure beside its goal), SVG plots under <date>/ (rates, latency percentiles, memory), and
-// regenerates the README's section between <!-- bench:begin --> and <!-- bench:end --> from the
-// latest results file. Without -results it only regenerates the README section.
+// every figure beside its goal), SVG plots under <date>/ (rates, latency percentiles, memory, memory
+// over time), and regenerates the README's section between <!-- bench:begin --> and
+// <!-- bench:end --> from the latest results file. Without -results it only regenerates the README
+// section.
 //
 // It leaves out running the benchmarks (bench/run.sh does) and judging goals: each figure's verdict
 // comes with it from the benchmark that measured it.

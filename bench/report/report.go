@@ -29,6 +29,14 @@ type Result struct {
 	Goal  string  `json:"goal,omitempty"`
 	Met   *bool   `json:"met,omitempty"`
 	Note  string  `json:"note,omitempty"`
+	// Series is the figure over time (Value is then its summary, the peak), for a line chart.
+	Series []Sample `json:"series,omitempty"`
+}
+
+// Sample is one reading of a Result's Series.
+type Sample struct {
+	At    float64 `json:"at"`    // seconds since the sampling started
+	Value float64 `json:"value"` // in the Result's unit
 }
 
 // Step is one benchmark of the run as bench/run.sh saw it: ok, failed or skipped (no such test).
@@ -312,13 +320,18 @@ func (r *Run) markdown() string {
 		for _, p := range plots {
 			fmt.Fprintf(&b, "![%s](%s/%s)\n", p.title, r.Date, p.file)
 		}
-		b.WriteString("\n" + memoryCaveat + "\n")
+		b.WriteString("\n" + memoryCaveat(plots) + "\n")
 	}
 	return b.String()
 }
 
-// memoryCaveat says what the memory plot is not.
-const memoryCaveat = "Memory is read once before and once after each load (VmRSS, VmHWM, Go heap), not sampled over time."
+// memoryCaveat says what the memory plots are not: the bars are two readings, not a profile.
+func memoryCaveat(plots []plot) string {
+	if slices.ContainsFunc(plots, func(p plot) bool { return p.file == memoryOverTimeFile }) {
+		return "The memory bars are read once before and once after each load (VmRSS, VmHWM, Go heap); memory over time is VmRSS sampled during the loads it shows."
+	}
+	return "Memory is read once before and once after each load (VmRSS, VmHWM, Go heap), not sampled over time."
+}
 
 // readmeSection is the README's generated part; results is the results folder relative to the README.
 func (r *Run) readmeSection(results string) string {
@@ -345,7 +358,7 @@ func (r *Run) readmeSection(results string) string {
 		for _, p := range plots {
 			links = append(links, fmt.Sprintf("[%s](%s/%s/%s)", p.title, results, r.Date, p.file))
 		}
-		fmt.Fprintf(&b, "\nPlots: %s. %s\n", strings.Join(links, " · "), memoryCaveat)
+		fmt.Fprintf(&b, "\nPlots: %s. %s\n", strings.Join(links, " · "), memoryCaveat(plots))
 	}
 	return b.String()
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,8 +81,8 @@ func TestReport(t *testing.T) {
 		if got.Date != opts.Date || got.Commit != "abc1234" || got.Scale != "small" || got.Machine != fixtureMachine {
 			t.Errorf("run facts: %+v", got)
 		}
-		if len(got.Results) != 17 || len(got.Steps) != 7 {
-			t.Fatalf("%d results, %d steps; want 17, 7", len(got.Results), len(got.Steps))
+		if len(got.Results) != 19 || len(got.Steps) != 7 {
+			t.Fatalf("%d results, %d steps; want 19, 7", len(got.Results), len(got.Steps))
 		}
 		if r := got.Results[2]; r.Bench != "indexer" || r.Value != 0.9482 || r.Met == nil || !*r.Met || r.Goal != "≥ 0.8×" {
 			t.Errorf("result 2: %+v", r)
@@ -89,13 +90,19 @@ func TestReport(t *testing.T) {
 		if r := got.Results[3]; r.Met != nil {
 			t.Errorf("a goal without a verdict came back with one: %+v", r)
 		}
+		if r := got.Results[5]; len(r.Series) != 7 || r.Series[6] != (Sample{At: 1.13, Value: 60.1}) {
+			t.Errorf("result 5's series: %+v", r)
+		}
+		if r := got.Results[4]; r.Series != nil {
+			t.Errorf("a figure without a series came back with one: %+v", r)
+		}
 		if s := got.Steps[2]; s != (Step{Bench: "freshness", Status: "skipped", Seconds: 4}) {
 			t.Errorf("step 2: %+v", s)
 		}
 	})
 
 	t.Run("svg", func(t *testing.T) {
-		for _, name := range []string{"rates.svg", "latency.svg", "memory.svg"} {
+		for _, name := range []string{"rates.svg", "latency.svg", "memory.svg", "memory-over-time.svg"} {
 			data, err := os.ReadFile(filepath.Join(opts.Out, "2026-12-01-1730", name))
 			if err != nil {
 				t.Fatal(err)
@@ -108,6 +115,13 @@ func TestReport(t *testing.T) {
 				want(t, name, texts, "selector p99", "62.3 ms", "watch delivery p99", "542 ms")
 			case "memory.svg":
 				want(t, name, texts, "query API RSS growth", "257 MiB")
+				if slices.ContainsFunc(texts, func(s string) bool { return strings.Contains(s, "over time") }) {
+					t.Errorf("%s draws a series' peak as a bar: %q", name, texts)
+				}
+			case "memory-over-time.svg":
+				want(t, name, texts, "collector: resident memory over time (VmRSS every 200 ms), peak", "· 61.5 MiB",
+					"facade-memory: query API resident memory over time (VmRSS every 500 ms), peak", "· 571 MiB",
+					"MiB", "0", "600", "2.5", "seconds since sampling started")
 			}
 		}
 	})
@@ -221,6 +235,8 @@ func TestReadResults(t *testing.T) {
 	}{
 		{name: "lines", in: "{\"bench\":\"a\",\"what\":\"x\",\"value\":1,\"unit\":\"s\"}\n\n{\"bench\":\"b\",\"what\":\"y\",\"value\":2.5,\"unit\":\"ms\"}\n",
 			want: []Result{{Bench: "a", What: "x", Value: 1, Unit: "s"}, {Bench: "b", What: "y", Value: 2.5, Unit: "ms"}}},
+		{name: "series", in: `{"bench":"a","what":"x over time","value":3,"unit":"MiB","series":[{"at":0,"value":1},{"at":0.5,"value":3}]}`,
+			want: []Result{{Bench: "a", What: "x over time", Value: 3, Unit: "MiB", Series: []Sample{{At: 0, Value: 1}, {At: 0.5, Value: 3}}}}},
 		{name: "empty", in: "", want: []Result{}},
 		{name: "not JSON", in: "{\"bench\":\"a\",\"what\":\"x\"}\nBENCH x\n", err: "line 2"},
 		{name: "unknown field", in: `{"bench":"a","what":"x","valu":1}`, err: "line 1"},

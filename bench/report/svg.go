@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/xml"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 )
 
@@ -27,15 +29,23 @@ type group struct {
 	bars  []bar
 }
 
+// memoryOverTimeFile is the line chart of the results with a Series.
+const memoryOverTimeFile = "memory-over-time.svg"
+
 // plots are the run's charts that have something to show: rates (with the raw baselines beside),
-// latency percentiles, memory.
+// latency percentiles, memory, memory over time.
 func (r *Run) plots() []plot {
 	var rates, latency, memory []group
+	var overTime []line
 	for _, bench := range r.benches() {
 		var rg, lg, mg group
 		rg.title, lg.title, mg.title = bench, bench, bench
 		for _, res := range r.of(bench) {
 			switch {
+			// A series is drawn whole in its line chart; its peak as a bar beside VmHWM, which it
+			// nearly equals, would show one reading twice.
+			case len(res.Series) > 0 && res.Unit == "MiB":
+				overTime = append(overTime, line{label: bench + ": " + res.What, unit: res.Unit, peak: res.Value, samples: res.Series})
 			case res.Unit == "objects/s" || res.Unit == "docs/s":
 				series := 0
 				if strings.Contains(res.What, "raw") {
@@ -74,6 +84,9 @@ func (r *Run) plots() []plot {
 	add("rates.svg", "Rates (higher is better)", rates, []string{"kubesearch", "raw baseline"})
 	add("latency.svg", "Latency percentiles (lower is better)", latency, []string{"p50", "p99"})
 	add("memory.svg", "Memory: before, after, growth", memory, []string{"resident / heap", "growth"})
+	if len(overTime) > 0 {
+		out = append(out, plot{file: memoryOverTimeFile, title: "Memory over time", svg: lineChart("Memory over time", overTime)})
+	}
 	return out
 }
 
@@ -159,6 +172,106 @@ func barChart(title string, groups []group, legend []string) []byte {
 	}
 	buf.WriteString("</svg>\n")
 	return buf.Bytes()
+}
+
+// line is one series of a line chart.
+type line struct {
+	label, unit string
+	peak        float64
+	samples     []Sample
+}
+
+const (
+	plotLeft   = 72  // the y tick labels
+	plotWidth  = 860 // to 24 px from the right edge
+	plotHeight = 280
+	legendRow  = 18
+)
+
+// lineChart draws series of one unit over time on shared linear axes from zero (x seconds, y the
+// unit), with a legend row per series above them giving its figure (the peak).
+func lineChart(title string, lines []line) []byte {
+	maxAt, maxValue := 0.0, 0.0
+	for _, l := range lines {
+		for _, s := range l.samples {
+			maxAt, maxValue = max(maxAt, s.At), max(maxValue, s.Value)
+		}
+	}
+	xTicks, yTicks := ticks(maxAt), ticks(maxValue)
+	xMax, yMax := xTicks[len(xTicks)-1], yTicks[len(yTicks)-1]
+	plotTop := 32 + len(lines)*legendRow + 24
+	height := plotTop + plotHeight + 48
+	x := func(at float64) float64 { return plotLeft + at/xMax*plotWidth }
+	y := func(v float64) float64 { return float64(plotTop+plotHeight) - v/yMax*plotHeight }
+
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		chartWidth, height, chartWidth, height)
+	fmt.Fprintf(&buf, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", chartWidth, height)
+	fmt.Fprintf(&buf, `<text x="12" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", esc(title))
+	for i, l := range lines {
+		ly := 32 + i*legendRow
+		fmt.Fprintf(&buf, `<rect x="12" y="%d" width="12" height="12" fill="%s"/><text x="28" y="%d">%s <tspan fill="#555555">· %s %s</tspan></text>`+"\n",
+			ly, palette[i%len(palette)], ly+10, esc(shorten(l.label, 100)), esc(formatValue(l.peak)), esc(l.unit))
+	}
+	// Grid and tick labels first, so the lines are drawn over them.
+	for _, v := range yTicks {
+		fmt.Fprintf(&buf, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e0e0e0"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
+			plotLeft, y(v), plotLeft+plotWidth, y(v), plotLeft-6, y(v)+4, esc(formatTick(v, yTicks)))
+	}
+	for _, at := range xTicks {
+		fmt.Fprintf(&buf, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333333"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n",
+			x(at), plotTop+plotHeight, x(at), plotTop+plotHeight+5, x(at), plotTop+plotHeight+18, esc(formatTick(at, xTicks)))
+	}
+	fmt.Fprintf(&buf, `<path d="M%d %d V%d H%d" fill="none" stroke="#333333"/>`+"\n", plotLeft, plotTop, plotTop+plotHeight, plotLeft+plotWidth)
+	fmt.Fprintf(&buf, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", plotLeft-6, plotTop-10, esc(lines[0].unit))
+	fmt.Fprintf(&buf, `<text x="%d" y="%d" text-anchor="middle">seconds since sampling started</text>`+"\n",
+		plotLeft+plotWidth/2, plotTop+plotHeight+38)
+	for i, l := range lines {
+		points := make([]string, len(l.samples))
+		for j, s := range l.samples {
+			points[j] = fmt.Sprintf("%.1f,%.1f", x(s.At), y(s.Value))
+		}
+		colour := palette[i%len(palette)]
+		fmt.Fprintf(&buf, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"><title>%s</title></polyline>`+"\n",
+			strings.Join(points, " "), colour, esc(l.label))
+		if len(l.samples) == 1 { // a polyline of one point draws nothing
+			fmt.Fprintf(&buf, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(l.samples[0].At), y(l.samples[0].Value), colour)
+		}
+	}
+	buf.WriteString("</svg>\n")
+	return buf.Bytes()
+}
+
+// ticks are round values from 0 to at least top, four or so steps of 1, 2 or 5 times a power of ten.
+func ticks(top float64) []float64 {
+	if top <= 0 {
+		top = 1
+	}
+	step := math.Pow(10, math.Floor(math.Log10(top/4)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if top/(m*step) <= 5 {
+			step *= m
+			break
+		}
+	}
+	var out []float64
+	for i := 0; ; i++ {
+		v := float64(i) * step
+		out = append(out, v)
+		if v >= top {
+			return out
+		}
+	}
+}
+
+// formatTick prints a tick with as many decimals as its axis's step needs.
+func formatTick(v float64, ticks []float64) string {
+	decimals := 0
+	if len(ticks) > 1 {
+		decimals = max(0, int(-math.Floor(math.Log10(ticks[1]-ticks[0])+1e-9)))
+	}
+	return strconv.FormatFloat(v, 'f', decimals, 64)
 }
 
 func esc(s string) string {

@@ -83,6 +83,7 @@ spec:
 	rawBefore, rawBeforeTime := rawList()
 	start := time.Now()
 	p, _ := startCollector(t, env, dir, topic, "--page-size", pageSize)
+	stopRSS := sampleRSS(t, p.cmd.Process.Pid, 200*time.Millisecond)
 	evs := log.waitFor(t, "the SYNC of the list", 10*time.Minute, func(evs []*envelope.Event) bool {
 		for _, ev := range evs {
 			if ev.Type == envelope.Sync {
@@ -92,6 +93,7 @@ spec:
 		return false
 	})
 	done := time.Now()
+	rss := stopRSS()
 	elapsed := done.Sub(start)
 	peak := peakRSS(t, p.cmd.Process.Pid)
 	var objects, bytes, msgBytes int
@@ -146,6 +148,8 @@ spec:
 		benchResult{Bench: "collector", What: "envelope throughput", Value: float64(msgBytes) / 1e6 / elapsed.Seconds(), Unit: "MB/s", Note: size},
 		benchResult{Bench: "collector", What: "pruned JSON published", Value: float64(bytes) / (1 << 20), Unit: "MiB", Note: size},
 		benchResult{Bench: "collector", What: "peak RSS (VmHWM)", Value: float64(peak) / (1 << 20), Unit: "MiB", Note: size},
+		benchResult{Bench: "collector", What: "resident memory over time (VmRSS every 200 ms), peak", Value: peakOf(rss), Unit: "MiB",
+			Note: size + "; from the collector's start to the SYNC", Series: rss},
 		benchResult{Bench: "collector", What: "peak RSS ÷ pruned JSON", Value: memRatio, Unit: "ratio", Goal: "≤ 1×", Met: met(memRatio <= 1), Note: size},
 	)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 )
 
 // benchResult is one figure of a benchmark, as `make bench` collects them: every benchmark test
@@ -20,6 +21,14 @@ type benchResult struct {
 	Goal  string  `json:"goal,omitempty"` // the issue's goal, e.g. "≤ 100 ms"
 	Met   *bool   `json:"met,omitempty"`  // nil when there is no goal
 	Note  string  `json:"note,omitempty"` // context: sizes, the machine's state
+	// Series is the figure over time, for a plot of it; Value is then a summary of it (the peak).
+	Series []benchSample `json:"series,omitempty"`
+}
+
+// benchSample is one reading of a benchResult's Series.
+type benchSample struct {
+	At    float64 `json:"at"`    // seconds since the sampling started
+	Value float64 `json:"value"` // in the result's Unit
 }
 
 // met is a goal's verdict for benchResult.Met.
@@ -51,4 +60,61 @@ func recordBench(t *testing.T, results ...benchResult) {
 			t.Fatalf("bench results: %v", err)
 		}
 	}
+}
+
+// sampleRSS reads the resident set (VmRSS) of process pid every `every`, from now until stop, which
+// takes a last reading so the series covers the whole phase, and returns the readings in MiB.
+// A reading that fails (the process is gone) ends the sampling and fails the test: a series with a
+// silent gap would plot a load that was not measured.
+func sampleRSS(t *testing.T, pid int, every time.Duration) (stop func() []benchSample) {
+	t.Helper()
+	start := time.Now()
+	var samples []benchSample
+	var err error
+	read := func() bool {
+		var rss int64
+		if rss, err = procStatus(pid, "VmRSS"); err != nil {
+			return false
+		}
+		samples = append(samples, benchSample{At: time.Since(start).Seconds(), Value: float64(rss) / (1 << 20)})
+		return true
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for read() {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	halt := sync.OnceFunc(func() {
+		close(done)
+		wg.Wait() // samples and err are the goroutine's until here
+	})
+	t.Cleanup(halt) // a test that fails before stop
+	return func() []benchSample {
+		t.Helper()
+		halt()
+		if err == nil {
+			read() // the end of the phase
+		}
+		if err != nil {
+			t.Errorf("sample the RSS of process %d: %v", pid, err)
+		}
+		return samples
+	}
+}
+
+// peakOf is the largest value of a series, for its benchResult's Value.
+func peakOf(series []benchSample) float64 {
+	peak := 0.0
+	for _, s := range series {
+		peak = max(peak, s.Value)
+	}
+	return peak
 }

@@ -8,13 +8,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,10 +121,10 @@ func testFacadeWatch(t *testing.T, env *testbed.Env, f fleet, p *queryPipeline, 
 		}
 	}
 
-	t.Run("kubectl get --watch sees a change in a member", func(t *testing.T) {
+	t.Run("kubectl get pods --watch sees a Pod created in a member", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		cmd := exec.CommandContext(ctx, env.Kubectl, "--kubeconfig", k.kubeconfig, "get", "configmaps", "-n", f.shop, "--watch", "--output-watch-events", "--no-headers")
+		cmd := exec.CommandContext(ctx, env.Kubectl, "--kubeconfig", k.kubeconfig, "get", "pods", "-n", f.shop, "--watch", "--output-watch-events", "--no-headers")
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -138,9 +143,12 @@ func testFacadeWatch(t *testing.T, env *testbed.Env, f fleet, p *queryPipeline, 
 			}
 			close(lines)
 		}()
-		name := uniqueName("watched")
+		pod := benchPod(f.shop, 90000+rand.IntN(9999))
+		name := pod.Name
 		time.Sleep(2 * time.Second) // the watch is open; the list's rows come first
-		createCM("member2", name, nil)
+		if _, err := cs("member2").CoreV1().Pods(f.shop).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		deadline := time.After(30 * time.Second)
 		for {
 			select {
@@ -330,11 +338,116 @@ func testFacadeWatch(t *testing.T, env *testbed.Env, f fleet, p *queryPipeline, 
 					slices.ContainsFunc(evs, func(e watchEvent) bool { return e.Type == "DELETED" && e.name() == moved })
 			})
 	})
+
+	t.Run("positions inside a re-list and past a lagging indexer", func(t *testing.T) {
+		dyn := dynamic.NewForConfigOrDie(facadeConfig(p.base, "/clusters/member1"))
+		view := "/clusters/member1/api/v1/namespaces/" + f.shop + "/configmaps"
+		u := uniqueName("relist")
+		names := []string{u + "-a", u + "-b", u + "-c"}
+		for _, n := range names {
+			createCM("member1", n, nil)
+		}
+		var listRV string
+		pollUntil(t, "the three ConfigMaps listed", time.Minute, func(ctx context.Context) (bool, error) {
+			l, err := dyn.Resource(gvrConfigMaps).Namespace(f.shop).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			listRV = l.GetResourceVersion()
+			return len(slices.DeleteFunc(l.Items, func(o unstructured.Unstructured) bool { return !slices.Contains(names, o.GetName()) })) == 3, nil
+		})
+		// The collector misses three changes, made in reverse key order, and re-lists after its
+		// restart: the list publishes them in key order, so member1's view sends them with falling
+		// resourceVersions. A client resuming from the first must still get the two others.
+		p.restartCollector(t, func() {
+			for _, n := range slices.Backward(names) {
+				cm, err := cs("member1").CoreV1().ConfigMaps(f.shop).Get(t.Context(), n, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cm.Data["k"] = "changed while the collector was down"
+				if _, err := cs("member1").CoreV1().ConfigMaps(f.shop).Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		modified := func(want ...string) func([]watchEvent) bool {
+			return func(evs []watchEvent) bool {
+				return !slices.ContainsFunc(want, func(n string) bool {
+					return !slices.ContainsFunc(evs, func(e watchEvent) bool { return e.Type == "MODIFIED" && e.name() == n })
+				})
+			}
+		}
+		evs := watchEvents(t, p.base+view+"?watch=1&resourceVersion="+listRV, time.Minute, modified(names...))
+		evs = slices.DeleteFunc(evs, func(e watchEvent) bool { return !slices.Contains(names, e.name()) })
+		if evs[0].name() != names[0] || evs[0].rv() <= evs[1].rv() {
+			t.Fatalf("the re-list did not publish the changes in key order with falling resourceVersions: %v", evs)
+		}
+		resumed := watchEvents(t, p.base+view+"?watch=1&resourceVersion="+strconv.FormatInt(evs[0].rv(), 10), 20*time.Second, modified(names[1:]...))
+		if slices.ContainsFunc(resumed, func(e watchEvent) bool { return e.name() == names[0] }) {
+			t.Errorf("resumed after %s, the watch sent it again: %v", names[0], resumed)
+		}
+
+		// The indexer stops while member1 changes more than a window holds. A query API started
+		// then reads the stream from the indexers' committed offsets on; its window of 20 events
+		// keeps the newest, so a position the index still shows is 410 there, not a watch that
+		// silently lacks what the window dropped.
+		l, err := dyn.Resource(gvrConfigMaps).Namespace(f.shop).List(t.Context(), metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.indexer.signal(syscall.SIGSTOP)
+		defer p.indexer.signal(syscall.SIGCONT)
+		lag := uniqueName("lag")
+		for i := range 30 {
+			createCM("member1", fmt.Sprintf("%s-%02d", lag, i), nil)
+		}
+		stream := &eventLog{t: t, brokers: env.KafkaBrokers, topic: p.topic, next: map[int]int64{}}
+		stream.waitFor(t, "the 30 ConfigMaps published", time.Minute, func(evs []*envelope.Event) bool {
+			return len(slices.DeleteFunc(evs, func(ev *envelope.Event) bool { return !strings.HasPrefix(ev.Name, lag) })) == 30
+		})
+		small := p.startQueryAPI(t, "--watch-window", "20", "--resource-version-wait", "10s")
+		// timeoutSeconds: a watch wrongly started ends by itself, and the test fails instead of hanging.
+		resp, err := http.Get(small + view + "?watch=1&timeoutSeconds=5&resourceVersion=" + l.GetResourceVersion())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusGone {
+			t.Errorf("watch from the lagging index's position %s: %d %.300s, want 410", l.GetResourceVersion(), resp.StatusCode, body)
+		}
+		// Once the indexer has caught up, a list's position is inside the window again.
+		p.indexer.signal(syscall.SIGCONT)
+		smallDyn := dynamic.NewForConfigOrDie(facadeConfig(small, "/clusters/member1"))
+		l, err = smallDyn.Resource(gvrConfigMaps).Namespace(f.shop).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := uniqueName("after-lag")
+		go func() {
+			time.Sleep(time.Second)
+			createCM("member1", after, nil)
+		}()
+		watchEvents(t, small+view+"?watch=1&resourceVersion="+l.GetResourceVersion(), 30*time.Second, func(evs []watchEvent) bool {
+			return slices.ContainsFunc(evs, func(e watchEvent) bool { return e.Type == "ADDED" && e.name() == after })
+		})
+	})
 }
 
 type watchEvent struct {
 	Type   string          `json:"type"`
 	Object json.RawMessage `json:"object"`
+}
+
+// rv is the event's object's resourceVersion as a number (a one-cluster view's: the member's).
+func (e watchEvent) rv() int64 {
+	var o struct {
+		Metadata struct{ ResourceVersion string } `json:"metadata"`
+	}
+	_ = json.Unmarshal(e.Object, &o)
+	n, _ := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
+	return n
 }
 
 func (e watchEvent) name() string {

@@ -205,6 +205,7 @@ func (c queryCorpus) registries(t *testing.T) string {
 // queryPipeline is a collector, an indexer and a query API over indices of their own.
 type queryPipeline struct {
 	env                *testbed.Env
+	registries         string
 	topic, prefix      string
 	collector, indexer *process
 	collectorStatus    string
@@ -213,7 +214,7 @@ type queryPipeline struct {
 
 func startQueryPipeline(t *testing.T, env *testbed.Env, registries string) *queryPipeline {
 	t.Helper()
-	p := &queryPipeline{env: env, topic: uniqueName("query"), prefix: uniqueName("qe2e")}
+	p := &queryPipeline{env: env, registries: registries, topic: uniqueName("query"), prefix: uniqueName("qe2e")}
 	tailTopic(t, env.KafkaBrokers, p.topic) // creates the topic
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p.indexer = startProcess(t, "indexer", "indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
@@ -232,6 +233,18 @@ func startQueryPipeline(t *testing.T, env *testbed.Env, registries string) *quer
 		}
 	})
 	return p
+}
+
+// restartCollector kills the pipeline's collector (-9), runs meanwhile, and starts another on the
+// same address, so the query APIs' status URL stays right: it lists every member again, in a new
+// epoch.
+func (p *queryPipeline) restartCollector(t *testing.T, meanwhile func()) {
+	t.Helper()
+	p.collector.kill()
+	meanwhile()
+	addr := strings.TrimSuffix(strings.TrimPrefix(p.collectorStatus, "http://"), "/status")
+	p.collector, _ = startCollector(t, p.env, p.registries, p.topic, "--page-size", "500", "--listen", addr)
+	waitHTTP(t, "http://"+addr+"/readyz", 3*time.Minute)
 }
 
 // startQueryAPI starts a query API on the pipeline's indices and returns its base URL.
