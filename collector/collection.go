@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -76,7 +77,9 @@ func (lw *listWatch) Watch(options metav1.ListOptions) (watch.Interface, error) 
 // the list's resourceVersion; the reflector hands that to store.Replace, which closes the epoch.
 //
 // Pages are read as bytes and their items decoded one at a time: a page decoded whole (as the dynamic
-// client does) costs about ten times its JSON in memory, and was the collector's peak.
+// client does) costs about ten times its JSON in memory, and was the collector's peak. The next page
+// is fetched while one is published (fetchPages): the member serves it meanwhile, so a list takes
+// about as long as the slower of the two, not their sum.
 func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 	c := lw.c
 	epoch, err := c.store.beginList()
@@ -89,30 +92,32 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 	var total int64 // as the member reports it; 0 unknown
 	c.status.listProgress(0, 0)
 	apiVersion := c.scope.gvr.GroupVersion().String()
-	for {
-		req := c.raw.Get().AbsPath(lw.path()...).Param("limit", strconv.FormatInt(c.pageSize, 10))
-		if cont != "" {
-			req = req.Param("continue", cont)
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	pages := make(chan listPage) // unbuffered: one page published, at most one fetched ahead
+	var fetcher sync.WaitGroup
+	fetcher.Go(func() {
+		defer close(pages)
+		lw.fetchPages(fetchCtx, options, pages)
+	})
+	defer func() {
+		stopFetch()
+		for range pages {
 		}
-		if options.LabelSelector != "" {
-			req = req.Param("labelSelector", options.LabelSelector)
+		fetcher.Wait()
+	}()
+	for pg := range pages {
+		if pg.err != nil {
+			c.status.failed(fmt.Errorf("list %s: %w", c.scope.gvr.Resource, pg.err))
+			return nil, pg.err
 		}
-		if options.FieldSelector != "" {
-			req = req.Param("fieldSelector", options.FieldSelector)
-		}
-		page, err := req.DoRaw(ctx)
-		if err != nil {
-			err = statusError(page, err)
-			c.status.failed(fmt.Errorf("list %s: %w", c.scope.gvr.Resource, err))
-			return nil, err
-		}
+		page := pg.body
 		if rv == "" {
 			// Every page of a paginated list is served at the first page's resourceVersion.
 			rv = gjson.GetBytes(page, "metadata.resourceVersion").String()
 		}
 		var itemErr error
 		gjson.GetBytes(page, "items").ForEach(func(_, item gjson.Result) bool {
-			if it, ok := readRawItem([]byte(item.Raw), apiVersion, c.scope.kind, c.store.scope.redact); ok {
+			if it, ok := readRawItem(item.Raw, apiVersion, c.scope.kind, c.store.scope.redact); ok {
 				if itemErr = c.store.listedRaw(it); itemErr != nil {
 					return false
 				}
@@ -138,7 +143,7 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 			return nil, itemErr
 		}
 		c.metrics.listed.WithLabelValues(c.scope.cluster, c.scope.gvr.Resource).Set(float64(count))
-		cont = gjson.GetBytes(page, "metadata.continue").String()
+		cont = pg.cont
 		if t := listTotal(page, count, cont == ""); t != 0 {
 			total = t
 		}
@@ -147,14 +152,58 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 			c.log.Info("listing", "listed", count, "elapsed", time.Since(start).Round(time.Millisecond))
 			lastLog = time.Now()
 		}
-		if cont == "" {
-			break
-		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // the fetcher stopped without the last page
 	}
 	c.log.Info("listed", "objects", count, "resourceVersion", rv, "epoch", epoch, "elapsed", time.Since(start).Round(time.Millisecond))
 	list := &unstructured.UnstructuredList{}
 	list.SetResourceVersion(rv)
 	return list, nil
+}
+
+// listPage is one page of a list as fetchPages hands it over: its bytes and continue token, or
+// why it could not be fetched.
+type listPage struct {
+	body []byte
+	cont string
+	err  error
+}
+
+// fetchPages fetches the pages of a list one after another into pages, each once the previous one
+// is taken, until the last page, an error (sent as the last page), or ctx's end.
+func (lw *listWatch) fetchPages(ctx context.Context, options metav1.ListOptions, pages chan<- listPage) {
+	c := lw.c
+	cont := ""
+	for {
+		req := c.raw.Get().AbsPath(lw.path()...).Param("limit", strconv.FormatInt(c.pageSize, 10))
+		if cont != "" {
+			req = req.Param("continue", cont)
+		}
+		if options.LabelSelector != "" {
+			req = req.Param("labelSelector", options.LabelSelector)
+		}
+		if options.FieldSelector != "" {
+			req = req.Param("fieldSelector", options.FieldSelector)
+		}
+		page, err := req.DoRaw(ctx)
+		pg := listPage{body: page}
+		if err != nil {
+			pg = listPage{err: statusError(page, err)}
+		} else {
+			// metadata comes first in a list: found without reading the items.
+			cont = gjson.GetBytes(page, "metadata.continue").String()
+			pg.cont = cont
+		}
+		select {
+		case pages <- pg:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil || cont == "" {
+			return
+		}
+	}
 }
 
 // listTotal is the size of the whole list as the member reports it after a page: the objects read so

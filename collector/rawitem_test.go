@@ -36,7 +36,7 @@ func TestReadRawItemEqualsTheDecodingPath(t *testing.T) {
 			if c.name == "custom resource with its apiVersion and kind" {
 				apiVersion, kind = "example.com/v1", "Widget"
 			}
-			it, ok := readRawItem([]byte(c.item), apiVersion, kind, false)
+			it, ok := readRawItem(c.item, apiVersion, kind, false)
 			if !ok {
 				t.Fatal("readRawItem refused the item")
 			}
@@ -80,7 +80,7 @@ func TestReadRawItemRefuses(t *testing.T) {
 		"no metadata":           {`{"spec":{}}`, false},
 		"metadata not a object": {`{"metadata":"x"}`, false},
 	} {
-		if _, ok := readRawItem([]byte(c.item), "v1", "Pod", c.redact); ok {
+		if _, ok := readRawItem(c.item, "v1", "Pod", c.redact); ok {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -95,7 +95,7 @@ func BenchmarkListItem(b *testing.B) {
 	b.Run("raw", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, ok := readRawItem(item, "v1", "Pod", false); !ok {
+			if _, ok := readRawItem(string(item), "v1", "Pod", false); !ok {
 				b.Fatal("refused")
 			}
 		}

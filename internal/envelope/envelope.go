@@ -94,9 +94,24 @@ func (e *Event) NamespacedName() string {
 	return e.Namespace + "/" + e.Name
 }
 
-// Marshal encodes the event.
+// Marshal encodes the event. The object is written as it is: encoding/json would validate and
+// compact it again, about a tenth of a collector's list (a CPU profile of a 9,000-Pod resync), for
+// bytes that are an apiserver's compact JSON or this process's own encoding. Readers validate the
+// whole message anyway (Unmarshal), as the topic is not trusted: a malformed object is
+// dead-lettered by the indexer, never written.
 func (e *Event) Marshal() ([]byte, error) {
-	return json.Marshal(e)
+	head := *e
+	head.Object = nil
+	b, err := json.Marshal(&head)
+	if err != nil || len(e.Object) == 0 {
+		return b, err
+	}
+	// The object is the last member: the header's closing brace gives way to it.
+	out := make([]byte, 0, len(b)+len(`,"object":`)+len(e.Object))
+	out = append(out, b[:len(b)-1]...)
+	out = append(out, `,"object":`...)
+	out = append(out, e.Object...)
+	return append(out, '}'), nil
 }
 
 // ErrMalformed marks an event that can never be applied, however often it is retried.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kubesearch/kubesearch/internal/fixtures"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -86,5 +88,37 @@ func TestUnmarshalRejects(t *testing.T) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.wantField)
 			}
 		})
+	}
+}
+
+// Marshal writes the object as it is; for the compact JSON a collector hands it, that is exactly what
+// encoding/json writes. An object that is not JSON makes a message every reader rejects, never one
+// read as something else.
+func TestMarshalWritesTheObjectAsItIs(t *testing.T) {
+	pod, err := json.Marshal(fixtures.Pod("184467"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := Event{V: Version, Type: Modified, Cluster: "member-eu-1", Version: "v1", Resource: "pods", Kind: "Pod",
+		Namespace: "shop", Name: "checkout-7d9f8c6b5-x2k4q", UID: "6f1c2a4e-9b3d-4c8e-a1f2-3d4e5f6a7b8c",
+		ResourceVersion: "184467", Epoch: 1767225600000001, ObservedAt: fixtures.At, Count: intp(3), Object: pod}
+	got, err := ev.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(&ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("Marshal differs from encoding/json:\n got %.300s\nwant %.300s", got, want)
+	}
+	ev.Object = json.RawMessage(`{"metadata":{"name":"cut`)
+	bad, err := ev.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Unmarshal(bad); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a message with a truncated object decoded: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,7 @@ func TestBenchCollectorList(t *testing.T) {
 		createPods(t, cs, ns, len(have.Items), missing)
 		t.Logf("created %d pods in %s", missing, time.Since(start).Round(time.Second))
 	}
+	waitPodsRunning(t, cs, ns)
 
 	dir := t.TempDir()
 	writeFile(t, dir+"/pods.yaml", fmt.Sprintf(`apiVersion: search.karmada.io/v1alpha1
@@ -81,21 +83,30 @@ spec:
 		}
 	}
 	rawBefore, rawBeforeTime := rawList()
+	// The SYNC is timed as it is read back, by a reader following the topic live: polling the topic
+	// (as log.waitFor does, every 500 ms, decoding every event) put up to half a second of the
+	// harness into a list of a second or two. The events are read afterwards, for the figures.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	syncs := make(chan syncSeen, 1)
+	stopTail := tailSyncs(ctx, t, env.KafkaBrokers, topic, syncs)
+	defer stopTail()
 	start := time.Now()
 	p, _ := startCollector(t, env, dir, topic, "--page-size", pageSize)
 	stopRSS := sampleRSS(t, p.cmd.Process.Pid, 200*time.Millisecond)
-	evs := log.waitFor(t, "the SYNC of the list", 10*time.Minute, func(evs []*envelope.Event) bool {
-		for _, ev := range evs {
-			if ev.Type == envelope.Sync {
-				return true
-			}
-		}
-		return false
-	})
-	done := time.Now()
+	var done time.Time
+	select {
+	case s := <-syncs:
+		done = s.at
+	case <-ctx.Done():
+		t.Fatal("no SYNC read back within 10 minutes")
+	}
 	rss := stopRSS()
 	elapsed := done.Sub(start)
 	peak := peakRSS(t, p.cmd.Process.Pid)
+	evs := log.waitFor(t, "the SYNC of the list", time.Minute, func(evs []*envelope.Event) bool {
+		return slices.ContainsFunc(evs, func(ev *envelope.Event) bool { return ev.Type == envelope.Sync })
+	})
 	var objects, bytes, msgBytes int
 	var sync *envelope.Event
 	var firstSeen time.Time

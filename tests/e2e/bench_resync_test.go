@@ -50,7 +50,10 @@ func TestBenchColdResync(t *testing.T) {
 	}
 	start := time.Now()
 	wg.Wait()
-	t.Logf("%d Pods per member ready (created what was missing in %s)", per, time.Since(start).Round(time.Second))
+	for _, cluster := range env.Clusters {
+		waitPodsRunning(t, kubernetes.NewForConfigOrDie(env.RESTConfig(t, cluster)), ns)
+	}
+	t.Logf("%d Pods per member created and Running (what was missing took %s)", per, time.Since(start).Round(time.Second))
 
 	dir := t.TempDir()
 	writeFile(t, dir+"/pods.yaml", fmt.Sprintf(`apiVersion: search.karmada.io/v1alpha1
@@ -145,4 +148,17 @@ func tailSyncs(ctx context.Context, t *testing.T, brokers []string, topic string
 		})
 	}
 	return func() { cancel(); wg.Wait() }
+}
+
+// waitPodsRunning waits until kwok has moved every Pod of ns to Running: until then it writes
+// their status, and a benchmark started meanwhile measures the apiserver busy with those writes.
+func waitPodsRunning(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	pollUntil(t, "every Pod of "+ns+" Running", 10*time.Minute, func(ctx context.Context) (bool, error) {
+		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "status.phase!=Running", Limit: 1})
+		if err != nil {
+			return false, err
+		}
+		return len(l.Items) == 0, nil
+	})
 }
