@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -63,7 +64,6 @@ func TestWatchDeliversSyncDeletes(t *testing.T) {
 	c.apply(cmEvent(envelope.Added, "gone2", 12, 1))
 	done := make(chan []string)
 	go func() {
-		var seen []string
 		resp, err := http.Get(srvURL + "/clusters/member1/api/v1/namespaces/shop/configmaps?watch=1&resourceVersion=12")
 		if err != nil {
 			t.Error(err)
@@ -71,19 +71,9 @@ func TestWatchDeliversSyncDeletes(t *testing.T) {
 			return
 		}
 		defer resp.Body.Close()
-		dec := json.NewDecoder(resp.Body)
-		for len(seen) < 3 {
-			var ev struct {
-				Type   string
-				Object struct {
-					Metadata struct{ Name, ResourceVersion string }
-				}
-			}
-			if err := dec.Decode(&ev); err != nil {
-				t.Errorf("after %v: %v", seen, err)
-				break
-			}
-			seen = append(seen, ev.Type+" "+ev.Object.Metadata.Name+" "+ev.Object.Metadata.ResourceVersion)
+		seen, err := readWatch(resp.Body, 3)
+		if err != nil {
+			t.Error(err)
 		}
 		done <- seen
 	}()
@@ -115,7 +105,16 @@ func watchNames(t *testing.T, url string, n int) []string {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("watch %s: %d", url, resp.StatusCode)
 	}
-	dec := json.NewDecoder(resp.Body)
+	seen, err := readWatch(resp.Body, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seen
+}
+
+// readWatch reads n events of a watch's body as "TYPE name resourceVersion".
+func readWatch(body io.Reader, n int) ([]string, error) {
+	dec := json.NewDecoder(body)
 	var seen []string
 	for len(seen) < n {
 		var ev struct {
@@ -125,11 +124,11 @@ func watchNames(t *testing.T, url string, n int) []string {
 			}
 		}
 		if err := dec.Decode(&ev); err != nil {
-			t.Fatalf("after %v: %v", seen, err)
+			return seen, fmt.Errorf("after %v: %w", seen, err)
 		}
 		seen = append(seen, ev.Type+" "+ev.Object.Metadata.Name+" "+ev.Object.Metadata.ResourceVersion)
 	}
-	return seen
+	return seen, nil
 }
 
 // TestWatchResumesInsideARelist: a one-cluster view's events carry their objects' own

@@ -28,10 +28,7 @@ func TestBenchCollectorList(t *testing.T) {
 	buildFlags = nil    // measure the binary users run, not a race-detector build
 	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
-	n := 10000
-	if v := os.Getenv("BENCH_PODS"); v != "" {
-		n, _ = strconv.Atoi(v)
-	}
+	n := envInt("BENCH_PODS", 10000)
 	cluster := env.Clusters[0]
 	// No owner references: the garbage collector would delete Pods whose owner does not exist.
 	ns := "bench-pods-2"

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,10 +32,7 @@ func TestBenchIndexer(t *testing.T) {
 	buildFlags = nil    // measure the binary users run, not a race-detector build
 	kubesearchBinary(t) // built now, not inside a timed process start
 	env := testbed.Get(t)
-	n := 50000
-	if v := os.Getenv("BENCH_DOCS"); v != "" {
-		n, _ = strconv.Atoi(v)
-	}
+	n := envInt("BENCH_DOCS", 50000)
 	const batch = 1000 // the indexer's default --batch-size
 
 	// The events a collector would publish for n Pods of one cluster, status included.

@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -28,10 +26,7 @@ func TestBenchColdResync(t *testing.T) {
 	buildFlags = nil    // measure the binary users run, not a race-detector build
 	kubesearchBinary(t) // built now, not inside the timed process start
 	env := testbed.Get(t)
-	total := 9000
-	if v := os.Getenv("BENCH_RESYNC_PODS"); v != "" {
-		total, _ = strconv.Atoi(v)
-	}
+	total := envInt("BENCH_RESYNC_PODS", 9000)
 	const ns = "bench-resync"
 	per := total / len(env.Clusters)
 	var wg sync.WaitGroup
