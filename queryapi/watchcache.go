@@ -93,9 +93,13 @@ type watchCache struct {
 	// in progress.
 	stable map[store.Pair]int64
 	synced map[store.Pair]int64
-	// relisting counts, per pair, the window's events of re-lists in progress (see
-	// cacheEvent.relisting): only a pair that has some needs start to look for one.
-	relisting map[store.Pair]int
+	// relisting is, per pair, the seq of the window's first event of a re-list in progress per
+	// resourceVersion (see cacheEvent.relisting): where start places a watch resumed from it.
+	relisting map[store.Pair]map[int64]uint64
+	// truncated are the pairs whose list was in progress when reading began (the index's
+	// watermark said so): the window may lack the list's first events, so until its SYNC a position
+	// inside the list that start cannot place is 410, and at the SYNC the floor rises to it.
+	truncated map[store.Pair]bool
 	// replaying is true until the events written before the start are read: events then are not
 	// deduplicated against the seeded identities (see apply).
 	replaying bool
@@ -120,7 +124,8 @@ func (c *watchCache) resetLocked() {
 	c.floor = map[store.Pair]int64{}
 	c.stable = map[store.Pair]int64{}
 	c.synced = map[store.Pair]int64{}
-	c.relisting = map[store.Pair]int{}
+	c.relisting = map[store.Pair]map[int64]uint64{}
+	c.truncated = map[store.Pair]bool{}
 	c.ready, c.replaying = false, true
 	c.generation++
 	c.notifyLocked()
@@ -182,16 +187,23 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 	from := map[int]int64{}
 	behind := map[int]int64{}
 	var toRead int64
+	var uncommitted []int
 	for p, sp := range spans {
 		at := sp.First
 		if co, ok := committed[p]; ok && co >= 0 {
 			at = max(sp.First, min(co, sp.End)-replaySlack)
+		} else if sp.End > sp.First {
+			uncommitted = append(uncommitted, p)
 		}
 		from[p] = at
 		if sp.End > at {
 			behind[p] = sp.End
 			toRead += sp.End - at
 		}
+	}
+	if len(uncommitted) > 0 {
+		c.log.Warn("the indexers have committed nothing on these partitions: the watch cache reads them from their start (is --indexer-group the indexers' --group?)",
+			"indexerGroup", indexerGroup, "topic", topic, "partitions", uncommitted)
 	}
 	wms, err := src.Watermarks(ctx)
 	if err != nil {
@@ -205,6 +217,8 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 		c.floor[p], c.head[p], c.stable[p] = w.ResourceVersion, w.ResourceVersion, w.ResourceVersion
 		if !w.Listing {
 			c.synced[p] = w.Epoch
+		} else {
+			c.truncated[p] = true
 		}
 	}
 	c.mu.Unlock()
@@ -328,8 +342,8 @@ func stateOf(obj []byte, epoch int64) *objState {
 // client resuming from it must not go back to the object's last change).
 func deletedAt(meta []byte, rv int64) []byte {
 	old := gjson.GetBytes(meta, "metadata.resourceVersion")
-	if old.Index == 0 {
-		return meta
+	if old.Index == 0 || rv == 0 {
+		return meta // no deletion resourceVersion known: the last one the object had
 	}
 	return splice(meta, []edit{{old.Index, len(old.Raw), strconv.Quote(strconv.FormatInt(rv, 10))}})
 }
@@ -407,6 +421,16 @@ func (c *watchCache) apply(ev *envelope.Event) {
 		rv = max(listRV, c.head[pair])
 		c.synced[pair] = max(c.synced[pair], ev.Epoch)
 		c.stable[pair] = max(c.stable[pair], rv)
+		if c.truncated[pair] {
+			// Positions inside this list may need events read before the window began.
+			delete(c.truncated, pair)
+			c.floor[pair] = max(c.floor[pair], rv)
+		}
+		// The SYNC's position is where LISTs and bookmarks put clients: it stays resumable even
+		// when an evicted event of the list carried the same resourceVersion (the floor above it,
+		// see appendLocked), else those clients would re-list and get it again, forever. A client
+		// that got exactly that event in the middle of the list is the one left ambiguous.
+		c.floor[pair] = min(c.floor[pair], rv)
 		for uid, st := range c.objects[pair] {
 			if st.epoch < ev.Epoch && (ev.Namespace == "" || st.ns == ev.Namespace) {
 				delete(c.objects[pair], uid)
@@ -419,15 +443,25 @@ func (c *watchCache) apply(ev *envelope.Event) {
 			if p.Cluster != ev.Cluster || p.Group != ev.Group || c.kinds[p] != ev.Kind {
 				continue
 			}
-			// The selection is gone: its deletions come after everything seen of it.
+			// The selection is gone: its deletions come after everything seen of it. Objects of
+			// a newer epoch were listed after the purge (a replay of an old PURGE must not delete
+			// what the index shows now).
+			var gone []string
+			for uid, st := range objs {
+				if (ev.Namespace == "" || st.ns == ev.Namespace) && st.epoch < ev.Epoch {
+					gone = append(gone, uid)
+				}
+			}
+			if len(gone) == 0 {
+				continue
+			}
 			c.head[p]++
 			c.stable[p] = c.head[p]
-			for uid, st := range objs {
-				if ev.Namespace == "" || st.ns == ev.Namespace {
-					delete(objs, uid)
-					c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: p, ns: st.ns, uid: uid, rv: c.head[p], obj: deletedAt(st.meta, c.head[p]),
-						prevLabels: st.labels, prevSeq: st.lastSeq})
-				}
+			for _, uid := range gone {
+				st := objs[uid]
+				delete(objs, uid)
+				c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: p, ns: st.ns, uid: uid, rv: c.head[p], obj: deletedAt(st.meta, c.head[p]),
+					prevLabels: st.labels, prevSeq: st.lastSeq})
 			}
 		}
 	}
@@ -444,7 +478,14 @@ func (c *watchCache) appendLocked(e *cacheEvent) {
 	c.window = append(c.window, e)
 	c.bytes += e.size()
 	if e.relisting() {
-		c.relisting[e.pair]++
+		m := c.relisting[e.pair]
+		if m == nil {
+			m = map[int64]uint64{}
+			c.relisting[e.pair] = m
+		}
+		if _, ok := m[e.rv]; !ok {
+			m[e.rv] = e.seq
+		}
 	}
 	for len(c.window) > 1 && (len(c.window) > c.maxEvents || c.bytes > c.maxBytes) {
 		old := c.window[0]
@@ -455,10 +496,15 @@ func (c *watchCache) appendLocked(e *cacheEvent) {
 		if old.relisting() {
 			// A client at this event's resourceVersion may lack later events of its list with
 			// lower ones, and start can no longer place it after the event: that position is
-			// gone too.
-			floor++
-			if c.relisting[old.pair]--; c.relisting[old.pair] == 0 {
-				delete(c.relisting, old.pair)
+			// gone too — unless it is also the pair's position after the list's SYNC (see apply).
+			if c.stable[old.pair] != old.rv {
+				floor++
+			}
+			if m := c.relisting[old.pair]; m[old.rv] == old.seq {
+				delete(m, old.rv)
+				if len(m) == 0 {
+					delete(c.relisting, old.pair)
+				}
 			}
 		}
 		c.floor[old.pair] = max(c.floor[old.pair], floor)
@@ -494,7 +540,13 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 			// the window holds.
 			after := c.resumeAfterLocked(from)
 			for p, rv := range from {
-				if _, placed := after[p]; !placed && rv < c.floor[p] {
+				_, placed := after[p]
+				if !placed && c.truncated[p] && rv > c.stable[p] && rv <= c.head[p] {
+					err := fmt.Errorf("%w: %s/%s at %d, inside a list whose start the watch window lacks", errTooOld, p.Cluster, groupResourceOf(p), rv)
+					c.mu.Unlock()
+					return cursor{}, err
+				}
+				if !placed && rv < c.floor[p] {
 					err := fmt.Errorf("%w: %s/%s at %d, the watch window starts at %d", errTooOld, p.Cluster, groupResourceOf(p), rv, c.floor[p])
 					c.mu.Unlock()
 					return cursor{}, err
@@ -528,27 +580,13 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 // event has seen the stream up to it, yet later events of the list may carry lower
 // resourceVersions, which "above the position" would skip.
 func (c *watchCache) resumeAfterLocked(from map[store.Pair]int64) map[store.Pair]uint64 {
-	want := map[store.Pair]int64{}
-	for p, rv := range from {
-		if c.relisting[p] > 0 {
-			want[p] = rv
-		}
-	}
 	var out map[store.Pair]uint64
-	for _, e := range c.window {
-		if len(want) == 0 {
-			break
-		}
-		rv, ok := want[e.pair]
-		if !ok || e.rv != rv {
-			continue
-		}
-		delete(want, e.pair)
-		if e.relisting() {
+	for p, rv := range from {
+		if seq, ok := c.relisting[p][rv]; ok {
 			if out == nil {
 				out = map[store.Pair]uint64{}
 			}
-			out[e.pair] = e.seq
+			out[p] = seq
 		}
 	}
 	return out

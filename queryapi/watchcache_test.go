@@ -186,3 +186,88 @@ func TestWatchWindowDropsARelistPosition(t *testing.T) {
 		t.Errorf("start at b (30): after = %v, want seq 2", cur.after)
 	}
 }
+
+func cmSync(epoch int64, listRV string) *envelope.Event {
+	return &envelope.Event{V: envelope.Version, Type: envelope.Sync, Cluster: "member1", Version: "v1", Resource: "configmaps",
+		Kind: "ConfigMap", Namespace: "shop", Epoch: epoch, ListResourceVersion: listRV}
+}
+
+var cmPair = store.Pair{Cluster: "member1", Resource: "configmaps"}
+
+// TestWatchCacheListInProgressAtStart: reading began inside a list (the index's watermark said
+// listing), so the window lacks its first events: a position inside it that start cannot place is
+// 410, and after the SYNC so is everything below it — never a watch that skips the list's rest.
+func TestWatchCacheListInProgressAtStart(t *testing.T) {
+	c := newWatchCache(slog.New(slog.DiscardHandler), 1000, 1<<20)
+	c.floor[cmPair], c.head[cmPair], c.stable[cmPair], c.synced[cmPair] = 12, 12, 12, 1
+	c.truncated[cmPair] = true // what fill does for a watermark that says listing
+	c.replaying, c.ready = false, true
+	// a at 40 (epoch 2) was published before the window began; b and c follow.
+	c.apply(cmEvent(envelope.Added, "b", 30, 2))
+	c.apply(cmEvent(envelope.Added, "c", 35, 2))
+	c.apply(cmEvent(envelope.Added, "d", 45, 2))
+	if _, err := c.start(t.Context(), map[store.Pair]int64{cmPair: 40}); !errors.Is(err, errTooOld) {
+		t.Errorf("start at a's 40, read before the window: %v, want errTooOld", err)
+	}
+	if _, err := c.start(t.Context(), map[store.Pair]int64{cmPair: 12}); err != nil {
+		t.Errorf("start at the list's watermark 12: %v", err)
+	}
+	c.apply(cmSync(2, "46"))
+	if _, err := c.start(t.Context(), map[store.Pair]int64{cmPair: 40}); !errors.Is(err, errTooOld) {
+		t.Errorf("after the SYNC, start at 40: %v, want errTooOld", err)
+	}
+	if _, err := c.start(t.Context(), map[store.Pair]int64{cmPair: 46}); err != nil {
+		t.Errorf("start at the SYNC's 46: %v", err)
+	}
+}
+
+// TestWatchCacheReplayedPurge: a PURGE replayed from before the objects' current list deletes
+// nothing they hold now.
+func TestWatchCacheReplayedPurge(t *testing.T) {
+	c := newWatchCache(slog.New(slog.DiscardHandler), 1000, 1<<20)
+	c.objectsOf(cmPair)["uid-x"] = stateOf([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"shop","uid":"uid-x","resourceVersion":"50"}}`), 30)
+	c.kinds[cmPair] = "ConfigMap"
+	c.floor[cmPair], c.head[cmPair], c.stable[cmPair], c.synced[cmPair] = 100, 100, 100, 30
+	c.replaying, c.ready = true, true
+	c.apply(&envelope.Event{V: envelope.Version, Type: envelope.Purge, Cluster: "member1", Version: "v1", Resource: "configmaps",
+		Kind: "ConfigMap", Epoch: 20})
+	if _, ok := c.objects[cmPair]["uid-x"]; !ok || len(c.window) != 0 || c.head[cmPair] != 100 {
+		t.Errorf("an old PURGE deleted x: window %d events, head %d", len(c.window), c.head[cmPair])
+	}
+	c.apply(&envelope.Event{V: envelope.Version, Type: envelope.Purge, Cluster: "member1", Version: "v1", Resource: "configmaps",
+		Kind: "ConfigMap", Epoch: 40})
+	if _, ok := c.objects[cmPair]["uid-x"]; ok || len(c.window) != 1 || c.window[0].rv != 101 {
+		t.Errorf("a newer PURGE kept x (window %d events)", len(c.window))
+	}
+}
+
+// TestWatchCacheSyncPositionStaysResumable: the list's own resourceVersion is also a re-listed
+// object's; once that event has left the window, the SYNC's position (what a LIST says) still
+// starts a watch instead of a 410 the client would get again after every re-list.
+func TestWatchCacheSyncPositionStaysResumable(t *testing.T) {
+	c := newWatchCache(slog.New(slog.DiscardHandler), 2, 1<<20)
+	c.replaying, c.ready = false, true
+	c.apply(cmEvent(envelope.Added, "a", 40, 1))
+	c.apply(cmEvent(envelope.Added, "b", 30, 1))
+	c.apply(cmEvent(envelope.Added, "c", 35, 1)) // a leaves the window: floor 41
+	c.apply(cmSync(1, "40"))
+	if _, err := c.start(t.Context(), map[store.Pair]int64{cmPair: 40}); err != nil {
+		t.Errorf("start at the SYNC's 40 (a evicted before it): %v", err)
+	}
+	c2 := newWatchCache(slog.New(slog.DiscardHandler), 2, 1<<20)
+	c2.replaying, c2.ready = false, true
+	c2.apply(cmEvent(envelope.Added, "a", 40, 1))
+	c2.apply(cmEvent(envelope.Added, "b", 30, 1))
+	c2.apply(cmSync(1, "40"))
+	for i, name := range []string{"d", "e"} { // another member's events push a and b out after the SYNC
+		ev := cmEvent(envelope.Added, name, 45+i, 1)
+		ev.Cluster = "member2"
+		c2.apply(ev)
+	}
+	if _, err := c2.start(t.Context(), map[store.Pair]int64{cmPair: 40}); err != nil {
+		t.Errorf("start at the SYNC's 40 (a evicted after it): %v", err)
+	}
+	if len(c2.relisting[cmPair]) != 0 {
+		t.Errorf("relisting %v: the index of re-list events kept evicted ones", c2.relisting)
+	}
+}
