@@ -105,17 +105,27 @@ func eachMember(b []byte, i int, member func(key []byte, v int) int) int {
 		if i = member(key, skipSpace(b, i+1)); i < 0 {
 			return -1
 		}
-		if i = skipSpace(b, i); i >= len(b) {
-			return -1
+		var more bool
+		if i, more = afterValue(b, i, '}'); !more {
+			return i
 		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return i + 1
-		default:
-			return -1
-		}
+	}
+}
+
+// afterValue reads what follows a member or an element at b[i]: a comma, after which the next one
+// starts at next (more), or closing, after which the object or array ends at next; next is -1 for
+// anything else.
+func afterValue(b []byte, i int, closing byte) (next int, more bool) {
+	if i = skipSpace(b, i); i >= len(b) {
+		return -1, false
+	}
+	switch b[i] {
+	case ',':
+		return skipSpace(b, i+1), true
+	case closing:
+		return i + 1, false
+	default:
+		return -1, false
 	}
 }
 
@@ -133,16 +143,9 @@ func eachElement(b []byte, i int, element func(v int) int) int {
 		if i = element(i); i < 0 {
 			return -1
 		}
-		if i = skipSpace(b, i); i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return i + 1
-		default:
-			return -1
+		var more bool
+		if i, more = afterValue(b, i, ']'); !more {
+			return i
 		}
 	}
 }
