@@ -424,13 +424,14 @@ func (c *watchCache) apply(ev *envelope.Event) {
 		if c.truncated[pair] {
 			// Positions inside this list may need events read before the window began.
 			delete(c.truncated, pair)
-			c.floor[pair] = max(c.floor[pair], rv)
+			c.floor[pair] = rv
+		} else {
+			// The SYNC's position is where LISTs and bookmarks put clients: it stays resumable
+			// even when an evicted event of the list carried the same resourceVersion (the floor
+			// above it, see appendLocked), else those clients would re-list and get it again,
+			// forever. A client that got exactly that event mid-list is the one left ambiguous.
+			c.floor[pair] = min(c.floor[pair], rv)
 		}
-		// The SYNC's position is where LISTs and bookmarks put clients: it stays resumable even
-		// when an evicted event of the list carried the same resourceVersion (the floor above it,
-		// see appendLocked), else those clients would re-list and get it again, forever. A client
-		// that got exactly that event in the middle of the list is the one left ambiguous.
-		c.floor[pair] = min(c.floor[pair], rv)
 		for uid, st := range c.objects[pair] {
 			if st.epoch < ev.Epoch && (ev.Namespace == "" || st.ns == ev.Namespace) {
 				delete(c.objects[pair], uid)
