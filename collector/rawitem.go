@@ -21,7 +21,7 @@ type rawItem struct {
 }
 
 // readRawItem reads item, a JSON object of a list page, for kind in apiVersion. ok is false when
-// only the decoding path can publish it: a Secret whose values are blanked (redact), an item
+// only the decoding path can publish it: a Secret to redact (rebuilt from an allow-list), an item
 // naming another apiVersion or kind, or one whose shape is unexpected. item is a string so that
 // the page's items are read where they are, not copied first. The item is walked once and its
 // metadata once (a CPU profile of a 9,000-Pod resync had a fifth of the collector in gjson: a

@@ -26,7 +26,7 @@ type scope struct {
 	gvr       schema.GroupVersionResource
 	kind      string
 	namespace string // "" = every namespace
-	redact    bool   // blank Secret values
+	redact    bool   // publish only the allow-list of a Secret (redactedSecret)
 }
 
 type keyState struct {

@@ -36,11 +36,11 @@
 //   - The same kind selected in two API groups anywhere (core Event and events.k8s.io Event, which are
 //     the same objects; or two CRDs sharing a kind) is an error, because both would be stored in the
 //     one index kubernetes-<kind>.
-//   - Secrets are collected only when a selector names kind Secret of the core group, and their data
-//     and stringData are redacted unless the registry carries the annotation
-//     kubesearch.io/secret-data: "include". Karmada's shape has no field for this; an annotation keeps
-//     the YAML loadable by Karmada too. Registries that select the same Secrets of one cluster must
-//     agree, since the index holds one copy.
+//   - Secrets are collected only when a selector names kind Secret of the core group, and are
+//     redacted (only an allow-list of harmless fields published, data keys without their values)
+//     unless the registry carries the annotation kubesearch.io/secret-data: "include". Karmada's
+//     shape has no field for this; an annotation keeps the YAML loadable by Karmada too. Registries
+//     that select the same Secrets of one cluster must agree, since the index holds one copy.
 //   - Stricter validation where Karmada silently selects nothing or leaks: apiVersion is required and
 //     must name a version; a field selector's In and NotIn need values; OpenSearch addresses must not
 //     carry credentials (they belong in secretRef, never in a URL that ends up in logs).

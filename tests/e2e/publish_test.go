@@ -28,9 +28,9 @@ import (
 // A topic whose max.message.bytes (64 KiB) is far below the collector's flag (2 MiB), and a ConfigMap
 // larger than that: the collector learns the topic's limit, dead-letters that ConfigMap's event under
 // its key in <topic>.dlq, counts it, and goes on publishing — the ConfigMap just under the limit, and
-// a change made afterwards, arrive. A Secret over the limit (its size in a non-secret annotation) is
-// dead-lettered the same way, and neither its value nor a published Secret's is anywhere in the
-// topic, the dead-letter topic or the collector's log.
+// a change made afterwards, arrive. A Secret over the limit even when redacted (its size in the names
+// of its data keys, which redaction keeps) is dead-lettered the same way, and neither its value nor a
+// published Secret's is anywhere in the topic, the dead-letter topic or the collector's log.
 func TestCollectorDeadLettersEventsOverTheTopicLimit(t *testing.T) {
 	const topicLimit = 64 << 10
 	env := testbed.Get(t)
@@ -56,10 +56,15 @@ func TestCollectorDeadLettersEventsOverTheTopicLimit(t *testing.T) {
 		}
 	}
 	secretValue := uniqueName("hunter2-do-not-leak")
+	// Redaction keeps a Secret's data keys and drops every annotation that is not known to be
+	// harmless, so the huge Secret's bulk is in random key names: 400 of 240 characters, ~100 KiB.
+	hugeData := map[string]string{"password": secretValue + "-huge"}
+	for i := 0; len(hugeData) <= 400; i++ {
+		hugeData[base64.RawURLEncoding.EncodeToString(random[i*180:(i+1)*180])] = "x"
+	}
 	for _, sec := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: "small-secret", Namespace: ns}, Data: map[string][]byte{"password": []byte(secretValue)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "huge-secret", Namespace: ns, Annotations: map[string]string{"notes": base64.StdEncoding.EncodeToString(random)}},
-			StringData: map[string]string{"password": secretValue + "-huge"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "huge-secret", Namespace: ns}, StringData: hugeData},
 	} {
 		if _, err := cs.CoreV1().Secrets(ns).Create(t.Context(), sec, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
