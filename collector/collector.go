@@ -35,6 +35,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/serving"
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
@@ -69,6 +70,9 @@ type Options struct {
 
 	// ListenAddr serves /healthz, /readyz, /metrics and /status; empty serves nothing.
 	ListenAddr string
+	// Endpoints says who may read /metrics and /status (every subject its authenticators accept;
+	// the probes stay open) and whether they are served over HTTPS.
+	Endpoints serving.Options
 	// ReloadInterval is how often the configuration files are checked for changes.
 	ReloadInterval time.Duration
 	// DiscoveryInterval is how often each member's served resources are rediscovered.
@@ -139,6 +143,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	errs = append(errs, o.Kafka.Check()...)
+	errs = append(errs, o.Endpoints.Check()...)
 	if o.MaxMessageBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("--kafka-max-message-bytes: must be at least 1 MiB (Kubernetes objects reach 1.5 MiB), got %d", o.MaxMessageBytes))
 	}
@@ -163,7 +168,8 @@ type Collector struct {
 	// started is set once the ledger is read and the first plan applied: /readyz waits for it.
 	started atomic.Bool
 
-	listener net.Listener
+	listener  net.Listener
+	endpoints *serving.Endpoints // who may read /metrics and /status
 
 	mu      sync.Mutex // serialises apply; may be held while Publish blocks on a full buffer
 	plan    registry.Plan
@@ -213,11 +219,15 @@ func New(opts Options) (*Collector, error) {
 	c.ledger = newLedger(c.kafka, opts.Topic, opts.Name, c.log)
 	c.epochs = newEpochs(time.Now, c.ledger.reserve)
 	if opts.ListenAddr != "" {
-		l, err := net.Listen("tcp", opts.ListenAddr)
+		e, err := serving.New(opts.Endpoints, c.log)
+		if err != nil {
+			return nil, err
+		}
+		l, err := e.Listen(opts.ListenAddr)
 		if err != nil {
 			return nil, fmt.Errorf("--listen: %w", err)
 		}
-		c.listener = l
+		c.listener, c.endpoints = l, e
 	}
 	return c, nil
 }
@@ -567,13 +577,15 @@ func (c *Collector) handler() http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(c.metrics.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+	// /metrics and /status name members, resources and failures: for the readers the
+	// authenticators accept. The probes above stay open for the kubelet.
+	mux.Handle("GET /metrics", c.endpoints.Guard(promhttp.HandlerFor(c.metrics.registry, promhttp.HandlerOpts{})))
+	mux.Handle("GET /status", c.endpoints.Guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(map[string]any{"items": c.Status()})
-	})
+	})))
 	return mux
 }
 

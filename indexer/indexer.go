@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/osstore"
+	"github.com/kubesearch/kubesearch/internal/serving"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
@@ -40,7 +41,8 @@ type Indexer struct {
 	reader  stream.GroupReader
 	metrics *metrics
 
-	listener net.Listener
+	listener  net.Listener
+	endpoints *serving.Endpoints // who may read /metrics
 
 	// setupStep says what setup is doing; nil once the indexer consumes.
 	setupStep    atomic.Pointer[string]
@@ -74,6 +76,10 @@ func New(opts Options) (*Indexer, error) {
 	} else {
 		ix.openSearchUp.Store(true)
 	}
+	if opts.ListenAddr != "" {
+		e, err := serving.New(opts.Endpoints, opts.Logger)
+		ix.endpoints, cerr = e, errors.Join(cerr, err)
+	}
 	if cerr != nil {
 		return nil, errors.Join(cerr, ix.close())
 	}
@@ -92,7 +98,7 @@ func New(opts Options) (*Indexer, error) {
 	}
 	ix.reader = reader
 	if opts.ListenAddr != "" {
-		l, err := net.Listen("tcp", opts.ListenAddr)
+		l, err := ix.endpoints.Listen(opts.ListenAddr)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("--listen: %w", err), ix.close())
 		}
@@ -262,6 +268,7 @@ func (ix *Indexer) handler() http.Handler {
 			fmt.Fprintln(w, "ok")
 		}
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(ix.metrics.registry, promhttp.HandlerOpts{}))
+	// For the readers the authenticators accept; the probes above stay open for the kubelet.
+	mux.Handle("GET /metrics", ix.endpoints.Guard(promhttp.HandlerFor(ix.metrics.registry, promhttp.HandlerOpts{})))
 	return mux
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/serving"
 	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/mappings"
 )
@@ -58,6 +59,9 @@ type Options struct {
 
 	// ListenAddr serves /healthz, /readyz and /metrics; empty serves nothing.
 	ListenAddr string
+	// Endpoints says who may read /metrics (every subject its authenticators accept; the probes
+	// stay open) and whether it is served over HTTPS.
+	Endpoints serving.Options
 	// ShutdownTimeout bounds the flush of the batch in flight once Run's context is done.
 	ShutdownTimeout time.Duration
 
@@ -122,6 +126,7 @@ func (o *Options) Validate() error {
 		add("--kafka-max-message-bytes: must be at least 1 MiB (1048576), got %d", o.MaxMessageBytes)
 	}
 	errs = append(errs, o.Kafka.Check()...)
+	errs = append(errs, o.Endpoints.Check()...)
 
 	if len(o.OpenSearchAddresses) == 0 && o.Registry == "" && o.Backend == nil {
 		add("--opensearch-addresses: required unless --registry names an OpenSearch backend")

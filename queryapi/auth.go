@@ -36,28 +36,49 @@ func (s *Server) authenticate(c *gin.Context) {
 		c.Next()
 		return
 	}
-	user, ok, err := s.authn.Authenticate(c.Request)
+	subj, err := s.authenticateRequest(c.Request)
 	switch {
 	case errors.Is(err, auth.ErrUnavailable):
 		c.Header("Retry-After", "5")
 		writeStatus(c, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "authentication is unavailable: "+err.Error(), nil)
 		c.Abort()
 		return
-	case err != nil || !ok:
+	case errors.Is(err, auth.ErrThrottled):
+		s.throttledAuthentication(c)
+		return
+	case err != nil:
 		// As kube-apiserver answers: nothing about which credential failed, or why.
 		writeStatus(c, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized", nil)
 		c.Abort()
 		return
+	}
+	c.Set(subjectKey, subj)
+	c.Next()
+}
+
+// errUnauthenticated is a request whose credentials are missing or not accepted.
+var errUnauthenticated = errors.New("unauthenticated")
+
+// authenticateRequest makes the subject of a request's credentials, with the policy and reviews
+// in force now: for a new request, and again for a watch that is open (a revoked subject loses
+// it). auth.ErrUnavailable when the token reviewer is away; auth.ErrThrottled when the
+// credentials were refused unjudged (limits.go); errUnauthenticated when they are not accepted.
+func (s *Server) authenticateRequest(r *http.Request) (subject, error) {
+	user, ok, err := s.authn.Authenticate(r)
+	switch {
+	case errors.Is(err, auth.ErrUnavailable), errors.Is(err, auth.ErrThrottled):
+		return subject{}, err
+	case err != nil || !ok:
+		return subject{}, errUnauthenticated
 	}
 	subj := subject{user: user}
 	if s.authz != nil {
 		subj.policy = s.authz.Policy()
 	}
 	if s.reviewer != nil {
-		subj.review = s.reviewer.View(c.Request.Context(), user, s.inv)
+		subj.review = s.reviewer.View(r.Context(), user, s.inv)
 	}
-	c.Set(subjectKey, subj)
-	c.Next()
+	return subj, nil
 }
 
 // subjectOf is the request's subject.
@@ -100,6 +121,16 @@ func (s subject) restrict(q *query.Query, verb string) {
 	q.Scope, q.Subject = s.scope(verb, q), s.user.Name
 }
 
+// restrictView is restrict for a facade request over clusters (viewClusters).
+func (s subject) restrictView(q *query.Query, verb string, clusters []string) {
+	q.Clusters = slices.Clone(clusters)
+	s.restrict(q, verb)
+	if len(clusters) == 0 {
+		// No cluster of the view the subject may see: empty Clusters would mean every cluster.
+		q.Scope = &query.Scope{}
+	}
+}
+
 // allowed says whether the subject may use verb on anything of (cluster, namespace, group,
 // resource); authz.Any in a dimension asks whether any value of it is allowed.
 func (s subject) allowed(verb, cluster, namespace, group, resource string) bool {
@@ -122,9 +153,33 @@ func (s subject) seesResource(cluster, group, resource string) bool {
 	return anyOf(readVerbs, func(v string) bool { return s.allowed(v, cluster, authz.Any, group, resource) })
 }
 
+// visible is the catalog as the subject may read it (any read verb): nil, every record, when
+// nothing restricts the subject.
+func (s subject) visible() visibleFunc {
+	if s.unrestricted() {
+		return nil
+	}
+	return s.seesResource
+}
+
 // visibleClusters are the clusters of the catalog the subject may read something of.
 func (s *Server) visibleClusters(subj subject) []string {
 	return slices.DeleteFunc(s.catalog.clusters(), func(c string) bool { return !subj.seesCluster(c) })
+}
+
+// authorizeURL guards an operational path (/metrics): its answers name every member and show the
+// whole fleet's activity, so, as kube-apiserver requires get on /metrics, only a subject that may
+// get everything (no policy, or a rule of "*" in every list) or one a policy rule of
+// nonResourceURLs grants the path may read it.
+func authorizeURL(c *gin.Context) {
+	subj := subjectOf(c)
+	if subj.scope(authz.VerbGet, &query.Query{}) == nil || (subj.policy != nil && subj.policy.AllowedURL(subj.user, c.Request.URL.Path)) {
+		c.Next()
+		return
+	}
+	writeStatus(c, http.StatusForbidden, metav1.StatusReasonForbidden,
+		fmt.Sprintf("forbidden: User %q cannot get path %q", subj.user.Name, c.Request.URL.Path), nil)
+	c.Abort()
 }
 
 // forbidden answers 403 like a kube-apiserver: what was asked, and that this subject may not.

@@ -136,17 +136,49 @@ func (c *catalog) clustersLocked() []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-// clustersOf are the clusters caching a resource in a version, sorted: the objects of a version
-// are those of the members that collect it (the index holds each member's objects in the version
-// it collected; nothing converts them).
-func (c *catalog) clustersOf(group, version, resource string) []string {
+// visibleFunc says whether a subject may read something of a resource of a cluster. The catalog
+// answers a subject from the records it may see only, so that nothing it serves (a version, a
+// short name, a column, an OpenAPI document, a cluster of a resourceVersion) comes from a member
+// the subject cannot see. nil sees every record.
+type visibleFunc func(cluster, group, resource string) bool
+
+// seen copies, under the lock, the records match selects, then keeps those vis sees: vis may ask
+// the members (SubjectAccessReview), which must not hold up the catalog. It is asked once per
+// (cluster, group, resource), however many selections (one per namespace) share it.
+func (c *catalog) seen(match func(*registry.SelectionRecord) bool, vis visibleFunc) []registry.SelectionRecord {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	set := map[string]bool{}
+	var out []registry.SelectionRecord
 	for _, r := range c.records {
-		if r.Group == group && r.Version == version && r.Resource == resource {
-			set[r.Cluster] = true
+		if match(&r) {
+			out = append(out, r)
 		}
+	}
+	c.mu.Unlock()
+	if vis == nil {
+		return out
+	}
+	type key struct{ cluster, group, resource string }
+	sees := map[key]bool{}
+	return slices.DeleteFunc(out, func(r registry.SelectionRecord) bool {
+		k := key{r.Cluster, r.Group, r.Resource}
+		v, ok := sees[k]
+		if !ok {
+			v = vis(k.cluster, k.group, k.resource)
+			sees[k] = v
+		}
+		return !v
+	})
+}
+
+// clustersOf are the clusters caching a resource in a version that vis sees, sorted: the objects
+// of a version are those of the members that collect it (the index holds each member's objects in
+// the version it collected; nothing converts them).
+func (c *catalog) clustersOf(group, version, resource string, vis visibleFunc) []string {
+	set := map[string]bool{}
+	for _, r := range c.seen(func(r *registry.SelectionRecord) bool {
+		return r.Group == group && r.Version == version && r.Resource == resource
+	}, vis) {
+		set[r.Cluster] = true
 	}
 	return slices.Sorted(maps.Keys(set))
 }
@@ -170,19 +202,16 @@ func (c *catalog) changes() <-chan struct{} {
 	return c.changed
 }
 
-// resources lists what a view serves: one cluster's resources, or the union over the fleet
-// (cluster ""): a resource served by some members only, or in a version some members only serve,
-// is listed once; short names and categories are the union of what members publish. Sorted by
-// group, version, resource.
-func (c *catalog) resources(cluster string) []apiResource {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// resources lists what a view serves of the records vis sees: one cluster's resources, or the
+// union over the fleet (cluster ""): a resource served by some members only, or in a version some
+// members only serve, is listed once; short names and categories are the union of what members
+// publish. Sorted by group, version, resource.
+func (c *catalog) resources(cluster string, vis visibleFunc) []apiResource {
 	type key struct{ group, version, resource string }
 	merged := map[key]*apiResource{}
-	for _, r := range c.records {
-		if r.Resource == "" || (cluster != "" && r.Cluster != cluster) {
-			continue
-		}
+	for _, r := range c.seen(func(r *registry.SelectionRecord) bool {
+		return r.Resource != "" && (cluster == "" || r.Cluster == cluster)
+	}, vis) {
 		k := key{r.Group, r.Version, r.Resource}
 		m, ok := merged[k]
 		if !ok {
@@ -203,9 +232,9 @@ func (c *catalog) resources(cluster string) []apiResource {
 	return out
 }
 
-// lookup finds a resource of a view by group, version and plural name.
-func (c *catalog) lookup(cluster, group, version, resource string) (apiResource, bool) {
-	for _, r := range c.resources(cluster) {
+// lookup finds a resource of a view by group, version and plural name, among what vis sees.
+func (c *catalog) lookup(cluster, group, version, resource string, vis visibleFunc) (apiResource, bool) {
+	for _, r := range c.resources(cluster, vis) {
 		if r.Group == group && r.Version == version && r.Resource == resource {
 			return r, true
 		}

@@ -13,8 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/version"
-
-	"github.com/kubesearch/kubesearch/internal/authz"
 )
 
 // The Kubernetes facade (DESIGN section 5) serves the cached resources the way kube-apiserver
@@ -176,16 +174,9 @@ func parseFacadePath(p string) (*facadeRequest, *metav1.Status) {
 }
 
 // resources is the catalog of a view as a subject discovers it: only the resources it may see
-// something of.
+// something of, their versions, short names and categories from the members it sees.
 func (s *Server) resources(c *gin.Context, r *facadeRequest) []apiResource {
-	subj := subjectOf(c)
-	cluster := r.cluster
-	if cluster == "" {
-		cluster = authz.Any
-	}
-	return slices.DeleteFunc(s.catalog.resources(r.cluster), func(res apiResource) bool {
-		return !subj.seesResource(cluster, res.Group, res.Resource)
-	})
+	return s.catalog.resources(r.cluster, subjectOf(c).visible())
 }
 
 func (s *Server) discoverRoot(c *gin.Context, r *facadeRequest, legacy bool) {

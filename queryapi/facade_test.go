@@ -59,7 +59,8 @@ func (f *fakeStore) Search(_ context.Context, q *query.Query) (*store.Result, er
 		if len(q.Resources) > 0 && (o.resource != q.Resources[0].Resource || o.group != q.Resources[0].Group) ||
 			(len(q.Clusters) > 0 && !slices.Contains(q.Clusters, o.cluster)) ||
 			(len(q.Namespaces) > 0 && !slices.Contains(q.Namespaces, o.namespace)) ||
-			(len(q.Names) > 0 && !slices.Contains(q.Names, o.name)) {
+			(len(q.Names) > 0 && !slices.Contains(q.Names, o.name)) ||
+			!q.Scope.Allows(o.cluster, o.namespace, o.group, o.resource) {
 			continue
 		}
 		match = append(match, o)

@@ -3,7 +3,10 @@ package queryapi
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/secrets"
 	"github.com/kubesearch/kubesearch/internal/store"
 )
 
@@ -64,6 +68,7 @@ type fleet struct {
 	readWatermarks func(context.Context) ([]store.Watermark, error)
 	collectors     []string
 	client         *http.Client
+	tokenFile      string // the bearer token for the collectors' /status; "" sends none
 	interval       time.Duration
 	staleAfter     time.Duration
 	log            *slog.Logger
@@ -191,6 +196,14 @@ func (f *fleet) collectorStatus(ctx context.Context, url string) ([]registry.Res
 	if err != nil {
 		return nil, err
 	}
+	if f.tokenFile != "" {
+		// Read at every poll: a rotated token (a Secret's update) needs no restart.
+		token, err := secrets.ReadValue(f.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--collector-status-token-file: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -210,6 +223,32 @@ func (f *fleet) collectorStatus(ctx context.Context, url string) ([]registry.Res
 		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
 	return status.Items, nil
+}
+
+// newStatusClient is the client of the collectors' /status: it trusts the CAs of caFile for
+// collectors serving HTTPS, and checks that the token file can be read now, rather than at the
+// first poll.
+func newStatusClient(tokenFile, caFile string) (*http.Client, error) {
+	var errs []error
+	if tokenFile != "" {
+		if _, err := secrets.ReadValue(tokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--collector-status-token-file: %w", err))
+		}
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	if caFile != "" {
+		data, err := secrets.ReadPEM(caFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--collector-status-ca-file: %w", err))
+		} else {
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(data) // ReadPEM checked it holds a certificate
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+			client.Transport = t
+		}
+	}
+	return client, errors.Join(errs...)
 }
 
 // watermark is the resourceVersion up to which every event of a pair is searchable, from the last
@@ -339,8 +378,12 @@ func (f *fleet) freshness(q *query.Query) ([]ClusterFreshness, []string) {
 	if wmErr != nil {
 		warnings = append(warnings, fmt.Sprintf("index progress unknown (watermarks unreadable: %v)", wmErr))
 	}
-	for _, u := range slices.Sorted(maps.Keys(collErrs)) {
-		warnings = append(warnings, fmt.Sprintf("collection state unknown: collector status %s: %v", u, collErrs[u]))
+	// A collector's address and error may name members: only a subject that sees every pair is
+	// told. Another sees the pairs that collector reported turn Unknown, its own ones only.
+	if q.Scope == nil {
+		for _, u := range slices.Sorted(maps.Keys(collErrs)) {
+			warnings = append(warnings, fmt.Sprintf("collection state unknown: collector status %s: %v", u, collErrs[u]))
+		}
 	}
 	byCluster := map[string]*ClusterFreshness{}
 	var order []string

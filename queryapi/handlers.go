@@ -41,7 +41,7 @@ func (s *Server) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
-	e.Use(s.metrics.middleware, s.recover, s.authenticate, s.rateLimit)
+	e.Use(s.metrics.middleware, s.recover, s.admit, s.authenticate, s.guardBrowsers, s.rateLimit)
 	e.GET(PathSearch, s.search)
 	e.GET(PathFleet, s.fleetStatus)
 	e.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openAPI) })
@@ -59,7 +59,7 @@ func (s *Server) routes() *gin.Engine {
 	})
 	e.GET(PathClusters, s.clusterList)
 	s.facadeRoutes(e)
-	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})))
+	e.GET("/metrics", authorizeURL, gin.WrapH(promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})))
 	e.NoRoute(func(c *gin.Context) {
 		writeStatus(c, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no route %s; see /openapi.json", c.Request.URL.Path), nil)
 	})
@@ -246,6 +246,8 @@ func (s *Server) writeStoreError(c *gin.Context, err error) {
 		writeStatus(c, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error(), nil)
 	case errors.Is(err, store.ErrUnavailable):
 		writeStatus(c, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, err.Error(), nil)
+	case errors.Is(err, store.ErrThrottled):
+		tooManyRequests(c, time.Second, err.Error()) // a subject's costly searches (store.Limits)
 	case errors.Is(err, context.DeadlineExceeded):
 		writeStatus(c, http.StatusGatewayTimeout, metav1.StatusReasonTimeout,
 			fmt.Sprintf("the search took longer than %s: %v", s.opts.RequestTimeout, err), nil)

@@ -52,7 +52,7 @@ func (i *inventory) Clusters() []string { return i.catalog.clusters() }
 // Resources are a cluster's cached resources, once each whatever the versions collected.
 func (i *inventory) Resources(cluster string) []authz.CachedResource {
 	var out []authz.CachedResource
-	for _, r := range i.catalog.resources(cluster) {
+	for _, r := range i.catalog.resources(cluster, nil) {
 		cr := authz.CachedResource{Group: r.Group, Resource: r.Resource, Namespaced: r.Namespaced}
 		if !slices.Contains(out, cr) {
 			out = append(out, cr)
@@ -95,7 +95,7 @@ func (i *inventory) Namespaces(ctx context.Context, cluster string) ([]string, e
 
 func (i *inventory) readNamespaces(ctx context.Context, cluster string) ([]string, error) {
 	set := map[string]bool{}
-	res, err := i.store.Search(ctx, &query.Query{Clusters: []string{cluster}, Limit: 1, MetadataOnly: true,
+	res, err := i.store.Search(ctx, &query.Query{Clusters: []string{cluster}, Limit: 1, MetadataOnly: true, Drain: true,
 		Facets: []query.Facet{{Dimension: query.FacetNamespace, Size: maxNamespaces}}})
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func (i *inventory) readNamespaces(ctx context.Context, cluster string) ([]strin
 			set[b.Value] = true
 		}
 	}
-	q := &query.Query{Clusters: []string{cluster}, Resources: []query.Resource{{Resource: "namespaces"}}, Limit: query.MaxLimit, MetadataOnly: true}
+	q := &query.Query{Clusters: []string{cluster}, Resources: []query.Resource{{Resource: "namespaces"}}, Limit: query.MaxLimit, MetadataOnly: true, Drain: true}
 	for seen := 0; seen < maxNamespaces; {
 		page, err := i.store.Search(ctx, q)
 		if err != nil {

@@ -6,7 +6,7 @@ import (
 )
 
 func TestLimiterPerSubject(t *testing.T) {
-	l := newLimiter(1, 3, 2)
+	l := newLimiter(Options{RateLimit: 1, RateBurst: 3, MaxWatches: 2, MaxListsPerSubject: 1}, nil)
 	for i := range 3 {
 		if ok, _ := l.allow("alice"); !ok {
 			t.Fatalf("request %d of the burst refused", i)
@@ -25,7 +25,42 @@ func TestLimiterPerSubject(t *testing.T) {
 		t.Fatalf("watches: %v %v %v, want the third refused", ok1, ok2, ok3)
 	}
 	d1()
+	d1() // done twice counts once
 	if _, ok := l.startWatch("alice"); !ok {
 		t.Fatal("a watch ended, yet a new one is refused")
 	}
+	if _, ok := l.startWatch("alice"); ok {
+		t.Fatal("an ended watch's done, called twice, freed two places")
+	}
+	// Lists are counted apart from watches.
+	l1, ok1 := l.startList("alice")
+	if _, ok2 := l.startList("alice"); !ok1 || ok2 {
+		t.Fatalf("lists: %v %v, want the second refused", ok1, ok2)
+	}
+	if _, ok := l.startList("bob"); !ok {
+		t.Fatal("bob's list refused for alice's")
+	}
+	l1()
+	if _, ok := l.startList("alice"); !ok {
+		t.Fatal("a list ended, yet a new one is refused")
+	}
+}
+
+// A nil limiter (a server built without bounds) bounds nothing.
+func TestNilLimiter(t *testing.T) {
+	var l *limiter
+	if ok, _ := l.allow("alice"); !ok {
+		t.Error("allow")
+	}
+	if _, ok := l.startList("alice"); !ok {
+		t.Error("startList")
+	}
+	if _, ok := l.startRequest(); !ok {
+		t.Error("startRequest")
+	}
+	if ok, _, knownOnly := l.admitSource(source{}); !ok || knownOnly {
+		t.Error("admitSource")
+	}
+	l.authFailed(source{})
+	l.refuse(boundInFlight)
 }

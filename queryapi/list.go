@@ -38,21 +38,11 @@ const (
 // serveResource answers a GET or LIST of a cached resource.
 func (s *Server) serveResource(c *gin.Context, r *facadeRequest) {
 	params := c.Request.URL.Query()
-	res, ok := s.catalog.lookup(r.cluster, r.group, r.version, r.resource)
 	// Authorized before anything is looked at: the answer must not depend on what exists.
 	verb := requestVerb(r, params)
 	subj := subjectOf(c)
-	cluster, ns := r.cluster, r.namespace
-	if cluster == "" {
-		cluster = authz.Any
-	}
-	switch {
-	case ok && !res.Namespaced:
-		ns = ""
-	case ns == "":
-		ns = authz.Any
-	}
-	if !subj.allowed(verb, cluster, ns, r.group, r.resource) {
+	res, ok := s.catalog.lookup(r.cluster, r.group, r.version, r.resource, subj.visible())
+	if !subj.allowed(verb, r.authzCluster(), r.authzNamespace(!ok || res.Namespaced), r.group, r.resource) {
 		forbidden(c, subj, r.resource, verb, resourceWhat(r.cluster, r.namespace, r.group, r.resource))
 		return
 	}
@@ -78,7 +68,7 @@ func (s *Server) serveResource(c *gin.Context, r *facadeRequest) {
 	}
 	if out.shape == shapeTable {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), s.opts.RequestTimeout)
-		p, err := s.printerFor(ctx, res)
+		p, err := s.printerFor(ctx, res, s.viewClusters(subj, verb, r, res))
 		cancel()
 		if err != nil {
 			s.writeStoreError(c, err)
@@ -131,10 +121,10 @@ func (s *Server) impliedNamespace(c *gin.Context, r *facadeRequest) {
 		"metadata": map[string]any{"name": r.name}, "status": map[string]any{"phase": "Active"}})
 }
 
-// baseQuery selects a resource's objects in a request's view and namespace: in the clusters of the
-// view that collect the resource in the requested version (the index holds each member's objects
-// in the version it collected).
-func (s *Server) baseQuery(c *gin.Context, r *facadeRequest, res apiResource, sel url.Values, verb string) (*query.Query, error) {
+// baseQuery selects a resource's objects in a request's view and namespace: in clusters, those of
+// the view that collect the resource in the requested version (the index holds each member's
+// objects in the version it collected) and that the subject may use verb on (viewClusters).
+func (s *Server) baseQuery(c *gin.Context, r *facadeRequest, res apiResource, sel url.Values, verb string, clusters []string) (*query.Query, error) {
 	v := url.Values{}
 	for _, p := range []string{query.ParamLabelSelector, query.ParamFieldSelector} {
 		if x := sel.Get(p); x != "" {
@@ -149,8 +139,7 @@ func (s *Server) baseQuery(c *gin.Context, r *facadeRequest, res apiResource, se
 	if r.namespace != "" {
 		q.Namespaces = []string{r.namespace}
 	}
-	q.Clusters = s.viewClusters(r, res)
-	subjectOf(c).restrict(q, verb)
+	subjectOf(c).restrictView(q, verb, clusters)
 	if r.qualified {
 		unqualifyNames(q)
 	}
@@ -183,7 +172,7 @@ func unqualifyNames(q *query.Query) {
 // clusters when several do.
 func (s *Server) get(c *gin.Context, r *facadeRequest, res apiResource, out *renderer) {
 	name := r.name
-	q, err := s.baseQuery(c, r, res, nil, authz.VerbGet)
+	q, err := s.baseQuery(c, r, res, nil, authz.VerbGet, s.viewClusters(subjectOf(c), authz.VerbGet, r, res))
 	if err != nil {
 		writeParamErrors(c, err)
 		return
@@ -256,7 +245,8 @@ func (s *Server) get(c *gin.Context, r *facadeRequest, res apiResource, out *ren
 // client page by page as they come, all pages from one snapshot of the index: memory holds one
 // page, whatever the list's size.
 func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *renderer, params url.Values) {
-	q, err := s.baseQuery(c, r, res, params, authz.VerbList)
+	clusters := s.viewClusters(subjectOf(c), authz.VerbList, r, res)
+	q, err := s.baseQuery(c, r, res, params, authz.VerbList, clusters)
 	if err != nil {
 		writeParamErrors(c, err)
 		return
@@ -271,8 +261,15 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 		limit = n
 	}
 	q.Limit = fullListPage
+	q.Drain = limit == 0 // every page read here, at once: its snapshot may use the server's reserve
 	if limit > 0 {
 		q.Limit = min(limit, query.MaxLimit)
+	} else {
+		done, ok := s.startFullList(c)
+		if !ok {
+			return
+		}
+		defer done()
 	}
 	var rv string
 	var vec rvVector
@@ -287,7 +284,7 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 	} else {
 		var warnings []string
 		var st *metav1.Status
-		vec, warnings, st = s.listResourceVersion(c.Request.Context(), r, res, params)
+		vec, warnings, st = s.listResourceVersion(c.Request.Context(), r, res, params, clusters)
 		if st != nil {
 			writeStatusObject(c, st)
 			return
@@ -302,7 +299,7 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 		return
 	}
 	if q.Versions {
-		vec.raise(page.Versions, s.listingClusters(res))
+		vec.raise(page.Versions, s.listingClusters(res, clusters))
 		rv = vec.encode(r.view)
 		q.Versions = false
 	}
@@ -442,7 +439,10 @@ func (s *Server) addWarnings(c *gin.Context, q *query.Query, extra []string) {
 //   - NotOlderThan waits until the watermarks reach the asked version (bounded, then 504);
 //   - Exact can only be the current version: the index keeps no history (410 otherwise, as
 //     kube-apiserver says of a compacted version).
-func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res apiResource, params url.Values) (rvVector, []string, *metav1.Status) {
+//
+// clusters are the view's clusters the subject may see (viewClusters): the vector, the wait and
+// its warning depend on those pairs only.
+func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res apiResource, params url.Values, clusters []string) (rvVector, []string, *metav1.Status) {
 	asked, match := params.Get(paramResourceVersion), metav1.ResourceVersionMatch(params.Get(paramResourceVersionMatch))
 	switch match {
 	case "", metav1.ResourceVersionMatchNotOlderThan, metav1.ResourceVersionMatchExact:
@@ -461,10 +461,10 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 	}
 	consistent := asked == "" && match == "" && s.cache != nil
 	if consistent {
-		want = s.cache.heads(res, s.viewClusters(r, res))
+		want = s.cache.heads(res, clusters)
 	}
 	deadline := time.Now().Add(s.opts.ResourceVersionWait)
-	have := s.indexedVector(r, res)
+	have := s.indexedVector(res, clusters)
 	for {
 		switch {
 		case want == nil:
@@ -499,7 +499,7 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 		// Read afresh: the fleet status polls every PollInterval, too slow to wait on.
 		if fresh, err := s.fleet.readWatermarks(ctx); err == nil {
 			have = rvVector{}
-			for _, cl := range s.viewClusters(r, res) {
+			for _, cl := range clusters {
 				have[cl] = 0
 				for _, w := range fresh {
 					if w.Cluster == cl && w.Group == res.Group && w.Resource == res.Resource {
@@ -511,22 +511,53 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 	}
 }
 
-// indexedVector is, for every cluster of the view serving a resource, the resource's watermark
-// there: 0 when nothing of it is searchable yet.
-func (s *Server) indexedVector(r *facadeRequest, res apiResource) rvVector {
+// indexedVector is, for each of clusters, the resource's watermark there: 0 when nothing of it is
+// searchable yet.
+func (s *Server) indexedVector(res apiResource, clusters []string) rvVector {
 	have := rvVector{}
-	for _, cl := range s.viewClusters(r, res) {
+	for _, cl := range clusters {
 		have[cl], _ = s.fleet.watermark(store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource})
 	}
 	return have
 }
 
-// viewClusters are the clusters of a request's view that cache a resource.
-func (s *Server) viewClusters(r *facadeRequest, res apiResource) []string {
-	if r.cluster != "" {
-		return []string{r.cluster}
+// viewClusters are the clusters of a request's view that cache a resource and of which the subject
+// may use verb on the resource in the request's namespace. Everything a request answers beside
+// the objects — the resourceVersion vector, the consistent read's wait and its warning, watch
+// positions, bookmarks, 410 and 504 messages, freshness warnings, Table columns — is computed
+// over these clusters, so it is the same whether or not clusters the subject cannot see exist,
+// change or lag. Within a cluster it sees, a subject sees the pair's resourceVersion whatever
+// namespaces it may read, as kube-apiserver shows every namespace's reader the cluster's one.
+func (s *Server) viewClusters(subj subject, verb string, r *facadeRequest, res apiResource) []string {
+	clusters := []string{r.cluster}
+	if r.cluster == "" {
+		clusters = s.catalog.clustersOf(res.Group, res.Version, res.Resource, nil)
 	}
-	return s.catalog.clustersOf(res.Group, res.Version, res.Resource)
+	if subj.unrestricted() {
+		return clusters
+	}
+	ns := r.authzNamespace(res.Namespaced)
+	return slices.DeleteFunc(clusters, func(cl string) bool { return !subj.allowed(verb, cl, ns, res.Group, res.Resource) })
+}
+
+// authzCluster is the request's cluster as authorization asks about it: Any in the fleet views.
+func (r *facadeRequest) authzCluster() string {
+	if r.cluster == "" {
+		return authz.Any
+	}
+	return r.cluster
+}
+
+// authzNamespace is the request's namespace as authorization asks about it: "" for a
+// cluster-scoped resource, Any for a namespaced one across namespaces.
+func (r *facadeRequest) authzNamespace(namespaced bool) string {
+	switch {
+	case !namespaced:
+		return ""
+	case r.namespace == "":
+		return authz.Any
+	}
+	return r.namespace
 }
 
 // rvVector is a multi-cluster resourceVersion: per member, a resourceVersion of that member.
@@ -588,10 +619,10 @@ func (v rvVector) raise(shown map[string]int64, listing map[string]bool) {
 	}
 }
 
-// listingClusters are the clusters re-listing a resource, by the watermarks.
-func (s *Server) listingClusters(res apiResource) map[string]bool {
+// listingClusters are those of clusters re-listing a resource, by the watermarks.
+func (s *Server) listingClusters(res apiResource, clusters []string) map[string]bool {
 	out := map[string]bool{}
-	for _, cl := range s.catalog.clustersOf(res.Group, res.Version, res.Resource) {
+	for _, cl := range clusters {
 		if s.fleet.listing(store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource}) {
 			out[cl] = true
 		}

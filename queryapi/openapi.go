@@ -26,16 +26,17 @@ import (
 // follows kube-apiserver: each document is addressed by its hash, an old hash redirects to the
 // current one, and a current one is immutable. OpenAPI v2 is not served: kubectl uses v3.
 
-// openAPIServed is, by path, the hash of the document the view of cluster ("" the fleet) serves:
-// one per group-version the view caches of which some member of the view relayed a document.
-func (c *catalog) openAPIServed(cluster string) map[string]string {
+// openAPIServed is, by path, the hash of the document the view of cluster ("" the fleet) serves
+// to a subject that sees vis: one per group-version the view caches of which some member of the
+// view the subject sees relayed a document, chosen among those members only.
+func (c *catalog) openAPIServed(cluster string, vis visibleFunc) map[string]string {
+	records := c.seen(func(r *registry.SelectionRecord) bool {
+		return r.Resource != "" && (cluster == "" || r.Cluster == cluster)
+	}, vis)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	members := map[string]map[string]bool{} // by path, the members that cache something of it
-	for _, r := range c.records {
-		if r.Resource == "" || (cluster != "" && r.Cluster != cluster) {
-			continue
-		}
+	for _, r := range records {
 		path := registry.OpenAPIPath(r.Group, r.Version)
 		if _, ok := c.openapi[r.Cluster][path]; !ok {
 			continue
@@ -114,7 +115,7 @@ type openAPIGroupVersion struct {
 
 func (s *Server) openAPIIndex(c *gin.Context, r *facadeRequest) {
 	index := openAPIDiscovery{Paths: map[string]openAPIGroupVersion{}}
-	for path, hash := range s.catalog.openAPIServed(r.cluster) {
+	for path, hash := range s.catalog.openAPIServed(r.cluster, subjectOf(c).visible()) {
 		index.Paths[path] = openAPIGroupVersion{ServerRelativeURL: r.openAPIURL(path, hash)}
 	}
 	body, err := json.Marshal(index) // map keys sorted: the same index, the same bytes and ETag
@@ -129,7 +130,7 @@ func (s *Server) openAPIIndex(c *gin.Context, r *facadeRequest) {
 
 func (s *Server) openAPIGroupVersion(c *gin.Context, r *facadeRequest, path string) {
 	c.Header("Vary", "Accept")
-	hash, ok := s.catalog.openAPIServed(r.cluster)[path]
+	hash, ok := s.catalog.openAPIServed(r.cluster, subjectOf(c).visible())[path]
 	var body []byte
 	if ok {
 		body = s.catalog.openAPIDocument(hash)

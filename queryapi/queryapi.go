@@ -27,6 +27,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/serving"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/mappings"
@@ -67,12 +68,21 @@ type Options struct {
 	// CollectorStatusURLs are the collectors' /status endpoints; without them, collection state is
 	// Unknown and only the index's own progress is reported.
 	CollectorStatusURLs []string
+	// CollectorStatusTokenFile holds the bearer token presented to the collectors' /status, which
+	// authenticate it when they have a token file; read again at every poll, so a rotated token
+	// needs no restart. CollectorStatusCAFile holds the CAs that sign the certificates of collectors
+	// serving HTTPS (read at start).
+	CollectorStatusTokenFile string
+	CollectorStatusCAFile    string
 	// ContinueKeyFile holds the key that signs continue tokens (at least 16 bytes). Replicas must
 	// share it; without it a random key is made, and tokens die with the process.
 	ContinueKeyFile string
 	// Authentication says who may ask (bearer tokens from a file, client certificates, a cluster's
 	// TokenReview, anonymous access); without any of them every request but the probes is a 401.
 	Authentication auth.Options
+	// AcceptHosts are regular expressions of the host names, besides localhost, *.localhost and IP
+	// addresses, that anonymous requests may name in their Host header (--accept-hosts; origin.go).
+	AcceptHosts []string
 	// AuthorizationPolicyFile maps users and groups to what they may see (internal/authz); without
 	// it every authenticated subject sees everything.
 	AuthorizationPolicyFile string
@@ -85,6 +95,32 @@ type Options struct {
 	RateLimit  float64
 	RateBurst  int
 	MaxWatches int
+	// MaxListsPerSubject bounds a subject's LISTs without a limit streaming at once (each holds a
+	// page and a snapshot until its client has read them): past it, 429. 0: no bound.
+	MaxListsPerSubject int
+	// MaxRequestsInFlight bounds the requests served at once, watches aside (bounded per
+	// subject): past it, 429. 0: no bound.
+	MaxRequestsInFlight int
+	// WriteTimeout bounds each write of an answer to its client: a client that stops reading
+	// loses its request, and what the request held, after it. 0: no bound.
+	WriteTimeout time.Duration
+	// Before authentication, per source address (an IPv4 address, an IPv6 /64): SourceRateLimit
+	// and SourceRateBurst bound its requests per second; SourceAuthFailureLimit and
+	// SourceAuthFailureBurst its failed authentications, past which its credentials are judged
+	// only if known without a new token review (others: 429); MaxConnectionsPerSource its open
+	// connections. 0: no bound. limits.go and sources.go.
+	SourceRateLimit         float64
+	SourceRateBurst         int
+	SourceAuthFailureLimit  float64
+	SourceAuthFailureBurst  int
+	MaxConnectionsPerSource int
+	// SearchLimits bound what one subject's searches hold of the store: snapshots between pages
+	// (--max-snapshots-per-subject, --max-snapshots) and searches by fuzzy name running
+	// (--max-fuzzy-searches-per-subject); zero fields are their defaults (store.Limits).
+	SearchLimits store.Limits
+	// MaxWatchObjectsPerSubject bounds the objects a subject's streaming watches track together,
+	// about 16 bytes each (present.go); past it a watch stops tracking them. 0: 1,000,000.
+	MaxWatchObjectsPerSubject int
 	// TLSCertFile and TLSKeyFile serve HTTPS, reloaded when the files change; without them, HTTP.
 	TLSCertFile, TLSKeyFile string
 	// PageKeepAlive is how long a paged query's snapshot lives between pages.
@@ -96,6 +132,10 @@ type Options struct {
 	// ResourceVersionWait bounds how long a facade LIST waits for the index to reach the
 	// resourceVersion it asks for (resourceVersionMatch=NotOlderThan) before answering 504.
 	ResourceVersionWait time.Duration
+	// SessionRecheckInterval is how often an open watch authenticates and authorizes its request
+	// again, so that a revoked subject loses it (default 5s; the token file, the policy file and
+	// the token and access reviews are themselves re-read within their own intervals).
+	SessionRecheckInterval time.Duration
 	// RequestTimeout bounds one request's work against OpenSearch.
 	RequestTimeout time.Duration
 	// ShutdownTimeout bounds the wait for requests in flight on shutdown.
@@ -118,6 +158,9 @@ func ParseWatchWindow(s string) (events int, bytes int64, err error) {
 	}
 	return 0, q.Value(), nil
 }
+
+// defaultSessionRecheck is how often an open watch is authenticated and authorized again.
+const defaultSessionRecheck = 5 * time.Second
 
 // SetDefaults fills unset options.
 func (o *Options) SetDefaults() {
@@ -148,6 +191,13 @@ func (o *Options) SetDefaults() {
 	if o.ResourceVersionWait == 0 {
 		o.ResourceVersionWait = 10 * time.Second
 	}
+	if o.SessionRecheckInterval == 0 {
+		o.SessionRecheckInterval = defaultSessionRecheck
+	}
+	o.SearchLimits = o.SearchLimits.WithDefaults()
+	if o.MaxWatchObjectsPerSubject == 0 {
+		o.MaxWatchObjectsPerSubject = DefaultMaxWatchObjectsPerSubject
+	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = 30 * time.Second
 	}
@@ -167,7 +217,7 @@ func (o *Options) Validate() error {
 		flag string
 		v    time.Duration
 	}{{"--page-keep-alive", o.PageKeepAlive}, {"--poll-interval", o.PollInterval}, {"--stale-after", o.StaleAfter},
-		{"--request-timeout", o.RequestTimeout}, {"--resource-version-wait", o.ResourceVersionWait}, {"--shutdown-timeout", o.ShutdownTimeout}} {
+		{"--request-timeout", o.RequestTimeout}, {"SessionRecheckInterval", o.SessionRecheckInterval}, {"--resource-version-wait", o.ResourceVersionWait}, {"--shutdown-timeout", o.ShutdownTimeout}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", d.flag, d.v))
 		}
@@ -181,8 +231,29 @@ func (o *Options) Validate() error {
 	if o.Authentication.ClientCAFile != "" && o.TLSCertFile == "" {
 		errs = append(errs, errors.New("--client-ca-file: client certificates need HTTPS (--tls-cert-file, --tls-private-key-file)"))
 	}
+	if _, err := newAcceptHosts(o.AcceptHosts); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, o.validateBounds()...)
+	errs = append(errs, o.ValidateHoldings())
 	if o.PageKeepAlive > 0 && o.PageKeepAlive < time.Second {
 		errs = append(errs, fmt.Errorf("--page-keep-alive: at least 1s, got %s", o.PageKeepAlive))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateHoldings reports every negative bound of what a subject's searches and watches hold,
+// each naming its flag (the standalone mode checks them before it opens its store).
+func (o *Options) ValidateHoldings() error {
+	var errs []error
+	for _, b := range []struct {
+		flag string
+		v    int
+	}{{"--max-snapshots-per-subject", o.SearchLimits.SnapshotsPerSubject}, {"--max-snapshots", o.SearchLimits.Snapshots},
+		{"--max-fuzzy-searches-per-subject", o.SearchLimits.FuzzySearchesPerSubject}, {"--max-watch-objects-per-subject", o.MaxWatchObjectsPerSubject}} {
+		if b.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %d", b.flag, b.v))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -200,6 +271,7 @@ type Server struct {
 	cache    *watchCache   // nil without KafkaBrokers or Stream
 	metrics  *metrics
 	authn    *auth.Authenticator
+	hosts    acceptHosts       // --accept-hosts, for anonymous requests
 	authz    *authz.Authorizer // nil without a policy file
 	reviewer *authz.Reviewer   // nil without the SubjectAccessReview mode
 	inv      *inventory
@@ -207,6 +279,9 @@ type Server struct {
 	tls      *tls.Config // nil: plain HTTP
 	listener net.Listener
 	engine   *gin.Engine
+
+	// watchObjects bounds the objects each subject's streaming watches track (present.go).
+	watchObjects *watchObjects
 }
 
 // searcher is what the query API needs of a store backend: searches, and the per-pair counts of the
@@ -257,6 +332,10 @@ func New(o Options) (*Server, error) {
 	}
 	authn, aerr := auth.New(o.Authentication)
 	err = errors.Join(err, aerr)
+	hosts, herr := newAcceptHosts(o.AcceptHosts)
+	err = errors.Join(err, herr)
+	statusClient, serr := newStatusClient(o.CollectorStatusTokenFile, o.CollectorStatusCAFile)
+	err = errors.Join(err, serr)
 	var authorizer *authz.Authorizer
 	if o.AuthorizationPolicyFile != "" {
 		var zerr error
@@ -276,7 +355,7 @@ func New(o Options) (*Server, error) {
 	var tlsConfig *tls.Config
 	if o.TLSCertFile != "" && o.TLSKeyFile != "" {
 		var terr error
-		tlsConfig, terr = servingTLS(o.TLSCertFile, o.TLSKeyFile, o.Authentication.ClientCAFile, log)
+		tlsConfig, terr = serving.TLS(o.TLSCertFile, o.TLSKeyFile, o.Authentication.ClientCAFile, log)
 		err = errors.Join(err, terr)
 	}
 	var closers []func() error
@@ -285,7 +364,7 @@ func New(o Options) (*Server, error) {
 		// The store reads the OpenSearch credentials: its errors join the others.
 		oss, berr := osstore.New(osstore.Options{Addresses: o.OpenSearchAddresses, Security: o.OpenSearch,
 			RequestTimeout: o.RequestTimeout, Index: mappings.Options{Prefix: o.IndexPrefix}, TokenKey: key,
-			KeepAlive: o.PageKeepAlive, Compression: o.OpenSearchCompression, Logger: log})
+			KeepAlive: o.PageKeepAlive, Limits: o.SearchLimits, Compression: o.OpenSearchCompression, Logger: log})
 		if berr == nil {
 			backend = oss
 			closers = append(closers, oss.Close)
@@ -299,15 +378,18 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("--listen: %w", err), closeAll(closers))
 	}
+	limits := newLimiter(o, m.registry)
+	l = limits.limitConnections(l)
 	s := &Server{opts: o, log: log, store: backend, backend: backend, listener: l, metrics: m, catalog: newCatalog(),
-		authn: authn, authz: authorizer, reviewer: reviewer, tls: tlsConfig, limits: newLimiter(o.RateLimit, o.RateBurst, o.MaxWatches)}
+		authn: authn, hosts: hosts, authz: authorizer, reviewer: reviewer, tls: tlsConfig, limits: limits,
+		watchObjects: newWatchObjects(o.MaxWatchObjectsPerSubject)}
 	if tlsConfig != nil {
 		s.listener = tls.NewListener(l, tlsConfig)
 	}
 	s.inv = newInventory(s.catalog, backend)
 	s.fleet = &fleet{
 		readWatermarks: backend.Watermarks,
-		collectors:     o.CollectorStatusURLs, client: &http.Client{Timeout: 5 * time.Second},
+		collectors:     o.CollectorStatusURLs, client: statusClient, tokenFile: o.CollectorStatusTokenFile,
 		interval: o.PollInterval, staleAfter: o.StaleAfter, log: log, now: time.Now,
 	}
 	switch {
@@ -349,7 +431,8 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Warn("ANONYMOUS ACCESS IS ON: whoever reaches " + s.Addr() + " reads what the policy grants system:anonymous (everything without --authorization-policy-file); use --token-auth-file, --client-ca-file or --authentication-kubeconfig, and --anonymous=false, to lock it down")
 	}
 	// No WriteTimeout: watches and full lists stream for as long as they take (a watch ends by its
-	// own timeoutSeconds); ReadTimeout covers the request, which has no body.
+	// own timeoutSeconds); each write has its own deadline instead (--write-timeout, deadline.go).
+	// ReadTimeout covers the request, which has no body.
 	g.Serve("http", &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 256 << 10}, s.listener)
 	g.Go("fleet status", func(ctx context.Context) error {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/table"
 )
 
@@ -221,20 +222,30 @@ type printer interface {
 }
 
 // printerFor picks the Table printer of a resource: kube-apiserver's columns for a built-in one;
-// for a custom resource, its CRD's additionalPrinterColumns when the CRD itself is cached (from
-// any member: they serve the same CRD, or the columns are the first found), else NAME and AGE, as
-// kube-apiserver prints a CRD without columns.
-func (s *Server) printerFor(ctx context.Context, res apiResource) (printer, error) {
+// for a custom resource, the additionalPrinterColumns of the resource's version in its CRD when the
+// CRD itself is cached in one of clusters (the clusters the request covers and the subject may
+// see: the lowest-named one serving the version, so a member the subject cannot see never decides
+// the columns, and a one-cluster view prints its own member's), else NAME and AGE, as
+// kube-apiserver prints a CRD without columns. The CRD is read for its columns only, whether or not
+// the subject may read CRDs, as kube-apiserver prints a custom resource for whoever lists it.
+func (s *Server) printerFor(ctx context.Context, res apiResource, clusters []string) (printer, error) {
 	// Groups without a dot are Kubernetes' own; a dotted one may be a CRD's even under *.k8s.io
 	// (gateway.networking.k8s.io, snapshot.storage.k8s.io), so its CRD is looked for first.
 	if !strings.Contains(res.Group, ".") {
 		return table.For(res.Group, res.Resource), nil
 	}
-	q := &query.Query{Resources: []query.Resource{{Resource: "customresourcedefinitions", Group: "apiextensions.k8s.io"}},
-		Names: []string{res.Resource + "." + res.Group}, Limit: 1}
-	found, err := s.store.Search(ctx, q)
-	if err != nil {
-		return nil, err
+	var found *store.Result
+	if len(clusters) > 0 {
+		q := &query.Query{Resources: []query.Resource{{Resource: "customresourcedefinitions", Group: "apiextensions.k8s.io"}},
+			Names: []string{res.Resource + "." + res.Group}, Clusters: clusters, Limit: 1,
+			Fields: []query.Requirement{{Key: "spec.versions.name", Op: query.Equals, Values: []string{res.Version}}},
+			Sort:   []query.Sort{{Field: query.SortCluster}}}
+		var err error
+		if found, err = s.store.Search(ctx, q); err != nil {
+			return nil, err
+		}
+	} else {
+		found = &store.Result{}
 	}
 	if len(found.Items) == 0 && builtinGroup(res.Group) {
 		return table.For(res.Group, res.Resource), nil

@@ -2,6 +2,7 @@ package queryapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kubesearch/kubesearch/internal/auth"
 	"github.com/kubesearch/kubesearch/internal/authz"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
@@ -41,13 +45,16 @@ const bookmarkEvery = 10 * time.Second
 
 // watcher is one WATCH request being served.
 type watcher struct {
-	s     *Server
-	c     *gin.Context
-	r     *facadeRequest
-	res   apiResource
-	out   *renderer
-	q     *query.Query
-	pairs []store.Pair
+	s   *Server
+	c   *gin.Context
+	r   *facadeRequest
+	res apiResource
+	out *renderer
+	q   *query.Query
+	// clusters are the view's clusters the subject may watch (viewClusters); pairs those the
+	// watch reads (fewer for a qualified name).
+	clusters []string
+	pairs    []store.Pair
 	// from is, per cluster, where the watch started: every event after it is sent, in the
 	// stream's order (a re-list's events do not come in resourceVersion order). pos is where a
 	// client that got what was sent may resume: bookmarks and the fleet views' event
@@ -59,8 +66,8 @@ type watcher struct {
 	after map[store.Pair]uint64
 	// present are the objects the client holds, with the resourceVersion it got; nil when the
 	// watch resumed from a resourceVersion without initial events (the client's list is not
-	// known then).
-	present    map[string]int64
+	// known then), or once the subject's watches hold as many objects as they may (presence).
+	present    *presence
 	bookmarks  bool
 	tableFirst bool
 	buf        bytes.Buffer
@@ -99,16 +106,17 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		}
 		sel.Set(query.ParamFieldSelector, fs)
 	}
-	q, err := s.baseQuery(c, r, res, sel, authz.VerbWatch)
+	var changed <-chan struct{}
+	if r.cluster == "" {
+		changed = s.catalog.changes() // before the clusters are read: a change in between is seen
+	}
+	clusters := s.viewClusters(subj, authz.VerbWatch, r, res)
+	q, err := s.baseQuery(c, r, res, sel, authz.VerbWatch, clusters)
 	if err != nil {
 		writeParamErrors(c, err)
 		return
 	}
-	w := &watcher{s: s, c: c, r: r, res: res, out: out, q: q, bookmarks: boolParam(params.Get(paramAllowWatchBookmarks)), tableFirst: true}
-	var changed <-chan struct{}
-	if r.cluster == "" {
-		changed = s.catalog.changes() // before the pairs are read: a change in between ends the watch
-	}
+	w := &watcher{s: s, c: c, r: r, res: res, out: out, q: q, clusters: clusters, bookmarks: boolParam(params.Get(paramAllowWatchBookmarks)), tableFirst: true}
 	for _, cl := range q.Clusters {
 		w.pairs = append(w.pairs, store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource})
 	}
@@ -148,7 +156,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 	var cur cursor
 	switch {
 	case !fromList && (rv == "" || rv == "0"):
-		w.pos = s.indexedVector(r, res)
+		w.pos = s.indexedVector(res, clusters)
 	case fromList:
 		// The list's position first, then the cursor: the window is read from its start, so no
 		// event after the position is missed however long the list takes.
@@ -164,7 +172,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		default:
 			lp.Set(paramResourceVersion, "0")
 		}
-		vec, _, st := s.listResourceVersion(ctx, r, res, lp) // a Warning cannot follow a 200 already sent
+		vec, _, st := s.listResourceVersion(ctx, r, res, lp, clusters) // a Warning cannot follow a 200 already sent
 		if st != nil {
 			writeStatusObject(c, st)
 			return
@@ -184,7 +192,14 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 				return
 			}
 		}
-		w.pos = vec
+		// Only the clusters of the view the subject sees: a vector's other members are not
+		// this watch's, and a bookmark echoes none of them.
+		w.pos = rvVector{}
+		for _, cl := range clusters {
+			if rv, ok := vec[cl]; ok {
+				w.pos[cl] = rv
+			}
+		}
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, s.opts.ResourceVersionWait)
 	w.from = maps.Clone(w.pos)
@@ -205,15 +220,24 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		return
 	}
 
-	if !fromList {
+	listDone := func() {}
+	if fromList {
+		// Initial events stream every page, as a LIST without a limit does: the same bound.
+		if listDone, ok = s.startFullList(c); !ok {
+			return
+		}
+	} else {
 		w.after = cur.after // a list's position is never inside a re-list (watermarks wait for the SYNC)
 	}
 	c.Header("Content-Type", "application/json")
 	c.Header("Transfer-Encoding", "chunked")
 	c.Status(http.StatusOK)
 	if fromList {
-		w.present = map[string]int64{}
-		if err := w.initialEvents(ctx); err != nil {
+		w.present = newPresence(s.watchObjects, subj.user.Name)
+		defer func() { w.present.release() }()
+		err := w.initialEvents(ctx)
+		listDone()
+		if err != nil {
 			s.log.Warn("watch initial events broken off", "path", r.path, "err", err)
 			return
 		}
@@ -226,6 +250,8 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 	}
 	tick := time.NewTicker(bookmarkEvery)
 	defer tick.Stop()
+	recheck := time.NewTicker(cmp.Or(s.opts.SessionRecheckInterval, defaultSessionRecheck))
+	defer recheck.Stop()
 	lastBookmark := time.Now()
 	for {
 		evs, stable, next, err := s.cache.read(&cur, w.pairs)
@@ -251,7 +277,20 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		case <-next:
 		case <-tick.C:
 		case <-changed:
-			return // the fleet's members changed: clients list again
+			// What the fleet caches changed: the watch ends, and its client lists again, when
+			// the clusters it covers changed. Changes elsewhere (another resource, a member the
+			// subject cannot see) leave it open: at 1,000 members they are frequent, and a
+			// watch ended by a hidden member's change would tell its subject of that member.
+			changed = s.catalog.changes()
+			if !slices.Equal(s.viewClusters(subj, authz.VerbWatch, r, res), clusters) {
+				return
+			}
+		case <-recheck.C:
+			if st := w.recheck(); st != nil {
+				w.status(st)
+				w.flush()
+				return
+			}
 		case <-ctx.Done():
 			return
 		}
@@ -259,6 +298,37 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 }
 
 func boolParam(s string) bool { return s == "true" || s == "1" }
+
+// recheck authenticates and authorizes the watch's request again, with the token file, policy and
+// reviews in force now, so that revoking a subject ends its open watches within the reload and
+// cache intervals plus SessionRecheckInterval. It answers the ERROR that ends the watch, nil to
+// go on: 401 when the credentials are no longer accepted; 403 when the subject may no longer
+// watch the resource; 410 Expired when what it may see of it changed, so that its client lists
+// again under the new scope (objects it may no longer see leave its cache) — the same scope goes
+// on. A token reviewer that is away or throttled is no revocation: the watch goes on until it
+// answers.
+func (w *watcher) recheck() *metav1.Status {
+	subj, err := w.s.authenticateRequest(w.c.Request)
+	switch {
+	case errors.Is(err, auth.ErrUnavailable), errors.Is(err, auth.ErrThrottled):
+		return nil // not an answer about the credentials: asked again at the next recheck
+	case err != nil:
+		return newStatus(http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
+	}
+	old := subjectOf(w.c)
+	if !subj.allowed(authz.VerbWatch, w.r.authzCluster(), w.r.authzNamespace(w.res.Namespaced), w.r.group, w.r.resource) {
+		return newStatus(http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf("%s is forbidden: User %q cannot watch %s",
+			w.r.resource, old.user.Name, resourceWhat(w.r.cluster, w.r.namespace, w.r.group, w.r.resource)))
+	}
+	// The query restrict saw when the watch began (a qualified name narrows Clusters after).
+	q := &query.Query{Namespaces: w.q.Namespaces, Resources: w.q.Resources}
+	subj.restrictView(q, authz.VerbWatch, w.clusters)
+	if subj.user.Name != old.user.Name || !reflect.DeepEqual(q.Scope, w.q.Scope) ||
+		!slices.Equal(w.s.viewClusters(subj, authz.VerbWatch, w.r, w.res), w.clusters) {
+		return newStatus(http.StatusGone, metav1.StatusReasonExpired, "what this subject may see changed since the watch began; list again")
+	}
+	return nil
+}
 
 // positions are the watch's position per pair.
 func (w *watcher) positions() map[store.Pair]int64 {
@@ -273,7 +343,7 @@ func (w *watcher) positions() map[store.Pair]int64 {
 // snapshot, as a LIST would.
 func (w *watcher) initialEvents(ctx context.Context) error {
 	q := *w.q
-	q.Limit, q.Versions = query.MaxLimit, true
+	q.Limit, q.Versions, q.Drain = query.MaxLimit, true, true
 	for {
 		sctx, cancel := context.WithTimeout(ctx, w.s.opts.RequestTimeout)
 		page, err := w.s.store.Search(sctx, &q)
@@ -282,7 +352,7 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 			return err
 		}
 		if q.Versions {
-			w.pos.raise(page.Versions, w.s.listingClusters(w.res)) // the snapshot's (see rvVector.raise)
+			w.pos.raise(page.Versions, w.s.listingClusters(w.res, w.clusters)) // the snapshot's (see rvVector.raise)
 			w.from = maps.Clone(w.pos)
 		}
 		q.Versions = false
@@ -290,7 +360,7 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 			cl := clusterOf(it)
 			rv, _ := strconv.ParseInt(gjson.GetBytes(it, "metadata.resourceVersion").Str, 10, 64)
 			uid := gjson.GetBytes(it, "metadata.uid").Str
-			w.present[uid] = rv
+			w.hold(uid, rv)
 			w.send(watch.Added, it, rvVector{cl: rv})
 		}
 		if !w.flush() {
@@ -321,7 +391,7 @@ func (w *watcher) event(e *cacheEvent) {
 	}
 	w.pos[e.pair.Cluster] = max(w.pos[e.pair.Cluster], e.stable)
 	if w.present != nil {
-		if seen, ok := w.present[e.uid]; ok && e.typ != watch.Deleted && e.rv != 0 && e.rv <= seen {
+		if seen, ok := w.present.get(e.uid); ok && e.typ != watch.Deleted && e.rv != 0 && e.rv <= seen {
 			return // the initial events showed this state or a newer one
 		}
 	}
@@ -329,7 +399,7 @@ func (w *watcher) event(e *cacheEvent) {
 	wasKnown, had := false, false
 	switch {
 	case w.present != nil:
-		_, had = w.present[e.uid]
+		_, had = w.present.get(e.uid)
 		wasKnown = true
 	case e.typ == watch.Added:
 	default:
@@ -361,9 +431,9 @@ func (w *watcher) event(e *cacheEvent) {
 	}
 	if w.present != nil {
 		if typ == watch.Deleted {
-			delete(w.present, e.uid)
+			w.present.remove(e.uid)
 		} else {
-			w.present[e.uid] = e.rv
+			w.hold(e.uid, e.rv)
 		}
 	}
 	w.send(typ, e.obj, w.pos)

@@ -263,7 +263,7 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 
 // seed reads the identity of every cached object from the index.
 func (c *watchCache) seed(ctx context.Context, src searcher, resourceOf func(cluster, group, kind string) string) error {
-	q := &query.Query{Limit: query.MaxLimit, MetadataOnly: true, Now: time.Now()}
+	q := &query.Query{Limit: query.MaxLimit, MetadataOnly: true, Now: time.Now(), Drain: true}
 	n := 0
 	for {
 		res, err := src.Search(ctx, q)

@@ -5,8 +5,9 @@
 // package besides main that imports components: it composes them, and adds nothing to what they do.
 //
 // The data folder holds the index, the collectors' ledger (what each member had cached, so a member
-// removed while the process was down is purged at the next start), the key signing continue tokens
-// and, without --registry, the default registry. The event stream itself is not kept: at every
+// removed while the process was down is purged at the next start), the key signing continue tokens,
+// the token the query API reads the collector's /status with (new at every start) and, without
+// --registry, the default registry. The event stream itself is not kept: at every
 // start the collector lists each member again in a new epoch, and the SYNC that ends each list
 // removes what vanished meanwhile.
 package standalone
@@ -15,6 +16,7 @@ import (
 	"context"
 	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -27,10 +29,12 @@ import (
 
 	"github.com/kubesearch/kubesearch/collector"
 	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/internal/auth"
 	"github.com/kubesearch/kubesearch/internal/blevestore"
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/progress"
 	"github.com/kubesearch/kubesearch/internal/registry"
+	"github.com/kubesearch/kubesearch/internal/serving"
 	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/queryapi"
 )
@@ -122,6 +126,7 @@ func (o *Options) Validate() error {
 	if o.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir: required"))
 	}
+	errs = append(errs, o.QueryAPI.ValidateHoldings())
 	return errors.Join(errs...)
 }
 
@@ -174,7 +179,7 @@ func New(o Options) (_ *Standalone, err error) {
 	qo := o.QueryAPI
 	qo.SetDefaults()
 	s.store, err = blevestore.New(blevestore.Options{Dir: filepath.Join(o.DataDir, "index"), TokenKey: key,
-		KeepAlive: qo.PageKeepAlive, Logger: o.Logger})
+		KeepAlive: qo.PageKeepAlive, Limits: qo.SearchLimits, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("--data-dir: open the index: %w", err)
 	}
@@ -185,8 +190,14 @@ func New(o Options) (_ *Standalone, err error) {
 	// The ledger remembers the members under this name, so one removed from the kubeconfig while
 	// the process was down is purged at the next start.
 	co.Name = "standalone"
-	// Loopback only: the query API reads the collection state there.
+	// Loopback only: the query API reads the collection state there, with a token made at every
+	// start, so the machine's other users cannot read it when the API itself is locked down.
 	co.ListenAddr = "127.0.0.1:0"
+	statusToken, statusTokens, err := newStatusToken(o.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	co.Endpoints = serving.Options{Authentication: auth.Options{TokenAuthFile: statusTokens}}
 	co.Logger = o.Logger.With("component", "collector")
 	if s.collector, err = collector.New(co); err != nil {
 		return nil, err
@@ -201,6 +212,7 @@ func New(o Options) (_ *Standalone, err error) {
 
 	qo.ListenAddr, qo.Backend, qo.Stream = o.ListenAddr, s.store, s.events
 	qo.CollectorStatusURLs = []string{"http://" + s.collector.Addr() + "/status"}
+	qo.CollectorStatusTokenFile = statusToken
 	if qo.WatchWindowBytes == 0 {
 		qo.WatchWindowBytes = 128 << 20 // a laptop's share; the distributed default is 512 MiB
 	}
@@ -276,6 +288,22 @@ func lockDir(dir string) (*os.File, error) {
 		fmt.Fprintf(f, "%d\n", os.Getpid())
 	}
 	return f, nil
+}
+
+// newStatusToken writes a new random token for the collector's /status into dir: the file the query
+// API presents it from, and the token file the collector accepts it with.
+func newStatusToken(dir string) (tokenFile, tokensFile string, err error) {
+	b := make([]byte, 32)
+	rand.Read(b)
+	token := hex.EncodeToString(b)
+	tokenFile, tokensFile = filepath.Join(dir, "collector-status.token"), filepath.Join(dir, "collector-status.tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(tokensFile, []byte(token+",system:kubesearch:standalone,\n"), 0o600); err != nil {
+		return "", "", err
+	}
+	return tokenFile, tokensFile, nil
 }
 
 // tokenKey reads the key signing continue tokens, making it at the first start: tokens stay valid

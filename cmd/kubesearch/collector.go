@@ -71,9 +71,10 @@ func collectorFlags(g flagGroups) func() collector.Options {
 		fs.IntVar(&o.PublishBatch, "publish-batch", o.PublishBatch, "most events written to Kafka at once")
 	})
 	g.add("Serving", func(fs *pflag.FlagSet) {
-		fs.StringVar(&o.ListenAddr, "listen", "127.0.0.1:8081", "address of /healthz, /readyz, /metrics and /status; empty disables")
+		fs.StringVar(&o.ListenAddr, "listen", "127.0.0.1:8081", "address of /healthz and /readyz (open), /metrics and /status (with credentials once a Security flag authenticates; else a warning off loopback); empty disables")
 		fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "longest flush of buffered events on shutdown")
 	})
+	endpointsFlags(g, &o.Endpoints)
 	return func() collector.Options {
 		o.Brokers, o.QPS = brokers, float32(qps)
 		return o

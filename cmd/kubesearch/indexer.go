@@ -80,9 +80,10 @@ func indexerFlags(g flagGroups) func() indexer.Options {
 		fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "longest OpenSearch request")
 	})
 	g.add("Serving", func(fs *pflag.FlagSet) {
-		fs.StringVar(&o.ListenAddr, "listen", "127.0.0.1:8082", "address of /healthz, /readyz and /metrics; empty disables")
+		fs.StringVar(&o.ListenAddr, "listen", "127.0.0.1:8082", "address of /healthz and /readyz (open) and /metrics (with credentials once a Security flag authenticates; else a warning off loopback); empty disables")
 		fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "longest wait to write and commit the batch in flight on shutdown")
 	})
+	endpointsFlags(g, &o.Endpoints)
 	return func() indexer.Options {
 		o.Brokers, o.OpenSearchAddresses = brokers, addresses
 		return o

@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/kubesearch/kubesearch/internal/serving"
 )
 
 // environ is a test's environment.
@@ -179,6 +181,32 @@ func TestOptionsFromFlags(t *testing.T) {
 		}
 		if o.DeadLetterTopic != "" || o.Index.Shards != 1 || !slices.Equal(o.OpenSearchAddresses, []string{"http://a:9200", "http://b:9200"}) {
 			t.Errorf("dlq %q shards %d addresses %q", o.DeadLetterTopic, o.Index.Shards, o.OpenSearchAddresses)
+		}
+	})
+	t.Run("operational endpoints authenticate with the query API's flags", func(t *testing.T) {
+		args := []string{"--token-auth-file", "tokens.csv", "--client-ca-file", "ca.pem", "--authentication-kubeconfig", "hub.kubeconfig",
+			"--tls-cert-file", "tls.crt", "--tls-private-key-file", "tls.key"}
+		c, err := parsed(t, collectorFlags, nil, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix, err := parsed(t, indexerFlags, nil, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range []serving.Options{c.Endpoints, ix.Endpoints} {
+			a := e.Authentication
+			if a.TokenAuthFile != "tokens.csv" || a.ClientCAFile != "ca.pem" || a.AuthenticationKubeconfig != "hub.kubeconfig" ||
+				e.TLSCertFile != "tls.crt" || e.TLSKeyFile != "tls.key" || a.Anonymous {
+				t.Errorf("endpoints %+v", e)
+			}
+		}
+		q, err := parsed(t, queryAPIFlags, nil, "--collector-status-token-file", "status.token", "--collector-status-ca-file", "collectors.pem")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.CollectorStatusTokenFile != "status.token" || q.CollectorStatusCAFile != "collectors.pem" {
+			t.Errorf("collector status token file %q, CA file %q", q.CollectorStatusTokenFile, q.CollectorStatusCAFile)
 		}
 	})
 	t.Run("queryapi watch window", func(t *testing.T) {

@@ -7,7 +7,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kubesearch/kubesearch/internal/auth"
 	"github.com/kubesearch/kubesearch/internal/authz"
+	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/queryapi"
 )
 
@@ -80,6 +82,8 @@ func queryAPIFlags(g flagGroups) func() queryapi.Options {
 	kafkaSecurityFlags(g, &o.Kafka)
 	g.add("Status", func(fs *pflag.FlagSet) {
 		fs.Var(&collectors, "collector-status-urls", "comma-separated /status URLs of the collectors, for collection state and lag")
+		fs.StringVar(&o.CollectorStatusTokenFile, "collector-status-token-file", "", "file with the bearer token sent to the collectors' /status (a token of their --token-auth-file); read at every poll")
+		fs.StringVar(&o.CollectorStatusCAFile, "collector-status-ca-file", "", "PEM CA certificates that sign the certificates of collectors serving HTTPS")
 		fs.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "how often index watermarks and collector status are read")
 		fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "index lag past which answers carry a Warning")
 	})
@@ -103,21 +107,32 @@ func queryAPIFlags(g flagGroups) func() queryapi.Options {
 // the query API and the standalone mode take them.
 func securityFlags(g flagGroups, o *queryapi.Options, anonymous bool, anonymousUsage string) {
 	g.add("Security", func(fs *pflag.FlagSet) {
-		fs.StringVar(&o.Authentication.TokenAuthFile, "token-auth-file", "", `bearer tokens, kube-apiserver's CSV format: token,user,uid,"group1,group2" (reloaded when it changes)`)
-		fs.StringVar(&o.Authentication.ClientCAFile, "client-ca-file", "", "PEM CA certificates that sign client certificates (CN = user, O = groups); needs --tls-cert-file")
-		fs.StringVar(&o.Authentication.AuthenticationKubeconfig, "authentication-kubeconfig", "", "kubeconfig of a cluster whose TokenReview API checks bearer tokens (ServiceAccount and OIDC tokens of the platform)")
+		authenticationFlags(fs, &o.Authentication)
 		fs.BoolVar(&o.Authentication.Anonymous, "anonymous", anonymous, anonymousUsage)
+		fs.Var((*stringList)(&o.AcceptHosts), "accept-hosts", `comma-separated regular expressions of host names (each matching the whole name) anonymous requests may name in their Host header, besides localhost, *.localhost and IP addresses, which are always served; e.g. 'kubesearch\.lan' to serve anonymously on a LAN name (others are refused, against DNS rebinding)`)
 		fs.StringVar(&o.AuthorizationPolicyFile, "authorization-policy-file", "", "YAML policy of what users and groups may see (clusters, namespaces, resources, verbs); without it (and without --subject-access-review-kubeconfig) every authenticated subject sees everything")
 		fs.StringVar(&o.SubjectAccessReview.Kubeconfig, "subject-access-review-kubeconfig", "", "kubeconfig whose every context is a member cluster, asked by SubjectAccessReview what each subject may see there, so member RBAC applies; credentials need only create subjectaccessreviews")
 		fs.StringVar(&o.SubjectAccessReview.ClustersFile, "subject-access-review-clusters", "", "clusters file (the collector's --clusters format) of the members asked by SubjectAccessReview, instead of --subject-access-review-kubeconfig")
 		fs.DurationVar(&o.SubjectAccessReview.AllowedTTL, "subject-access-review-allowed-ttl", authz.DefaultAllowedTTL, "how long a member's allow is cached")
 		fs.DurationVar(&o.SubjectAccessReview.DeniedTTL, "subject-access-review-denied-ttl", authz.DefaultDeniedTTL, "how long a member's deny (or a failed review) is cached")
-		fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "PEM serving certificate (HTTPS; reloaded when it changes)")
-		fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
+		servingTLSFlags(fs, &o.TLSCertFile, &o.TLSKeyFile)
 	})
 	g.add("Limits", func(fs *pflag.FlagSet) {
-		fs.Float64Var(&o.RateLimit, "rate-limit", 200, "requests per second of one subject (user); past it and --rate-burst, 429 with Retry-After; 0 for no bound")
-		fs.IntVar(&o.RateBurst, "rate-burst", 400, "request burst of one subject")
-		fs.IntVar(&o.MaxWatches, "max-watches-per-subject", 1000, "open watches of one subject; past it, 429")
+		fs.Float64Var(&o.RateLimit, "rate-limit", queryapi.DefaultRateLimit, "requests per second of one subject (user); past it and --rate-burst, 429 with Retry-After; 0 for no bound")
+		fs.IntVar(&o.RateBurst, "rate-burst", queryapi.DefaultRateBurst, "request burst of one subject")
+		fs.IntVar(&o.MaxWatches, "max-watches-per-subject", queryapi.DefaultMaxWatches, "open watches of one subject; past it, 429; 0 for no bound")
+		fs.IntVar(&o.MaxListsPerSubject, "max-lists-per-subject", queryapi.DefaultMaxListsPerSubject, "LISTs without a limit (streaming every page) of one subject at once; past it, 429; 0 for no bound")
+		fs.IntVar(&o.MaxRequestsInFlight, "max-requests-inflight", queryapi.DefaultMaxRequestsInFlight, "requests served at once, watches aside; past it, 429; 0 for no bound")
+		fs.DurationVar(&o.WriteTimeout, "write-timeout", queryapi.DefaultWriteTimeout, "longest wait of one write of an answer for its client to read; a client that stops reading loses its request (a LIST, a watch) after it; 0 for no bound")
+		fs.Float64Var(&o.SourceRateLimit, "source-rate-limit", queryapi.DefaultSourceRateLimit, "requests per second of one source address (IPv4 address, IPv6 /64), before authentication; past it and --source-rate-burst, 429; 0 for no bound (behind a proxy, every client is the proxy's address)")
+		fs.IntVar(&o.SourceRateBurst, "source-rate-burst", queryapi.DefaultSourceRateBurst, "request burst of one source address")
+		fs.Float64Var(&o.SourceAuthFailureLimit, "source-auth-failure-limit", queryapi.DefaultSourceAuthFailureLimit, "failed authentications (401) per second of one source address; past it and --source-auth-failure-burst, its credentials are judged only if known without a new token review, others 429; 0 for no bound")
+		fs.IntVar(&o.SourceAuthFailureBurst, "source-auth-failure-burst", queryapi.DefaultSourceAuthFailureBurst, "failed authentication burst of one source address")
+		fs.IntVar(&o.MaxConnectionsPerSource, "max-connections-per-source", queryapi.DefaultMaxConnectionsPerSource, "open connections of one source address; past it, new ones are closed at once; 0 for no bound")
+		fs.IntVar(&o.Authentication.TokenReviewMaxInFlight, "token-review-max-in-flight", auth.DefaultTokenReviewMaxInFlight, "TokenReviews (--authentication-kubeconfig) at once of tokens not accepted within the last hour, as many more waiting; past them, 429; tokens accepted before have as many slots of their own")
+		fs.IntVar(&o.SearchLimits.SnapshotsPerSubject, "max-snapshots-per-subject", store.DefaultSnapshotsPerSubject, "snapshots (OpenSearch point-in-times, the embedded store's index readers) one subject's paged queries hold between pages; past it, a first page closes the subject's least recently used idle one, whose continue token then answers 410 Expired (clients list again)")
+		fs.IntVar(&o.SearchLimits.Snapshots, "max-snapshots", store.DefaultSnapshots, "snapshots of every subject together in this process; continue tokens hold at most three quarters, the rest is kept for the facade's own LISTs and watches' initial events; with replicas sharing one OpenSearch, keep their sum below its search.max_open_pit_context (300)")
+		fs.IntVar(&o.SearchLimits.FuzzySearchesPerSubject, "max-fuzzy-searches-per-subject", store.DefaultFuzzySearchesPerSubject, "searches with fuzzyName (a wildcard over every name of every index) one subject runs at once; past it, 429")
+		fs.IntVar(&o.MaxWatchObjectsPerSubject, "max-watch-objects-per-subject", queryapi.DefaultMaxWatchObjectsPerSubject, "objects a subject's streaming watches (sendInitialEvents) track together, about 16 bytes each, to tell an object leaving the selectors; past it, a watch stops tracking and judges events as a watch resumed from a resourceVersion does")
 	})
 }

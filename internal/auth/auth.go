@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,12 @@ var ErrUnavailable = errors.New("auth: token reviewer unavailable")
 // certificate that does not verify. It is a 401, even when anonymous access is enabled.
 var ErrInvalidCredentials = errors.New("auth: invalid credentials")
 
+// ErrThrottled is a credential refused without being judged: it would need a review of a token
+// the reviewer never accepted while too many such reviews are under way, or it failed from a
+// source that has failed too often (KnownOnly). The server answers 429 Too Many Requests with a
+// Retry-After; the answer says nothing about the credential.
+var ErrThrottled = errors.New("auth: too many authentication attempts")
+
 // Defaults of the Options left zero.
 const (
 	DefaultReloadInterval              = 5 * time.Second
@@ -28,6 +35,7 @@ const (
 	DefaultTokenReviewCacheTTL         = 10 * time.Second
 	DefaultTokenReviewNegativeCacheTTL = 5 * time.Second
 	DefaultTokenReviewCacheSize        = 4096
+	DefaultTokenReviewMaxInFlight      = 16
 )
 
 // Options configure the authenticators; each file option is the flag of the same name.
@@ -48,10 +56,17 @@ type Options struct {
 	// TokenReviewTimeout bounds one review.
 	TokenReviewTimeout time.Duration
 	// TokenReviewCacheTTL and TokenReviewNegativeCacheTTL are how long an accepted and a rejected
-	// token's answer is kept; TokenReviewCacheSize bounds the number of answers kept.
+	// token's answer is kept; TokenReviewCacheSize bounds the number of accepted answers kept, and
+	// of rejected ones (cached apart, so rejections never evict the tokens in use). An accepted
+	// token stays known for an hour after its last review, as long as it stays in the cache.
 	TokenReviewCacheTTL         time.Duration
 	TokenReviewNegativeCacheTTL time.Duration
 	TokenReviewCacheSize        int
+	// TokenReviewMaxInFlight (--token-review-max-in-flight) bounds the reviews of tokens the
+	// reviewer has not accepted within the last hour going on at once; as many more may wait for a
+	// slot, and past them such a token is ErrThrottled. Tokens accepted before have as many slots
+	// of their own, so a flood of unknown tokens never delays them.
+	TokenReviewMaxInFlight int
 	// ReloadInterval is how often, at most, the token file is checked for changes.
 	ReloadInterval time.Duration
 	// Logger receives token file reloads and their errors.
@@ -71,6 +86,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TokenReviewCacheSize == 0 {
 		o.TokenReviewCacheSize = DefaultTokenReviewCacheSize
+	}
+	if o.TokenReviewMaxInFlight == 0 {
+		o.TokenReviewMaxInFlight = DefaultTokenReviewMaxInFlight
 	}
 	if o.ReloadInterval == 0 {
 		o.ReloadInterval = DefaultReloadInterval
@@ -103,6 +121,9 @@ func (o Options) Check() error {
 	}
 	if o.TokenReviewCacheSize < 0 {
 		errs = append(errs, fmt.Errorf("token review cache size: %d is negative", o.TokenReviewCacheSize))
+	}
+	if o.TokenReviewMaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("--token-review-max-in-flight: %d is negative; want at least 1 (0: %d)", o.TokenReviewMaxInFlight, DefaultTokenReviewMaxInFlight))
 	}
 	return errors.Join(errs...)
 }
@@ -152,11 +173,30 @@ func New(o Options) (*Authenticator, error) {
 	return a, nil
 }
 
+// knownOnlyKey marks a request context KnownOnly.
+type knownOnlyKey struct{}
+
+// KnownOnly marks a request's context so that Authenticate judges only credentials it knows
+// without asking anyone: the token file, client certificates, and bearer tokens the token reviewer
+// accepted before. Any other credential is ErrThrottled, never reviewed, and a rejection ErrThrottled
+// rather than ErrInvalidCredentials. The server marks the requests of a source whose failed
+// authentications passed their bound: guessing stops there, and the valid tokens of other clients
+// behind the same address keep working.
+func KnownOnly(ctx context.Context) context.Context {
+	return context.WithValue(ctx, knownOnlyKey{}, true)
+}
+
+func knownOnly(ctx context.Context) bool {
+	v, _ := ctx.Value(knownOnlyKey{}).(bool)
+	return v
+}
+
 // Authenticate tells who r comes from. ok is true with the user when r's credentials were
 // accepted, or r carried none and anonymous access is enabled. ok is false with a nil error when r
 // carried no credentials and anonymous access is off (a 401). An error is a rejection: it wraps
-// ErrUnavailable when the token reviewer could not answer (a 503), else ErrInvalidCredentials (a
-// 401). Errors never hold a credential.
+// ErrUnavailable when the token reviewer could not answer (a 503), ErrThrottled when the
+// credential was refused unjudged (a 429: see KnownOnly and Options.TokenReviewMaxInFlight), else
+// ErrInvalidCredentials (a 401). Errors never hold a credential.
 //
 // The authenticators are tried in order, the first to accept wins: the token file, the client
 // certificate, the token reviewer (last, being remote). A request carrying both a certificate and
@@ -166,6 +206,7 @@ func New(o Options) (*Authenticator, error) {
 func (a *Authenticator) Authenticate(r *http.Request) (user User, ok bool, err error) {
 	header := strings.TrimSpace(r.Header.Get("Authorization"))
 	token := bearerToken(header)
+	limited := knownOnly(r.Context())
 	var errs []error
 	if token != "" && a.tokens != nil {
 		if u, found := a.tokens.lookup(token); found {
@@ -180,7 +221,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (user User, ok bool, err e
 		errs = append(errs, err)
 	}
 	if token != "" && a.reviewer != nil {
-		u, err := a.reviewer.review(r.Context(), token)
+		u, err := a.reviewer.review(r.Context(), token, limited)
 		if err == nil {
 			return u, true, nil
 		}
@@ -196,8 +237,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (user User, ok bool, err e
 	}
 	if len(errs) > 0 {
 		err := errors.Join(errs...)
-		if errors.Is(err, ErrUnavailable) {
+		switch {
+		case errors.Is(err, ErrUnavailable), errors.Is(err, ErrThrottled):
 			return User{}, false, err
+		case limited:
+			return User{}, false, fmt.Errorf("%w: credentials refused from a source that failed too often", ErrThrottled)
 		}
 		return User{}, false, fmt.Errorf("%w: %w", ErrInvalidCredentials, err)
 	}

@@ -416,9 +416,11 @@ func TestTokenReview(t *testing.T) {
 	}
 
 	// The cache is keyed by the token's hash, never the token.
-	for _, el := range a.reviewer.cache.byKey {
-		if reflect.TypeOf(el.Value.(*cacheEntry).key) != reflect.TypeFor[[32]byte]() {
-			t.Fatal("cache key is not a hash")
+	for _, c := range []*reviewCache{a.reviewer.accepted, a.reviewer.rejected} {
+		for _, el := range c.byKey {
+			if reflect.TypeOf(el.Value.(*cacheEntry).key) != reflect.TypeFor[[32]byte]() {
+				t.Fatal("cache key is not a hash")
+			}
 		}
 	}
 
@@ -466,7 +468,7 @@ func TestReviewCacheBounded(t *testing.T) {
 	now := time.Now()
 	key := func(i byte) [32]byte { return [32]byte{i} }
 	for i := range byte(10) {
-		c.put(key(i), cacheEntry{ok: true, expires: now.Add(time.Minute)})
+		c.put(key(i), cacheEntry{expires: now.Add(time.Minute)})
 		if i == 7 {
 			c.get(key(7), now) // most recently used
 		}

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -19,18 +21,39 @@ import (
 // errReviewRejected is a token the reviewer answered not authenticated, or for other audiences.
 var errReviewRejected = errors.New("auth: token rejected by token review")
 
+// knownFor is how long a token the reviewer accepted stays known after its last accepted review:
+// its answer is asked again every TTL, but in the lane of known tokens, never behind a flood of
+// tokens nobody has seen (see tokenReviewer).
+const knownFor = time.Hour
+
 // tokenReviewer asks a cluster's TokenReview API who a bearer token belongs to, as kube-apiserver's
 // webhook token authenticator does, and remembers answers briefly: a client sends the same token
 // with every request, and the reviewer is another cluster's apiserver.
+//
+// A flood of random tokens must not cost the valid ones their logins. Random tokens miss every
+// cache, so three things keep them apart:
+//   - accepted and rejected answers live in separate caches: rejections cannot evict the tokens in
+//     use (with one shared cache, each random token pushed out a valid one, whose next request
+//     then waited for a review behind the flood);
+//   - a token accepted within knownFor is reviewed in its own lane (its own client, its own rate
+//     limit, its own slots), so a valid token whose answer expired never queues behind unknown ones;
+//   - unknown tokens get at most maxInFlight reviews at once and as many waiting; past that they
+//     are ErrThrottled at once (a 429), holding nothing. Concurrent requests with one token share
+//     one review.
 type tokenReviewer struct {
-	client    authenticationv1client.TokenReviewInterface
-	audiences []string
-	timeout   time.Duration
+	known, unknown authenticationv1client.TokenReviewInterface
+	audiences      []string
+	timeout        time.Duration
 	// ttl and negativeTTL keep accepted and rejected answers: short, so a revoked token stops
 	// working within seconds, and a rejected one cannot hammer the reviewer.
-	ttl, negativeTTL time.Duration
-	cache            *reviewCache
-	now              func() time.Time
+	ttl, negativeTTL   time.Duration
+	accepted, rejected *reviewCache
+	flights            singleflight.Group
+
+	knownSlots, unknownSlots chan struct{}
+	// unknownPending counts the reviews of unknown tokens under way or waiting for a slot.
+	unknownPending atomic.Int64
+	now            func() time.Time
 }
 
 func newTokenReviewer(kubeconfig string, o *Options) (*tokenReviewer, error) {
@@ -39,36 +62,84 @@ func newTokenReviewer(kubeconfig string, o *Options) (*tokenReviewer, error) {
 		return nil, fmt.Errorf("token review: %w", err)
 	}
 	// client-go's default (5 requests/s) would queue reviews behind each other under load; this
-	// bound still keeps a flood of random tokens (which no cache absorbs) from swamping the cluster.
+	// bound, per lane, still keeps a flood of random tokens (which no cache absorbs) from swamping
+	// the cluster. Each client has its own rate limiter: the known tokens' lane never waits for
+	// the unknown ones'.
 	cfg.QPS, cfg.Burst = 50, 100
-	client, err := authenticationv1client.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("token review: %w", err)
+	var lanes [2]authenticationv1client.TokenReviewInterface
+	for i := range lanes {
+		client, err := authenticationv1client.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("token review: %w", err)
+		}
+		lanes[i] = client.TokenReviews()
 	}
 	return &tokenReviewer{
-		client:      client.TokenReviews(),
-		audiences:   o.TokenReviewAudiences,
-		timeout:     o.TokenReviewTimeout,
-		ttl:         o.TokenReviewCacheTTL,
-		negativeTTL: o.TokenReviewNegativeCacheTTL,
-		cache:       newReviewCache(o.TokenReviewCacheSize),
-		now:         time.Now,
+		known:        lanes[0],
+		unknown:      lanes[1],
+		audiences:    o.TokenReviewAudiences,
+		timeout:      o.TokenReviewTimeout,
+		ttl:          o.TokenReviewCacheTTL,
+		negativeTTL:  o.TokenReviewNegativeCacheTTL,
+		accepted:     newReviewCache(o.TokenReviewCacheSize),
+		rejected:     newReviewCache(o.TokenReviewCacheSize),
+		knownSlots:   make(chan struct{}, o.TokenReviewMaxInFlight),
+		unknownSlots: make(chan struct{}, o.TokenReviewMaxInFlight),
+		now:          time.Now,
 	}, nil
 }
 
 // review returns the token's user; errReviewRejected if the reviewer says no; an error wrapping
-// ErrUnavailable if it could not be asked (which is not cached: the next request asks again).
-func (t *tokenReviewer) review(ctx context.Context, token string) (User, error) {
+// ErrUnavailable if it could not be asked (which is not cached: the next request asks again);
+// ErrThrottled if the token is unknown and either too many unknown tokens are under review or
+// knownOnly is set.
+func (t *tokenReviewer) review(ctx context.Context, token string, knownOnly bool) (User, error) {
 	key := sha256.Sum256([]byte(token))
-	if e, ok := t.cache.get(key, t.now()); ok {
-		if !e.ok {
-			return User{}, errReviewRejected
-		}
-		return e.user, nil
+	now := t.now()
+	if _, ok := t.rejected.get(key, now); ok {
+		return User{}, errReviewRejected
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
-	defer cancel()
-	res, err := t.client.Create(ctx, &authenticationv1.TokenReview{
+	e, known := t.accepted.get(key, now)
+	switch {
+	case known && now.Before(e.fresh):
+		return e.user, nil
+	case !known && knownOnly:
+		return User{}, fmt.Errorf("%w: an unknown token from a source that failed too often", ErrThrottled)
+	}
+	// The flight is keyed by the hash: the token itself is held only by the request asking.
+	v, err, _ := t.flights.Do(string(key[:]), func() (any, error) {
+		// One review for every request waiting on it: the first request leaving does not end it.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
+		defer cancel()
+		return t.ask(ctx, token, key, known)
+	})
+	if err != nil {
+		return User{}, err
+	}
+	return v.(User), nil
+}
+
+// ask reviews a token in its lane and caches the answer.
+func (t *tokenReviewer) ask(ctx context.Context, token string, key [sha256.Size]byte, known bool) (User, error) {
+	client, slots := t.known, t.knownSlots
+	if !known {
+		client, slots = t.unknown, t.unknownSlots
+		if t.unknownPending.Add(1) > int64(2*cap(slots)) {
+			t.unknownPending.Add(-1)
+			return User{}, fmt.Errorf("%w: %d reviews of unknown tokens under way or waiting", ErrThrottled, 2*cap(slots))
+		}
+		defer t.unknownPending.Add(-1)
+	}
+	select {
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
+	case <-ctx.Done():
+		if !known {
+			return User{}, fmt.Errorf("%w: no review slot within %s", ErrThrottled, t.timeout)
+		}
+		return User{}, fmt.Errorf("%w: no review slot within %s", ErrUnavailable, t.timeout)
+	}
+	res, err := client.Create(ctx, &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: t.audiences},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -76,15 +147,17 @@ func (t *tokenReviewer) review(ctx context.Context, token string) (User, error) 
 		return User{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	st := res.Status
+	now := t.now()
 	if !st.Authenticated || !t.audienceMatches(st.Audiences) {
-		t.cache.put(key, cacheEntry{expires: t.now().Add(t.negativeTTL)})
+		t.accepted.remove(key) // revoked: no longer known
+		t.rejected.put(key, cacheEntry{expires: now.Add(t.negativeTTL)})
 		if st.Error != "" {
 			return User{}, fmt.Errorf("%w: %s", errReviewRejected, st.Error)
 		}
 		return User{}, errReviewRejected
 	}
 	u := authenticated(st.User.Username, st.User.UID, st.User.Groups)
-	t.cache.put(key, cacheEntry{ok: true, user: u, expires: t.now().Add(t.ttl)})
+	t.accepted.put(key, cacheEntry{user: u, fresh: now.Add(t.ttl), expires: now.Add(max(knownFor, t.ttl))})
 	return u, nil
 }
 
@@ -107,10 +180,10 @@ type reviewCache struct {
 }
 
 type cacheEntry struct {
-	key     [sha256.Size]byte
-	ok      bool
-	user    User
-	expires time.Time
+	key  [sha256.Size]byte
+	user User
+	// fresh is when an accepted answer must be asked again; expires when the entry is dropped.
+	fresh, expires time.Time
 }
 
 func newReviewCache(size int) *reviewCache {
@@ -148,6 +221,15 @@ func (c *reviewCache) put(key [sha256.Size]byte, e cacheEntry) {
 		last := c.order.Back()
 		c.order.Remove(last)
 		delete(c.byKey, last.Value.(*cacheEntry).key)
+	}
+}
+
+func (c *reviewCache) remove(key [sha256.Size]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byKey[key]; ok {
+		c.order.Remove(el)
+		delete(c.byKey, key)
 	}
 }
 

@@ -50,6 +50,9 @@ type Policy struct {
 	rules      []rule
 	ruleUsers  map[string][]int // user name → indexes of the rules naming it
 	ruleGroups map[string][]int
+	// urlRules grant get on non-resource paths (/metrics), apart from rules: they never widen
+	// a Scope.
+	urlRules []urlRule
 
 	seed    maphash.Seed
 	mu      sync.Mutex
@@ -66,6 +69,12 @@ type rule struct {
 }
 
 type verbSet uint8
+
+// urlRule grants get on paths: a path, or a prefix ending in "*", as RBAC's nonResourceURLs.
+type urlRule struct {
+	paths         []string
+	users, groups []string
+}
 
 var verbBits = map[string]verbSet{VerbGet: 1, VerbList: 2, VerbWatch: 4}
 
@@ -133,7 +142,11 @@ func (p *Policy) addRule(c *checker, v any, path *field.Path) {
 		return
 	}
 	n := len(c.errs)
-	c.unknownFields(m, path, "subjects", "clusters", "namespaces", "resources", "verbs")
+	if _, ok := m["nonResourceURLs"]; ok {
+		p.addURLRule(c, m, path)
+		return
+	}
+	c.unknownFields(m, path, "subjects", "clusters", "namespaces", "resources", "verbs", "nonResourceURLs")
 	var r rule
 	r.dims[dimClusters] = c.strings(m, "clusters", path, "clusters", checkCluster)
 	r.dims[dimNamespaces] = c.strings(m, "namespaces", path, "namespaces and cluster-scoped objects", checkNamespace)
@@ -144,6 +157,55 @@ func (p *Policy) addRule(c *checker, v any, path *field.Path) {
 		return // a rule with a problem is not half-added: the policy fails as a whole anyway
 	}
 	p.add(r, users, groups)
+}
+
+// addURLRule reads a rule of nonResourceURLs: operational paths such as /metrics, which name every
+// member, granted apart from any cluster, namespace or resource, as kube-apiserver's RBAC grants
+// get on /metrics. Its verbs are get (or "*"): the paths are read-only.
+func (p *Policy) addURLRule(c *checker, m map[string]any, path *field.Path) {
+	n := len(c.errs)
+	c.unknownFields(m, path, "subjects", "nonResourceURLs", "verbs", "clusters", "namespaces", "resources")
+	for _, k := range []string{"clusters", "namespaces", "resources"} {
+		if _, ok := m[k]; ok {
+			c.fail(path.Child(k), "a rule grants either nonResourceURLs or clusters, namespaces and resources, not both")
+		}
+	}
+	urls := c.strings(m, "nonResourceURLs", path, "paths", func(s string) string {
+		if !strings.HasPrefix(s, "/") || strings.Contains(strings.TrimSuffix(s, "*"), "*") {
+			return `not a path; want one starting with "/", ending in "*" to grant a prefix`
+		}
+		return ""
+	})
+	if urls == nil {
+		urls = []string{"*"} // "*" (or a problem already reported)
+	}
+	c.strings(m, "verbs", path, "verbs", func(s string) string {
+		if s != VerbGet {
+			return "nonResourceURLs are read with get only"
+		}
+		return ""
+	})
+	users, groups := c.subjects(m, path)
+	if len(c.errs) > n {
+		return
+	}
+	p.urlRules = append(p.urlRules, urlRule{paths: urls, users: users, groups: groups})
+}
+
+// AllowedURL reports whether user may get a non-resource path (/metrics) by a rule of
+// nonResourceURLs.
+func (p *Policy) AllowedURL(user auth.User, urlPath string) bool {
+	for _, r := range p.urlRules {
+		if !slices.Contains(r.users, user.Name) && !slices.ContainsFunc(user.Groups, func(g string) bool { return slices.Contains(r.groups, g) }) {
+			continue
+		}
+		for _, u := range r.paths {
+			if u == "*" || u == urlPath || (strings.HasSuffix(u, "*") && strings.HasPrefix(urlPath, strings.TrimSuffix(u, "*"))) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func newPolicy() *Policy {

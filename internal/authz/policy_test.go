@@ -3,6 +3,8 @@ package authz
 import (
 	"strings"
 	"testing"
+
+	"github.com/kubesearch/kubesearch/internal/auth"
 )
 
 // Problems are reported all at once, each with its field path.
@@ -126,5 +128,49 @@ func TestParseAcceptsTheIssueExample(t *testing.T) {
 	}
 	if _, err := Parse([]byte("rules: []\n")); err != nil {
 		t.Errorf("an empty rule list (nothing granted) is refused: %v", err)
+	}
+}
+
+// A rule of nonResourceURLs grants get on operational paths and nothing else: it never widens a
+// Scope, and mixing it with resources is an error naming the field.
+func TestNonResourceURLs(t *testing.T) {
+	p, err := Parse([]byte(`rules:
+- subjects: [{kind: User, name: prometheus}]
+  nonResourceURLs: [/metrics, "/debug/*"]
+  verbs: [get]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom := auth.User{Name: "prometheus"}
+	for path, want := range map[string]bool{"/metrics": true, "/debug/pprof": true, "/metricsx": false, "/api": false} {
+		if got := p.AllowedURL(prom, path); got != want {
+			t.Errorf("AllowedURL(%s) = %v, want %v", path, got, want)
+		}
+	}
+	if p.AllowedURL(auth.User{Name: "alice"}, "/metrics") {
+		t.Error("alice may get /metrics without a rule")
+	}
+	if s := p.Scope(prom, VerbGet); s == nil || len(s.Grants) != 0 {
+		t.Errorf("the URL rule widened prometheus's Scope: %+v", s)
+	}
+	if p.Allowed(prom, VerbGet, Any, Any, Any, Any) {
+		t.Error("the URL rule allows objects")
+	}
+
+	_, err = Parse([]byte(`rules:
+- subjects: [{kind: User, name: prometheus}]
+  nonResourceURLs: [metrics]
+  resources: [pods]
+  verbs: [list]
+`))
+	for _, want := range []string{
+		"rules[0].resources: a rule grants either nonResourceURLs or clusters, namespaces and resources, not both",
+		`rules[0].nonResourceURLs[0]: "metrics": not a path`,
+		`rules[0].verbs[0]: "list": nonResourceURLs are read with get only`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
 	}
 }

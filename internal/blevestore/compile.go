@@ -384,19 +384,28 @@ func compileFuzzy(text string, r index.IndexReader) (bq.Query, error) {
 	return or(termsQ(fieldName, contains), and(each...)), nil
 }
 
+// namesContaining are the names of r containing text, ignoring case: every name is read, one at a
+// time (a fuzzy name's cost, which store.Limits bounds per subject), and only the matches are kept.
 func namesContaining(r index.IndexReader, text string) ([]string, error) {
-	names, err := dictionary(r, fieldName)
+	d, err := r.FieldDict(fieldName)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: read the terms of %s: %v", store.ErrUnavailable, fieldName, err)
 	}
+	defer d.Close()
 	want := foldCase(text)
 	var out []string
-	for _, n := range names {
-		if strings.Contains(foldCase(n), want) {
-			out = append(out, n)
+	for {
+		e, err := d.Next()
+		if err != nil {
+			return nil, fmt.Errorf("%w: read the terms of %s: %v", store.ErrUnavailable, fieldName, err)
+		}
+		if e == nil {
+			return out, nil
+		}
+		if strings.Contains(foldCase(e.Term), want) {
+			out = append(out, e.Term)
 		}
 	}
-	return out, nil
 }
 
 func foldCase(s string) string { return strings.Map(unicode.ToLower, s) }

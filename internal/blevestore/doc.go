@@ -32,8 +32,8 @@
 //     restart, as OpenSearch forgets them on a refresh past that age.
 //   - Facet counts are exact (ErrorBound 0) where OpenSearch's may be approximate past 1000
 //     values of one dimension in one index; totals are never a lower bound.
-//   - At most 300 snapshots are held at once (OpenSearch's search.max_open_pit_context); further
-//     paged queries read the live index and carry a warning, as osstore's do.
+//   - Snapshots are bounded per subject and for the store (store.Limits) as osstore bounds its
+//     point-in-times: past a bound, the least recently used idle one of a client token is closed.
 //   - One process at a time: the directory is locked while a Store is open.
 //
 // It leaves out HTTP, the stream and the documents' shape.

@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
@@ -30,17 +27,29 @@ import (
 // consistent snapshot while documents change, as osstore's point-in-time pages are.
 
 // noSnapshotWarning is carried by pages read without a snapshot.
-const noSnapshotWarning = "pages are not one snapshot: the embedded store holds no more snapshots " +
-	"for continue tokens; objects changing during the walk may be missed or repeated"
+const noSnapshotWarning = "pages are not one snapshot: no snapshot could be held for this query; " +
+	"objects changing during the walk may be missed or repeated"
 
 // queryMapping serves the searchers of compiled queries; they name every field, so it is never
 // asked for anything.
 var queryMapping = bleve.NewIndexMapping()
 
 // Search answers one page of q.
+//
+// Snapshots are counted per subject and for the store, as osstore counts its point-in-times
+// (store.Limits): a first page past a bound closes the least recently used idle snapshot of a
+// client token, whose token then answers ErrExpired. Searches by fuzzy name past the subject's
+// bound are ErrThrottled.
 func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, error) {
 	if q.Limit < 1 || q.Limit > query.MaxLimit {
 		return nil, rejected("limit %d: want 1 to %d", q.Limit, query.MaxLimit)
+	}
+	if q.Costly() {
+		done, err := s.fuzzy.Acquire(q.Subject)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 	}
 	if q.Continue != "" {
 		return s.next(ctx, q)
@@ -68,16 +77,21 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 	}
 	tok := token{Query: q.Fingerprint(), Offset: q.Limit, Now: q.Now.UnixNano(), Total: res.Total,
 		Expires: s.now().Add(s.keepAlive).UnixNano()}
-	if id, ok := s.snaps.add(r, page, time.Unix(0, tok.Expires)); ok {
+	id, evicted, err := s.snaps.Open(q.Subject, q.Drain, s.now())
+	for _, sn := range evicted {
+		_ = sn.r.Close() // a reader of a closed index has nothing left to free
+	}
+	switch {
+	case err == nil && s.snaps.Hold(id, &snapshot{r: r, hits: page}, time.Unix(0, tok.Expires)):
 		tok.Snapshot = id
-	} else {
+	default:
 		res.Warnings = append(res.Warnings, noSnapshotWarning)
 		if err := r.Close(); err != nil {
 			return nil, err
 		}
 	}
 	if res.Continue, err = s.tokens.encode(tok); err != nil {
-		s.snaps.remove(tok.Snapshot)
+		s.free(tok.Snapshot)
 		return nil, err
 	}
 	res.Took = time.Since(start)
@@ -102,13 +116,17 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 	var (
 		r    index.IndexReader
 		hits []heldHit
-		snap *snapshot
 	)
 	if tok.Snapshot != "" {
-		if snap = s.snaps.acquire(tok.Snapshot); snap == nil {
-			return nil, fmt.Errorf("%w: the snapshot of this query is gone; start again without continue", store.ErrExpired)
+		snap, ok := s.snaps.Acquire(tok.Snapshot)
+		if !ok {
+			return nil, s.snaps.Gone(tok.Snapshot)
 		}
-		defer s.snaps.release(snap)
+		defer func() {
+			if s.snaps.Release(tok.Snapshot, snap, time.Unix(0, tok.Expires)) {
+				_ = snap.r.Close()
+			}
+		}()
 		r, hits = snap.r, snap.hits
 	} else {
 		if r, err = s.reader(); err != nil {
@@ -126,15 +144,12 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 		return nil, err
 	}
 	if tok.Offset+q.Limit >= len(hits) {
-		s.snaps.remove(tok.Snapshot)
+		s.free(tok.Snapshot) // closed once this page is read
 		res.Took = time.Since(start)
 		return res, nil
 	}
 	tok.Offset += q.Limit
-	tok.Expires = s.now().Add(s.keepAlive).UnixNano()
-	if snap != nil {
-		s.snaps.extend(snap, time.Unix(0, tok.Expires))
-	}
+	tok.Expires = s.now().Add(s.keepAlive).UnixNano() // the deferred Release keeps it till then
 	if res.Continue, err = s.tokens.encode(tok); err != nil {
 		return nil, err
 	}
@@ -149,7 +164,17 @@ func (s *Store) Release(ctx context.Context, continueToken string) {
 		return
 	}
 	if tok, err := s.tokens.decode(continueToken); err == nil {
-		s.snaps.remove(tok.Snapshot)
+		s.free(tok.Snapshot)
+	}
+}
+
+// free forgets a snapshot and closes its reader, now or when the last page read in it is done.
+func (s *Store) free(id string) {
+	if id == "" {
+		return
+	}
+	if sn, ok := s.snaps.Remove(id); ok {
+		_ = sn.r.Close() // a reader of a closed index has nothing left to free
 	}
 }
 
@@ -582,101 +607,9 @@ func visit(ctx context.Context, r index.IndexReader, q bq.Query, score bool, fn 
 	}
 }
 
-// snapshot is an index reader held for a continue token, with the sorted matches of its query.
+// snapshot is an index reader held for a continue token, with the sorted matches of its query;
+// the store's ledger (store.Snapshots) says whose it is and how long it lives.
 type snapshot struct {
-	id      string
-	r       index.IndexReader
-	hits    []heldHit
-	expires time.Time
-	refs    int  // pages being read in it
-	gone    bool // removed: closed when the last page reading it is done
-}
-
-// snapshots are the held snapshots; expired ones are freed by the store's janitor.
-type snapshots struct {
-	mu sync.Mutex
-	m  map[string]*snapshot
-}
-
-func newSnapshots() *snapshots { return &snapshots{m: map[string]*snapshot{}} }
-
-// add holds r, unless maxSnapshots are held already.
-func (s *snapshots) add(r index.IndexReader, hits []heldHit, expires time.Time) (string, bool) {
-	var b [16]byte
-	_, _ = crand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.m) >= maxSnapshots {
-		return "", false
-	}
-	s.m[id] = &snapshot{id: id, r: r, hits: hits, expires: expires}
-	return id, true
-}
-
-func (s *snapshots) acquire(id string) *snapshot {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn := s.m[id]
-	if sn != nil {
-		sn.refs++
-	}
-	return sn
-}
-
-func (s *snapshots) extend(sn *snapshot, expires time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn.expires = expires
-}
-
-func (s *snapshots) release(sn *snapshot) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn.refs--
-	if sn.gone && sn.refs == 0 {
-		_ = sn.r.Close() // a reader of a closed index has nothing left to free
-	}
-}
-
-// remove frees a snapshot now, or when the pages reading it are done.
-func (s *snapshots) remove(id string) {
-	if id == "" {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sn := s.m[id]; sn != nil {
-		s.drop(sn)
-	}
-}
-
-func (s *snapshots) drop(sn *snapshot) {
-	delete(s.m, sn.id)
-	sn.gone = true
-	if sn.refs == 0 {
-		_ = sn.r.Close()
-	}
-}
-
-// expire frees the snapshots whose keep-alive passed, and counts them.
-func (s *snapshots) expire(now time.Time) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, sn := range s.m {
-		if now.After(sn.expires) {
-			s.drop(sn)
-			n++
-		}
-	}
-	return n
-}
-
-func (s *snapshots) closeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sn := range s.m {
-		s.drop(sn)
-	}
+	r    index.IndexReader
+	hits []heldHit
 }

@@ -28,7 +28,10 @@ type Options struct {
 	// KeepAlive is how long a paged query's snapshot lives between two pages (0 means 5 minutes,
 	// as osstore's).
 	KeepAlive time.Duration
-	Logger    *slog.Logger
+	// Limits bound what one subject's searches hold: snapshots between pages, searches by fuzzy
+	// name running (store.Limits; zero fields are defaults), as osstore's.
+	Limits store.Limits
+	Logger *slog.Logger
 }
 
 // Validate reports every invalid option at once.
@@ -43,6 +46,7 @@ func (o Options) Validate() error {
 	if o.KeepAlive < 0 {
 		errs = append(errs, fmt.Errorf("blevestore: keep-alive must not be negative, got %s", o.KeepAlive))
 	}
+	errs = append(errs, o.Limits.Validate())
 	return errors.Join(errs...)
 }
 
@@ -64,16 +68,15 @@ type Store struct {
 	writeMu sync.Mutex
 	docs    map[string]*stored
 
-	snaps *snapshots
+	// snaps are the snapshots held for continue tokens, by subject; fuzzy counts the searches by
+	// fuzzy name running (store.Limits).
+	snaps *store.Snapshots[*snapshot]
+	fuzzy *store.InFlight
 
 	closeOnce sync.Once
 	stop      chan struct{}
 	wg        sync.WaitGroup
 }
-
-// maxSnapshots bounds the snapshots held for continue tokens, as OpenSearch bounds point-in-times
-// (search.max_open_pit_context); past it, pages read the live index and say so.
-const maxSnapshots = 300
 
 // New opens the store under o.Dir, creating it when missing, and starts the janitor that frees
 // expired snapshots. Close stops it.
@@ -104,7 +107,8 @@ func New(o Options) (*Store, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	s.snaps = newSnapshots()
+	s.snaps = store.NewSnapshots[*snapshot](o.Limits)
+	s.fuzzy = store.NewInFlight(o.Limits.WithDefaults().FuzzySearchesPerSubject, "searches by fuzzyName")
 	s.wg.Add(1)
 	go s.janitor()
 	return s, nil
@@ -172,7 +176,9 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
-		s.snaps.closeAll()
+		for _, sn := range s.snaps.Close() {
+			_ = sn.r.Close()
+		}
 		err = errors.Join(s.idx.Close(), s.state.Close())
 	})
 	return err
@@ -189,8 +195,11 @@ func (s *Store) janitor() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			if n := s.snaps.expire(s.now()); n > 0 {
-				s.log.Debug("freed expired snapshots", "snapshots", n)
+			if expired := s.snaps.Expire(s.now()); len(expired) > 0 {
+				for _, sn := range expired {
+					_ = sn.r.Close()
+				}
+				s.log.Debug("freed expired snapshots", "snapshots", len(expired))
 			}
 			s.expireTombstones()
 		}

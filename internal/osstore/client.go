@@ -43,6 +43,9 @@ type Options struct {
 	// KeepAlive is how long a paged query's snapshot lives between two pages (0 means 5 minutes,
 	// Kubernetes' usual continue-token lifetime under etcd's default compaction).
 	KeepAlive time.Duration
+	// Limits bound what one subject's searches hold: point-in-times between pages, searches by
+	// fuzzy name running (store.Limits; zero fields are defaults).
+	Limits store.Limits
 	// Compression asks OpenSearch to gzip its answers: far fewer bytes on a slow link (a page of 100
 	// Pods is about 730 KB, 35 KB gzipped), for OpenSearch's CPU compressing and this side's
 	// inflating it. Off, answers come as they are, which is faster on loopback and in-cluster
@@ -80,6 +83,11 @@ type Store struct {
 	writer  *writer
 
 	closing sync.WaitGroup // PITs closed after the answers that no longer need them
+
+	// pits are the point-in-times this process opened for continue tokens, by subject; fuzzy
+	// counts the searches by fuzzy name running (store.Limits).
+	pits  *store.Snapshots[string]
+	fuzzy *store.InFlight
 }
 
 // New reads the files the options name and returns a Store; every bad option or file is reported,
@@ -90,7 +98,7 @@ func New(o Options) (*Store, error) {
 		errs = append(errs, errors.New("osstore: no OpenSearch addresses"))
 	}
 	cfg, err := o.Security.clientConfig(o.Addresses)
-	errs = append(errs, err)
+	errs = append(errs, err, o.Limits.Validate())
 	key := o.TokenKey
 	switch {
 	case len(key) == 0:
@@ -128,6 +136,7 @@ func New(o Options) (*Store, error) {
 		client: client, index: o.Index, pattern: mappings.IndexBase(o.Index.Prefix) + "*",
 		stateIndex: mappings.StateIndex(o.Index.Prefix), tokens: tokenCodec{pagetoken.New(key)}, keepAlive: ka, compress: o.Compression,
 		now: time.Now, log: log, metrics: m, owner: fmt.Sprintf("%s/%d/%08x", host, os.Getpid(), rand.Uint32()),
+		pits: store.NewSnapshots[string](o.Limits), fuzzy: store.NewInFlight(o.Limits.WithDefaults().FuzzySearchesPerSubject, "searches by fuzzyName"),
 	}
 	s.writer = newWriter(s, m, log)
 	if o.Reachable != nil {

@@ -5,7 +5,9 @@
 //   - Reads (the query API): a query.Query compiled into query DSL (compile.go) and run with
 //     point-in-time paging and signed continue tokens over the indices the indexer writes
 //     (mappings/README.md describes every field used here), the answers' hits read in one pass
-//     (scan.go); per-pair counts; the stored watermarks.
+//     (scan.go); per-pair counts; the stored watermarks. The point-in-times of continue tokens are
+//     counted per subject and bounded (store.Limits, store.Snapshots), as are searches by fuzzy
+//     name running.
 //   - Writes (the indexer): Write applies store.Ops as _bulk index and delete operations with
 //     external versioning, retrying what OpenSearch cannot take now, applying the epoch rule to
 //     version conflicts and reporting what it will never accept by position (write.go); DeleteOlder

@@ -23,9 +23,21 @@ import (
 // A first page is read inside a new point-in-time (PIT), in one search that also counts every
 // match exactly (track_total_hits), so the pages that follow read the same snapshot: two requests,
 // the PIT's open and the search. A first page that holds every match needs no snapshot: its PIT is
-// closed after the answer, off the request's path. A lookup by exact names is expected to fit in one
-// page and skips the PIT.
+// closed after the answer, off the request's path, and never counts against a bound below. (A
+// count first, to skip the PIT of a one-page answer, would put a third request on the path of
+// every larger one.) A lookup by exact names is expected to fit in one page and skips the PIT.
+//
+// The PITs of continue tokens are counted per subject and for the process (store.Limits): a first
+// page past a bound closes the least recently used idle PIT of a client token, whose token then
+// answers ErrExpired. Searches by fuzzy name past the subject's bound are ErrThrottled.
 func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, error) {
+	if q.Costly() {
+		done, err := s.fuzzy.Acquire(q.Subject)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+	}
 	if q.Continue != "" {
 		return s.next(ctx, q)
 	}
@@ -38,27 +50,40 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 		// More than a page after all (names used widely): page it like any other.
 	}
 	tok := token{Now: q.Now.UnixNano()}
+	snap, evicted, err := s.pits.Open(q.Subject, q.Drain, s.now())
+	for _, pit := range evicted {
+		s.closePITLater(ctx, pit) // their tokens answer ErrExpired from now on
+	}
+	if err != nil {
+		// Every PIT the subject (or the process) may hold has a page being read in it, or is a
+		// list the server reads to the end: page without a snapshot, and say so.
+		return s.firstPagePlain(ctx, q, body, tok, "pages are not one snapshot ("+err.Error()+")"+changingWarning, nil)
+	}
 	pit, err := s.openPIT(ctx)
+	if err != nil {
+		s.pits.Remove(snap)
+	}
 	switch {
 	case errors.Is(err, errTooManyPITs):
-		// Every paged query holds a PIT until its keep-alive runs out; when OpenSearch allows no more,
-		// paging goes on without a snapshot rather than failing, and says so on every page.
-		return s.firstPagePlain(ctx, q, body, tok, nil)
+		// Other processes (query API replicas) hold OpenSearch's PITs: paging goes on without a
+		// snapshot rather than failing, and says so on every page.
+		return s.firstPagePlain(ctx, q, body, tok, noSnapshotWarning, nil)
 	case errors.Is(err, store.ErrRejected):
 		// OpenSearch 2.19 refuses a PIT over a pattern that matches no index (an installation
 		// that has indexed nothing yet): the live search answers it, empty. Whatever else it holds
 		// must fit one page: more would need the snapshot that was refused.
-		return s.firstPagePlain(ctx, q, body, tok, err)
+		return s.firstPagePlain(ctx, q, body, tok, "", err)
 	case err != nil:
 		return nil, err
 	}
+	tok.Snap = snap
 	return s.firstPagePIT(ctx, q, body, pit, tok)
 }
 
 // firstPagePlain reads a first page on the live indices, when no PIT could be opened. With
 // pitErr set, an answer of more than one page fails with it; without, it is paged without a
-// snapshot and says so.
-func (s *Store) firstPagePlain(ctx context.Context, q *query.Query, body map[string]any, tok token, pitErr error) (*store.Result, error) {
+// snapshot and carries warning.
+func (s *Store) firstPagePlain(ctx context.Context, q *query.Query, body map[string]any, tok token, warning string, pitErr error) (*store.Result, error) {
 	res, page, err := s.firstPageLive(ctx, q, body)
 	if err != nil {
 		return nil, err
@@ -69,14 +94,14 @@ func (s *Store) firstPagePlain(ctx context.Context, q *query.Query, body map[str
 	if pitErr != nil {
 		return nil, pitErr
 	}
-	res.Warnings = append(res.Warnings, noSnapshotWarning)
+	res.Warnings = append(res.Warnings, warning)
 	tok.Total, tok.Lower = res.Total, res.TotalIsLowerBound
 	return s.page(ctx, q, res, page, tok, true)
 }
 
-// firstPagePIT reads a first page inside a new PIT. If the page fails, no token carries the PIT on,
-// so it is closed: left open, it would hold one of OpenSearch's search.max_open_pit_context slots for
-// the whole keep-alive.
+// firstPagePIT reads a first page inside a new PIT, which the ledger admitted as tok.Snap. If the
+// page fails, no token carries the PIT on, so it is closed: left open, it would hold one of
+// OpenSearch's search.max_open_pit_context slots for the whole keep-alive.
 func (s *Store) firstPagePIT(ctx context.Context, q *query.Query, body map[string]any, pit string, tok token) (*store.Result, error) {
 	body["pit"] = map[string]any{"id": pit, "keep_alive": keepAlive(s.keepAlive)}
 	body["size"] = q.Limit + 1
@@ -89,11 +114,18 @@ func (s *Store) firstPagePIT(ctx context.Context, q *query.Query, body map[strin
 		res, page, err = s.result(q, resp)
 	}
 	if err != nil {
+		s.pits.Remove(tok.Snap)
 		s.closePIT(ctx, pit)
 		return nil, err
 	}
 	tok.Total, tok.Lower = res.Total, res.TotalIsLowerBound
-	return s.page(ctx, q, res, page, tok, false) // closes the PIT itself when it cannot issue a token
+	res, err = s.page(ctx, q, res, page, tok, false) // closes the PIT itself when it cannot issue a token
+	if err != nil || res.Continue == "" {
+		s.pits.Remove(tok.Snap)
+		return res, err
+	}
+	s.pits.Hold(tok.Snap, page.pit, s.now().Add(s.keepAlive))
+	return res, nil
 }
 
 // firstPageLive runs a first page on the live indices, without a snapshot.
@@ -111,9 +143,14 @@ func (s *Store) searchLive(ctx context.Context, endpoint string, body map[string
 	return s.search(ctx, "/"+s.pattern+"/"+endpoint, url.Values{"ignore_unavailable": {"true"}, "allow_no_indices": {"true"}}, body)
 }
 
-// noSnapshotWarning is carried by pages read without a point-in-time.
-const noSnapshotWarning = "pages are not one snapshot: OpenSearch refused another point-in-time " +
-	"(search.max_open_pit_context); objects changing during the walk may be missed or repeated"
+// noSnapshotWarning is carried by the pages of a query OpenSearch refused a point-in-time;
+// changingWarning ends every warning of pages read without one.
+const (
+	changingWarning   = "; objects changing during the walk may be missed or repeated"
+	noSnapshotWarning = "pages are not one snapshot: OpenSearch refused another point-in-time " +
+		"(search.max_open_pit_context)" + changingWarning
+	plainWarning = "pages are not one snapshot: no point-in-time could be opened for this query" + changingWarning
+)
 
 // next answers a page after the first, inside the token's snapshot.
 func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error) {
@@ -126,6 +163,18 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 	}
 	if s.now().After(time.Unix(0, tok.Expires)) {
 		return nil, fmt.Errorf("%w: the snapshot of this query expired; start again without continue", store.ErrExpired)
+	}
+	// A PIT this process counts is not closed to make room while the page is read; one it does
+	// not know (opened by another replica, or past the ledger's keep-alive) is read all the same.
+	var held bool
+	if tok.Snap != "" {
+		if _, held = s.pits.Acquire(tok.Snap); !held && s.pits.Evicted(tok.Snap) {
+			return nil, s.pits.Gone(tok.Snap)
+		}
+	}
+	pit := tok.PIT
+	if held {
+		defer func() { s.pits.Release(tok.Snap, pit, s.now().Add(s.keepAlive)) }()
 	}
 	q.Now = time.Unix(0, tok.Now).UTC()
 	body := Compile(q)
@@ -149,9 +198,16 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 	}
 	res.Total, res.TotalIsLowerBound = tok.Total, tok.Lower
 	if tok.PIT == "" {
-		res.Warnings = append(res.Warnings, noSnapshotWarning)
+		res.Warnings = append(res.Warnings, plainWarning)
 	}
-	return s.page(ctx, q, res, page, tok, tok.PIT == "")
+	if page.pit != "" {
+		pit = page.pit
+	}
+	res, err = s.page(ctx, q, res, page, tok, tok.PIT == "")
+	if held && (err != nil || res.Continue == "") {
+		s.pits.Remove(tok.Snap) // the last page, or no token could follow it: page closed the PIT
+	}
+	return res, err
 }
 
 // page trims a search of Limit+1 hits to Limit and issues the token for the rest, or closes the
@@ -394,6 +450,7 @@ func (s *Store) Release(ctx context.Context, continueToken string) {
 		return
 	}
 	if tok, err := s.tokens.decode(continueToken); err == nil {
+		s.pits.Remove(tok.Snap)
 		s.closePIT(ctx, tok.PIT)
 	}
 }

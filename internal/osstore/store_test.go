@@ -1,6 +1,7 @@
 package osstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -59,36 +60,40 @@ func TestResponseError(t *testing.T) {
 	}
 }
 
-// fakeOpenSearch answers what the first page of a query asks: a new PIT ("pit-1", or the error
-// pitRefused holds), then the search in it, answered by search; a search on the live indices (when
-// no PIT could be opened) is answered by live. It records the PITs closed. A _count, which a first
-// page no longer needs, is unexpected.
+// fakeOpenSearch answers what the first page of a query asks: a new PIT ("pit-1", "pit-2", ...,
+// or the error pitRefused holds), then the search in it, answered by search; a search on the live
+// indices (when no PIT could be opened) is answered by live. It records the PITs opened and
+// closed. A _count, which a first page no longer needs, is unexpected.
 type fakeOpenSearch struct {
-	t          *testing.T
-	search     http.HandlerFunc
-	live       http.HandlerFunc
-	pitRefused string
-	mu         sync.Mutex
-	closed     []string
+	t            *testing.T
+	search, live http.HandlerFunc
+	pitRefused   string
+	mu           sync.Mutex
+	opened       int
+	closed       []string
 }
 
 func (f *fakeOpenSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body)) // for the handlers
 	w.Header().Set("Content-Type", "application/json")
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/_search/point_in_time") && f.pitRefused != "":
 		w.WriteHeader(int(gjson.Get(f.pitRefused, "status").Int()))
 		fmt.Fprint(w, f.pitRefused)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/_search/point_in_time"):
-		fmt.Fprint(w, `{"pit_id":"pit-1"}`)
+		f.mu.Lock()
+		f.opened++
+		fmt.Fprintf(w, `{"pit_id":"pit-%d"}`, f.opened)
+		f.mu.Unlock()
 	case r.Method == http.MethodDelete && r.URL.Path == "/_search/point_in_time":
 		f.mu.Lock()
 		for _, id := range gjson.GetBytes(body, "pit_id").Array() {
 			f.closed = append(f.closed, id.Str)
 		}
 		f.mu.Unlock()
-		fmt.Fprint(w, `{"pits":[{"successful":true,"pit_id":"pit-1"}]}`)
-	case r.Method == http.MethodPost && r.URL.Path == "/_search" && gjson.GetBytes(body, "pit.id").Str == "pit-1":
+		fmt.Fprint(w, `{"pits":[{"successful":true}]}`)
+	case r.Method == http.MethodPost && r.URL.Path == "/_search" && strings.HasPrefix(gjson.GetBytes(body, "pit.id").Str, "pit-"):
 		f.search(w, r)
 	case r.Method == http.MethodPost && r.URL.Path == "/kubernetes-*/_search" && f.live != nil:
 		f.live(w, r)
@@ -104,11 +109,22 @@ func (f *fakeOpenSearch) closedPITs() []string {
 	return append([]string(nil), f.closed...)
 }
 
+func (f *fakeOpenSearch) openedPITs() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.opened
+}
+
 func newFakeStore(t *testing.T, f *fakeOpenSearch) *Store {
+	t.Helper()
+	return newLimitedFakeStore(t, f, store.Limits{})
+}
+
+func newLimitedFakeStore(t *testing.T, f *fakeOpenSearch, l store.Limits) *Store {
 	t.Helper()
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	s, err := New(Options{Addresses: []string{srv.URL}, TokenKey: []byte("0123456789abcdef")})
+	s, err := New(Options{Addresses: []string{srv.URL}, TokenKey: []byte("0123456789abcdef"), Limits: l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +235,7 @@ func TestSearchRejectsWhatShardsRefuse(t *testing.T) {
 	}
 }
 
-// TestSearchFirstPage: a first page costs a PIT and one search that counts every match (no _count
+// TestSearchFirstPage: a first page costs a PIT and one search that counts every match (no count
 // before it); one that holds every match frees its PIT, and one that cannot have a PIT is read on
 // the live indices.
 func TestSearchFirstPage(t *testing.T) {

@@ -17,6 +17,9 @@ type token struct {
 	// PIT is the snapshot's point-in-time; empty when OpenSearch refused one (pages then read the
 	// live index).
 	PIT string `json:"pit,omitempty"`
+	// Snap names the PIT in the ledger of the process that opened it (store.Snapshots), which
+	// counts it against its subject's share.
+	Snap string `json:"snap,omitempty"`
 	// After holds the sort values of the last item returned.
 	After json.RawMessage `json:"after"`
 	// Now is the first page's anchor for relative times (Unix nanoseconds).

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -92,6 +93,11 @@ const (
 	// MaxValueLength bounds one name, path or value, and MaxTextLength q.
 	MaxValueLength = 1024
 	MaxTextLength  = 1024
+	// MinFuzzyNameLength is the shortest fuzzyName, in characters (spaces aside): a shorter one
+	// is contained in most names, so its wildcard matches nearly everything at the full cost of
+	// reading every name, and its words are too short to be fuzzy (AUTO allows no edit below
+	// three characters). namePrefix and names serve short names.
+	MinFuzzyNameLength = 3
 )
 
 var (
@@ -120,7 +126,7 @@ func Parse(v url.Values, now time.Time) (*Query, error) {
 	q.Namespaces = p.list(ParamNamespaces, MaxListValues)
 	q.Names = p.list(ParamNames, MaxListValues)
 	q.NamePrefix = p.single(ParamNamePrefix, MaxValueLength)
-	q.FuzzyName = p.words(ParamFuzzyName, MaxValueLength, MaxFuzzyNameWords)
+	q.FuzzyName = p.fuzzyName()
 	q.Labels = p.labels()
 	q.Fields = p.fields()
 	q.Text = p.words(ParamText, MaxTextLength, MaxTextWords)
@@ -175,6 +181,16 @@ func (p *parser) words(name string, maxLen, maxWords int) string {
 	s := p.single(name, maxLen)
 	if n := words(s); n > maxWords {
 		p.fail(name, "%d words; at most %d", n, maxWords)
+		return ""
+	}
+	return s
+}
+
+// fuzzyName is the fuzzyName parameter: a few words, at least MinFuzzyNameLength characters.
+func (p *parser) fuzzyName() string {
+	s := p.words(ParamFuzzyName, MaxValueLength, MaxFuzzyNameWords)
+	if n := utf8.RuneCountInString(strings.Join(strings.Fields(s), "")); s != "" && n < MinFuzzyNameLength {
+		p.fail(ParamFuzzyName, "%q: at least %d characters (a shorter text is in most names); use namePrefix or names for short names", s, MinFuzzyNameLength)
 		return ""
 	}
 	return s

@@ -150,6 +150,9 @@ func TestParseBoundsQuerySize(t *testing.T) {
 		{"names", ParamNames, repeat(MaxListValues+1, ",", func(i int) string { return fmt.Sprint("n", i) }), "1001 values; at most 1000"},
 		{"words of q", ParamText, text(MaxTextWords + 1), "65 words; at most 64"},
 		{"words of fuzzyName", ParamFuzzyName, names(MaxFuzzyNameWords + 1), "6 words; at most 5"},
+		// Contained in nearly every name: the wildcard *e* reads every name of every index.
+		{"a fuzzyName of one character", ParamFuzzyName, "e", "at least 3 characters"},
+		{"a fuzzyName of two characters and spaces", ParamFuzzyName, " d b ", "at least 3 characters"},
 	} {
 		t.Run("rejects "+c.name, func(t *testing.T) {
 			_, err := Parse(url.Values{c.param: {c.value}}, now)
@@ -159,6 +162,12 @@ func TestParseBoundsQuerySize(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("accepts a fuzzyName of three characters", func(t *testing.T) {
+		if q, err := Parse(url.Values{ParamFuzzyName: {"api"}}, now); err != nil || q.FuzzyName != "api" || !q.Costly() {
+			t.Fatalf("Parse(fuzzyName=api) = %+v, %v", q, err)
+		}
+	})
 
 	t.Run("accepts every limit at once", func(t *testing.T) {
 		sel := labelReqs(MaxRequirements-1) + "," + inValues(MaxListValues)

@@ -75,9 +75,20 @@ type Query struct {
 	Scope *Scope `json:"scope,omitempty"`
 	// Subject names who asks, when the server authenticates. No compiler reads it; the fingerprint
 	// covers it, so a continue token minted for one subject is refused for another, even one whose
-	// scope is the same.
+	// scope is the same. Backends count what a subject holds by it (store.Limits).
 	Subject string `json:"subject,omitempty"`
+	// Drain says the server itself reads every page of the query at once and releases what is
+	// left (a facade LIST without a limit, a watch's initial events), never handing a continue
+	// token to a client: its snapshot may take the share no client token takes, and is never
+	// closed to make room (store.Limits). It is not a parameter, and selects nothing.
+	Drain bool `json:"-"`
 }
+
+// Costly says the query costs more than its matches: a fuzzy name is a case-insensitive
+// wildcard *text* and a fuzzy match over the names of every index, whose cost grows with the
+// number of distinct names whatever the other filters. Backends bound how many such searches one
+// subject runs at once (store.Limits).
+func (q *Query) Costly() bool { return q.FuzzyName != "" }
 
 // Scope is the union of grants: an object is visible when one grant allows its cluster, its
 // namespace and its resource. A Scope without grants allows nothing.

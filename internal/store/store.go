@@ -1,8 +1,10 @@
 // Package store is kubesearch's storage contract (DESIGN section 1): the types that every store
 // backend — OpenSearch (internal/osstore) and the embedded store of the standalone mode — and every
 // user of one share: the pair of one resource of one member cluster, the writes and garbage
-// collection scopes of the indexer, watermarks, the results of a search, and the error vocabulary.
-// It holds no backend code and knows no wire protocol.
+// collection scopes of the indexer, watermarks, the results of a search, the error vocabulary, and
+// the bounds of what one subject's searches may hold, which every backend applies alike (Limits,
+// the ledger of snapshots, the count of costly searches running). It holds no backend code and
+// knows no wire protocol.
 package store
 
 import (

@@ -22,7 +22,7 @@ func TestStoreContract(t *testing.T) {
 
 	prefix := templatePrefix(t, env, "contract")
 	search, err := osstore.New(osstore.Options{Addresses: []string{env.OpenSearchURL}, Index: mappings.Options{Prefix: prefix},
-		TokenKey: tokenKey, KeepAlive: storetest.KeepAlive})
+		TokenKey: tokenKey, KeepAlive: storetest.KeepAlive, Limits: storetest.Limits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestStoreContract(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	embedded, err := blevestore.New(blevestore.Options{Dir: t.TempDir(), TokenKey: tokenKey, KeepAlive: storetest.KeepAlive})
+	embedded, err := blevestore.New(blevestore.Options{Dir: t.TempDir(), TokenKey: tokenKey, KeepAlive: storetest.KeepAlive, Limits: storetest.Limits})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -31,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
@@ -52,10 +54,10 @@ func TestSecurity(t *testing.T) {
 	seedSettings(t, env, members, nsA, nsB)
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
-	writeFile(t, tokens, "alice-token-"+suffix+",alice,1001,\"shop-team\"\nbob-token-"+suffix+",bob,1002,\ncarol-token-"+suffix+",carol,1004,\nadmin-token-"+suffix+",root,1003,\"sre\"\n")
+	writeFile(t, tokens, "alice-token-"+suffix+",alice,1001,\"shop-team\"\nbob-token-"+suffix+",bob,1002,\ncarol-token-"+suffix+",carol,1004,\ndave-token-"+suffix+",dave,1005,\nadmin-token-"+suffix+",root,1003,\"sre\"\n")
 	policy := filepath.Join(dir, "policy.yaml")
 	writeFile(t, policy, fmt.Sprintf(`rules:
-- subjects: [{kind: User, name: alice}, {kind: User, name: bob}]
+- subjects: [{kind: User, name: alice}, {kind: User, name: bob}, {kind: User, name: dave}]
   clusters: [%s]
   namespaces: [%s]
   resources: [configmaps, deployments.apps]
@@ -350,6 +352,122 @@ func TestSecurity(t *testing.T) {
 			t.Errorf("alice's watch printed %q: want configmap/shown and not the other cluster's", out)
 		}
 	})
+	// raw is a GET with a bearer token: the status, the headers and the body as they came.
+	raw := func(t *testing.T, token, path string) (int, http.Header, []byte) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, body
+	}
+	t.Run("answers name no cluster the subject cannot see", func(t *testing.T) {
+		// members[1] holds ConfigMaps in nsA too, and changes; alice sees only members[0]'s.
+		env.KubectlRun(t, members[1], nil, "create", "configmap", "churn-"+suffix, "-n", nsA)
+		alice := "alice-token-" + suffix
+		for _, path := range []string{"/api/v1/configmaps", "/api/v1/namespaces/" + nsA + "/configmaps", "/qualified/api/v1/configmaps",
+			"/api/v1/namespaces/" + nsA + "/configmaps?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=2"} {
+			code, h, body := raw(t, alice, path)
+			if code != 200 {
+				t.Errorf("%s as alice: %d %s", path, code, body)
+				continue
+			}
+			if w := strings.Join(h.Values("Warning"), "; "); strings.Contains(w, members[1]) {
+				t.Errorf("%s as alice warns of %s: %s", path, members[1], w)
+			}
+			var rvs []string
+			if strings.Contains(path, "watch=1") {
+				for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+					if gjson.Get(line, "type").Str == "BOOKMARK" {
+						rvs = append(rvs, gjson.Get(line, "object.metadata.resourceVersion").Str)
+					}
+				}
+			} else {
+				rvs = append(rvs, gjson.GetBytes(body, "metadata.resourceVersion").Str)
+			}
+			if len(rvs) == 0 {
+				t.Errorf("%s as alice: no resourceVersion in %.300s", path, body)
+			}
+			for _, rv := range rvs {
+				vec, err := base64.RawURLEncoding.DecodeString(rv)
+				if err != nil || !strings.Contains(string(vec), members[0]) || strings.Contains(string(vec), members[1]) {
+					t.Errorf("%s as alice: resourceVersion %s = %s, want %s's alone", path, rv, vec, members[0])
+				}
+			}
+		}
+		// The control: the admin's vector names both members.
+		_, _, body := raw(t, "admin-token-"+suffix, "/api/v1/configmaps")
+		if vec, _ := base64.RawURLEncoding.DecodeString(gjson.GetBytes(body, "metadata.resourceVersion").Str); !strings.Contains(string(vec), members[1]) {
+			t.Errorf("the admin's vector %s lacks %s", vec, members[1])
+		}
+		// /metrics names every member: the admin, who sees everything, reads it; alice may not.
+		if code, _, body := raw(t, alice, "/metrics"); code != 403 {
+			t.Errorf("/metrics as alice: %d %.200s, want 403", code, body)
+		}
+		if code, _, _ := raw(t, "admin-token-"+suffix, "/metrics"); code != 200 {
+			t.Errorf("/metrics as the admin: %d, want 200", code)
+		}
+	})
+
+	// Last: it rewrites the token file.
+	t.Run("a revoked subject loses its open watch", func(t *testing.T) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/api/v1/namespaces/"+nsA+"/configmaps?watch=1&allowWatchBookmarks=true&timeoutSeconds=600", nil)
+		req.Header.Set("Authorization", "Bearer dave-token-"+suffix)
+		resp, err := client.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("dave's watch: %v %v", resp, err)
+		}
+		defer resp.Body.Close()
+		lines := make(chan string)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(nil, 4<<20)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		revoked := time.Now()
+		old, err := os.ReadFile(tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []string
+		for _, l := range strings.Split(string(old), "\n") {
+			if !strings.HasPrefix(l, "dave-token-") {
+				kept = append(kept, l)
+			}
+		}
+		writeFile(t, tokens, strings.Join(kept, "\n"))
+		// The token file is re-read within 5 s and open watches recheck every 5 s: a minute
+		// leaves room for a loaded machine, while the watch itself would run 10.
+		deadline := time.After(time.Minute)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("dave's watch ended without an ERROR event after %s", time.Since(revoked))
+				}
+				if gjson.Get(l, "type").Str != "ERROR" {
+					continue
+				}
+				if gjson.Get(l, "object.code").Int() != 401 {
+					t.Fatalf("dave's watch ended with %s, want a 401", l)
+				}
+				t.Logf("dave's watch ended %s after his token was removed", time.Since(revoked).Round(time.Millisecond))
+				if code, _, _ := raw(t, "dave-token-"+suffix, "/api/v1/namespaces/"+nsA+"/configmaps"); code != 401 {
+					t.Errorf("dave's new request: %d, want 401", code)
+				}
+				return
+			case <-deadline:
+				t.Fatalf("dave's watch still open a minute after his token was removed")
+			}
+		}
+	})
 }
 
 // resignToken returns a ServiceAccount token's claims with another expiry (iat and nbf an hour
@@ -544,31 +662,36 @@ func issueCertificate(t *testing.T, dir, name string, leaf *x509.Certificate) (c
 }
 
 // TestSecretsNeverLeak selects Secrets (without the registry's opt-in) in `kubesearch standalone`
-// and looks for a Secret's value — plain and base64, from data, stringData and the
-// last-applied-configuration kubectl apply leaves — everywhere it could surface: REST search,
-// kubectl get -o yaml and as a table, a watch through the facade, /metrics and the process log at
-// debug level.
+// and looks for a Secret's value — plain and base64, from data, stringData, the
+// last-applied-configuration kubectl apply leaves and the manifest kapp keeps in
+// kapp.k14s.io/original — everywhere it could surface: REST search, a field selector on kapp's
+// annotation, kubectl get -o yaml and as a table, a watch through the facade, /metrics and the
+// process log at debug level. An allow-listed annotation (meta.helm.sh/release-name) survives.
 func TestSecretsNeverLeak(t *testing.T) {
 	env := testbed.Get(t)
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1e6)
 	ns := "leak-" + suffix
 	secret := "hunter2-" + suffix + "-do-not-leak"
 	member := env.Clusters[0]
+	// kapp's own copy of what it applied, values included: no deny-list of known copies names it.
+	// The control ConfigMap carries one too, so the searches for it are shown to find one.
+	kappSecret := fmt.Sprintf(`{"apiVersion":"v1","kind":"Secret","metadata":{"labels":{"kapp.k14s.io/app":"1767000000000000000"},"name":"db","namespace":"%s"},"stringData":{"password":"%s"}}`, ns, secret)
+	kappControl := fmt.Sprintf(`{"apiVersion":"v1","data":{"plain":"control-%s"},"kind":"ConfigMap","metadata":{"name":"control","namespace":"%s"}}`, secret, ns)
 	env.KubectlRun(t, member, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata: {name: %[1]s}
 ---
 apiVersion: v1
 kind: Secret
-metadata: {name: db, namespace: %[1]s, labels: {app.kubernetes.io/name: shop}}
+metadata: {name: db, namespace: %[1]s, labels: {app.kubernetes.io/name: shop}, annotations: {kapp.k14s.io/original: %[4]q, meta.helm.sh/release-name: shop}}
 stringData: {password: %[2]s}
 data: {token: %[3]s}
 ---
 apiVersion: v1
 kind: ConfigMap
-metadata: {name: control, namespace: %[1]s}
+metadata: {name: control, namespace: %[1]s, annotations: {kapp.k14s.io/original: %[5]q}}
 data: {plain: control-%[2]s}
-`, ns, secret, base64.StdEncoding.EncodeToString([]byte(secret+"-token")))), "apply", "-f", "-")
+`, ns, secret, base64.StdEncoding.EncodeToString([]byte(secret+"-token")), kappSecret, kappControl)), "apply", "-f", "-")
 	t.Cleanup(func() {
 		_, _ = env.KubectlOutput(context.Background(), member, nil, "delete", "namespace", ns, "--wait=false")
 	})
@@ -596,8 +719,15 @@ spec:
 		items, _ = searchAll(t, base, url.Values{"resources": {"secrets"}, "namespaces": {ns}}, nil)
 		return len(items) == 1
 	})
-	if ann, _ := lookup(items[0].obj, "metadata.annotations").(map[string]any); ann["kubesearch.io/data-redacted"] != "true" {
+	ann, _ := lookup(items[0].obj, "metadata.annotations").(map[string]any)
+	if ann["kubesearch.io/data-redacted"] != "true" {
 		t.Errorf("the indexed Secret does not say it was redacted: annotations %v", ann)
+	}
+	if ann["meta.helm.sh/release-name"] != "shop" {
+		t.Errorf("the allow-listed annotation meta.helm.sh/release-name did not survive redaction: annotations %v", ann)
+	}
+	if _, ok := ann["kapp.k14s.io/original"]; ok {
+		t.Errorf("kapp's copy of the Secret was indexed: annotations %v", ann)
 	}
 	if v := lookup(items[0].obj, "data.password"); v != "" {
 		t.Errorf("data.password is %v, want the key kept with an empty value", v)
@@ -648,6 +778,25 @@ spec:
 	control := "control-" + secret
 	if cm := string(get(t, base, "/v1alpha1/search", url.Values{"resources": {"configmaps"}, "namespaces": {ns}}).raw); !strings.Contains(cm, control) {
 		t.Errorf("the unredacted control value is not in the ConfigMap's answer: the search for leaks would miss one")
+	}
+
+	// Nor is kapp's copy searchable: a field selector on its annotation, present or holding the
+	// Secret's manifest, matches no Secret, while the same selectors find the control ConfigMap.
+	escape := strings.NewReplacer(`\`, `\\`, `,`, `\,`, `=`, `\=`) // as fields.EscapeValue
+	const kappField = "metadata.annotations.kapp.k14s.io/original"
+	for _, c := range []struct {
+		resource, selector string
+		want               int
+	}{
+		{"secrets", kappField + "!=", 0},
+		{"secrets", kappField + "=" + escape.Replace(kappSecret), 0},
+		{"configmaps", kappField + "!=", 1},
+		{"configmaps", kappField + "=" + escape.Replace(kappControl), 1},
+	} {
+		found, _ := searchAll(t, base, url.Values{"resources": {c.resource}, "namespaces": {ns}, "fieldSelector": {c.selector}}, nil)
+		if len(found) != c.want {
+			t.Errorf("%s with fieldSelector %.80s...: %d found, want %d", c.resource, c.selector, len(found), c.want)
+		}
 	}
 }
 

@@ -65,8 +65,9 @@ data: {k: v}
 `
 
 // TestStandalone runs `kubesearch standalone` over two members of the test bed: REST search and
-// kubectl through its facade equal the members; kill -9 and a restart on the same data folder with
-// deletions made meanwhile; a member removed from the kubeconfig is purged at the next start.
+// kubectl through its facade equal the members; a rebound host name and another origin are
+// refused; kill -9 and a restart on the same data folder with deletions made meanwhile; a member
+// removed from the kubeconfig is purged at the next start.
 func TestStandalone(t *testing.T) {
 	env := testbed.Get(t)
 	ns := fmt.Sprintf("standalone-%d", time.Now().UnixNano()%1e6)
@@ -102,6 +103,8 @@ func TestStandalone(t *testing.T) {
 		return len(search(url.Values{"resources": {"deployments.apps"}})) == 2 &&
 			len(search(url.Values{"resources": {"configmaps"}, "namePrefix": {"doomed-"}})) == 2
 	})
+
+	t.Run("web pages are refused", func(t *testing.T) { refusesWebPages(t, base) })
 
 	t.Run("REST search equals the members", func(t *testing.T) {
 		for _, c := range []struct {

@@ -78,7 +78,13 @@ func TestChartQueryAPIAuthValues(t *testing.T) {
 		set   []string
 		flags map[string]string // config key → where its file comes from (for a value flag: the value)
 	}{
-		{"defaults", nil, map[string]string{"rate-limit": "200", "rate-burst": "400", "max-watches-per-subject": "1000"}},
+		{"defaults", nil, map[string]string{"rate-limit": "200", "rate-burst": "400", "max-watches-per-subject": "1000",
+			"max-lists-per-subject": "16", "max-requests-inflight": "400", "write-timeout": "1m", "source-rate-limit": "1000",
+			"source-rate-burst": "2000", "source-auth-failure-limit": "1", "source-auth-failure-burst": "20", "max-connections-per-source": "1000",
+			"max-snapshots-per-subject": "20", "max-snapshots": "200", "max-fuzzy-searches-per-subject": "2", "max-watch-objects-per-subject": "1000000"}},
+		{"what a subject's queries hold", []string{"queryapi.limits.maxSnapshotsPerSubject=5", "queryapi.limits.maxSnapshots=100",
+			"queryapi.limits.maxFuzzySearchesPerSubject=1", "queryapi.limits.maxWatchObjectsPerSubject=50000"},
+			map[string]string{"max-snapshots-per-subject": "5", "max-snapshots": "100", "max-fuzzy-searches-per-subject": "1", "max-watch-objects-per-subject": "50000"}},
 		{"anonymous", []string{"queryapi.auth.anonymous=true"}, map[string]string{"anonymous": "true"}},
 		{"token file", []string{"queryapi.auth.tokenFile.existingSecret=tokens"}, map[string]string{"token-auth-file": "secret/tokens/tokens.csv"}},
 		{"token file key", []string{"queryapi.auth.tokenFile.existingSecret=tokens", "queryapi.auth.tokenFile.key=t.csv"}, map[string]string{"token-auth-file": "secret/tokens/t.csv"}},
@@ -86,7 +92,9 @@ func TestChartQueryAPIAuthValues(t *testing.T) {
 			map[string]string{"client-ca-file": "secret/cas/ca.crt", "tls-cert-file": "secret/serving/tls.crt", "tls-private-key-file": "secret/serving/tls.key"}},
 		{"client CA from a ConfigMap", []string{"queryapi.auth.clientCA.existingConfigMap=cas", "queryapi.auth.clientCA.key=bundle.pem", "queryapi.tls.existingSecret=serving"},
 			map[string]string{"client-ca-file": "configMap/cas/bundle.pem", "tls-cert-file": "secret/serving/tls.crt"}},
-		{"TokenReview", []string{"queryapi.auth.tokenReview.kubeconfigSecret=hub"}, map[string]string{"authentication-kubeconfig": "secret/hub/kubeconfig"}},
+		{"TokenReview", []string{"queryapi.auth.tokenReview.kubeconfigSecret=hub"}, map[string]string{"authentication-kubeconfig": "secret/hub/kubeconfig", "token-review-max-in-flight": "16"}},
+		{"TokenReview slots", []string{"queryapi.auth.tokenReview.kubeconfigSecret=hub", "queryapi.auth.tokenReview.maxInFlight=4"},
+			map[string]string{"authentication-kubeconfig": "secret/hub/kubeconfig", "token-review-max-in-flight": "4"}},
 		{"SubjectAccessReview", []string{"queryapi.auth.subjectAccessReview.kubeconfigSecret=members", "queryapi.auth.subjectAccessReview.deniedTTL=10s"},
 			map[string]string{"subject-access-review-kubeconfig": "secret/members/kubeconfig", "subject-access-review-allowed-ttl": "1m", "subject-access-review-denied-ttl": "10s"}},
 		{"inline policy", []string{
@@ -96,8 +104,13 @@ func TestChartQueryAPIAuthValues(t *testing.T) {
 			map[string]string{"authorization-policy-file": "configMap/ks-kubesearch-queryapi-policy/policy.yaml"}},
 		{"policy ConfigMap", []string{"queryapi.auth.policy.existingConfigMap=pol", "queryapi.auth.policy.key=p.yaml"},
 			map[string]string{"authorization-policy-file": "configMap/pol/p.yaml"}},
-		{"limits", []string{"queryapi.limits.rate=0", "queryapi.limits.burst=5", "queryapi.limits.maxWatchesPerSubject=0"},
-			map[string]string{"rate-limit": "0", "rate-burst": "5", "max-watches-per-subject": "0"}},
+		{"limits", []string{"queryapi.limits.rate=0", "queryapi.limits.burst=5", "queryapi.limits.maxWatchesPerSubject=0",
+			"queryapi.limits.maxListsPerSubject=3", "queryapi.limits.maxRequestsInFlight=0", "queryapi.limits.writeTimeout=30s",
+			"queryapi.limits.perSource.rate=3", "queryapi.limits.perSource.burst=7", "queryapi.limits.perSource.authFailureRate=0",
+			"queryapi.limits.perSource.authFailureBurst=2", "queryapi.limits.perSource.maxConnections=0"},
+			map[string]string{"rate-limit": "0", "rate-burst": "5", "max-watches-per-subject": "0", "max-lists-per-subject": "3",
+				"max-requests-inflight": "0", "write-timeout": "30s", "source-rate-limit": "3", "source-rate-burst": "7",
+				"source-auth-failure-limit": "0", "source-auth-failure-burst": "2", "max-connections-per-source": "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var args []string
@@ -260,13 +273,13 @@ func TestChartQueryAPIServiceMonitor(t *testing.T) {
 		}
 	})
 	t.Run("anonymous over HTTP", func(t *testing.T) {
-		e := monitor(t, "--set", "serviceMonitor.enabled=true", "--set", "queryapi.auth.anonymous=true")
+		e := monitor(t, "--set", "serviceMonitor.enabled=true", "--set", "networkPolicy.enabled=false", "--set", "queryapi.auth.anonymous=true")
 		if e.Scheme != "" || e.Authorization != nil || e.TLSConfig != nil {
 			t.Errorf("endpoint %+v: want plain HTTP without credentials", e)
 		}
 	})
 	t.Run("serverName given", func(t *testing.T) {
-		e := monitor(t, "--set", "serviceMonitor.enabled=true", "--set", "queryapi.auth.anonymous=true", "--set", "queryapi.tls.existingSecret=serving",
+		e := monitor(t, "--set", "serviceMonitor.enabled=true", "--set", "networkPolicy.enabled=false", "--set", "queryapi.auth.anonymous=true", "--set", "queryapi.tls.existingSecret=serving",
 			"--set", "serviceMonitor.queryapi.tlsConfig.serverName=search.example.com")
 		if e.Scheme != "https" || e.TLSConfig["serverName"] != "search.example.com" {
 			t.Errorf("endpoint %+v: want https and the values' serverName", e)

@@ -288,7 +288,7 @@ never a credential's value. kubesearch.queryapiAuth checks the values first (fai
 {{- if $a.anonymous }}{{ $_ := set .config "anonymous" true }}{{ end -}}
 {{- if $a.tokenFile.existingSecret }}{{ $_ := set .config "token-auth-file" (printf "/etc/kubesearch/tokens/%s" $a.tokenFile.key) }}{{ end -}}
 {{- if or $a.clientCA.existingSecret $a.clientCA.existingConfigMap }}{{ $_ := set .config "client-ca-file" (printf "/etc/kubesearch/client-ca/%s" $a.clientCA.key) }}{{ end -}}
-{{- if $a.tokenReview.kubeconfigSecret }}{{ $_ := set .config "authentication-kubeconfig" (printf "/etc/kubesearch/authentication/%s" $a.tokenReview.key) }}{{ end -}}
+{{- if $a.tokenReview.kubeconfigSecret }}{{ $_ := set .config "authentication-kubeconfig" (printf "/etc/kubesearch/authentication/%s" $a.tokenReview.key) }}{{ $_ := set .config "token-review-max-in-flight" (int $a.tokenReview.maxInFlight) }}{{ end -}}
 {{- if or $a.policy.rules $a.policy.existingConfigMap }}{{ $_ := set .config "authorization-policy-file" (printf "/etc/kubesearch/policy/%s" $a.policy.key) }}{{ end -}}
 {{- with $a.subjectAccessReview }}{{ if .kubeconfigSecret -}}
 {{- $_ := set $.config "subject-access-review-kubeconfig" (printf "/etc/kubesearch/subject-access-review/%s" .key) -}}
@@ -302,6 +302,20 @@ never a credential's value. kubesearch.queryapiAuth checks the values first (fai
 {{- $_ := set .config "rate-limit" $q.limits.rate -}}
 {{- $_ := set .config "rate-burst" (int $q.limits.burst) -}}
 {{- $_ := set .config "max-watches-per-subject" (int $q.limits.maxWatchesPerSubject) -}}
+{{- $_ := set .config "max-lists-per-subject" (int $q.limits.maxListsPerSubject) -}}
+{{- $_ := set .config "max-requests-inflight" (int $q.limits.maxRequestsInFlight) -}}
+{{- $_ := set .config "write-timeout" $q.limits.writeTimeout -}}
+{{- $_ := set .config "max-snapshots-per-subject" (int $q.limits.maxSnapshotsPerSubject) -}}
+{{- $_ := set .config "max-snapshots" (int $q.limits.maxSnapshots) -}}
+{{- $_ := set .config "max-fuzzy-searches-per-subject" (int $q.limits.maxFuzzySearchesPerSubject) -}}
+{{- $_ := set .config "max-watch-objects-per-subject" (int $q.limits.maxWatchObjectsPerSubject) -}}
+{{- with $q.limits.perSource -}}
+{{- $_ := set $.config "source-rate-limit" .rate -}}
+{{- $_ := set $.config "source-rate-burst" (int .burst) -}}
+{{- $_ := set $.config "source-auth-failure-limit" .authFailureRate -}}
+{{- $_ := set $.config "source-auth-failure-burst" (int .authFailureBurst) -}}
+{{- $_ := set $.config "max-connections-per-source" (int .maxConnections) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "kubesearch.queryapiAuthMounts" -}}
@@ -359,5 +373,39 @@ Secret is mounted whole, so its kubeconfig may name files beside it (a token, a 
 {{- if include "kubesearch.queryapiTLS" . }}
 - name: tls
   secret: {secretName: {{ .Values.queryapi.tls.existingSecret }}, items: [{key: tls.crt, path: tls.crt}, {key: tls.key, path: tls.key}]}
+{{- end }}
+{{- end -}}
+
+{{/*
+The collector's and the indexer's operational endpoints (operationalAuth): the Secret with the token
+file they authenticate /metrics and /status with, and the tokens of its readers, the query API and
+Prometheus. kubesearch.operationalAuth is "true" when they authenticate.
+*/}}
+{{- define "kubesearch.operationalAuth" -}}
+{{- if and .Values.operationalAuth.enabled (or .Values.collector.enabled .Values.indexer.enabled) }}true{{ end -}}
+{{- end -}}
+
+{{- define "kubesearch.operationalSecret" -}}
+{{- default (include "kubesearch.component" (dict "root" . "component" "operational-tokens")) .Values.operationalAuth.existingSecret -}}
+{{- end -}}
+
+{{/* The collector's and the indexer's token file: its config key, mount and volume. */}}
+{{- define "kubesearch.operationalAuthConfig" -}}
+{{- if include "kubesearch.operationalAuth" .root -}}
+{{- $_ := set .config "token-auth-file" (printf "/etc/kubesearch/operational-tokens/%s" .root.Values.operationalAuth.tokenFileKey) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kubesearch.operationalAuthMounts" -}}
+{{- if include "kubesearch.operationalAuth" . }}
+- {name: operational-tokens, mountPath: /etc/kubesearch/operational-tokens, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{- define "kubesearch.operationalAuthVolumes" -}}
+{{- if include "kubesearch.operationalAuth" . }}
+{{- $key := .Values.operationalAuth.tokenFileKey }}
+- name: operational-tokens
+  secret: {secretName: {{ include "kubesearch.operationalSecret" . }}, items: [{key: {{ $key }}, path: {{ $key }}}]}
 {{- end }}
 {{- end -}}

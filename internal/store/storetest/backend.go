@@ -33,6 +33,10 @@ type Backend interface {
 // token case waits it out, and the paging cases finish each walk well within it.
 const KeepAlive = 4 * time.Second
 
+// Limits are the bounds every backend under test must be made with (store.Limits): small, so
+// the snapshot case reaches them in a few searches.
+var Limits = store.Limits{SnapshotsPerSubject: 3, Snapshots: 8}
+
 // errClass names the store error class of err, as callers (queryapi, indexer) tell them apart:
 // backends are compared by class, never by message.
 func errClass(err error) string {

@@ -28,6 +28,7 @@ func Cases() []Case {
 		Case{"counts per pair of an empty scope", func(r *R) { r.counts(&query.Scope{}) }},
 	)
 	out = append(out, tokenCases()...)
+	out = append(out, Case{SnapshotLimitsCase, snapshotLimits})
 	out = append(out, writeCases()...)
 	out = append(out, gcCases()...)
 	out = append(out, watermarkCases()...)
@@ -316,6 +317,86 @@ func tokenCases() []Case {
 			next(r, "expired", q, tok, "ErrExpired")
 		}},
 		{"pages keep their snapshot while documents change", pagingSnapshot},
+	}
+}
+
+// SnapshotLimitsCase names the case of the snapshot bounds (store.Limits).
+const SnapshotLimitsCase = "snapshots are bounded per subject and kept for the server's own lists"
+
+// snapshotLimits: a subject that keeps first pages of limit 1 (each holding a snapshot) past its
+// share closes its least recently used one, whose token is ErrExpired, and no other subject's; an
+// answer of one page holds none; continue tokens of clients hold three quarters of the backend's
+// snapshots and the rest stays for queries the server reads to the end (Drain).
+func snapshotLimits(r *R) {
+	pods := params("resources", "pods", "limit", "1")
+	share, clients := Limits.SnapshotsPerSubject, Limits.Snapshots-Limits.Snapshots/4
+	var held []*query.Query // queries whose token is still to be released
+	first := func(call, subject string, drain bool) *query.Query {
+		r.t.Helper()
+		q := r.parse(pods)
+		q.Subject, q.Drain = subject, drain
+		res, _, err := r.search(call, q)
+		if !r.noError(call, err) || !r.expect(res.Continue != "", "%s: no continue token", call) {
+			r.t.FailNow()
+		}
+		r.expect(len(res.Warnings) == 0, "%s: no snapshot: %q", call, res.Warnings)
+		q.Continue = res.Continue
+		held = append(held, q)
+		return q
+	}
+	next := func(call string, q *query.Query, wantErr string) {
+		r.t.Helper()
+		c := *q
+		res, _, err := r.search(call, &c)
+		r.expect(errClass(err) == wantErr, "%s: error %v, want class %q", call, err, wantErr)
+		if err == nil {
+			q.Continue = res.Continue // the same snapshot, one page on
+		}
+	}
+	defer func() {
+		for _, q := range held {
+			r.b.Release(r.ctx, q.Continue)
+		}
+	}()
+
+	bob := first("bob's first page", "bob", false)
+	var alice []*query.Query
+	for i := range share {
+		alice = append(alice, first(fmt.Sprintf("alice's first page %d", i), "alice", false))
+	}
+	one := r.parse(params("resources", "pods", "limit", "1000"))
+	one.Subject = "alice"
+	if res, _, err := r.search("alice's answer of one page", one); r.noError("one page", err) {
+		r.expect(res.Continue == "", "%d pods do not fit one page of 1000", res.Total)
+	}
+	for i, q := range alice {
+		next(fmt.Sprintf("alice's token %d after an answer of one page", i), q, "")
+	}
+	alice = append(alice, first("alice's first page past her share", "alice", false))
+	next("alice's least recently used token", alice[0], "ErrExpired")
+	for i, q := range alice[1:] {
+		next(fmt.Sprintf("alice's token %d", i+1), q, "")
+	}
+	next("bob's token", bob, "")
+
+	// Clients' tokens fill their part of the backend's snapshots: each new one closes the least
+	// recently used (those above first). The server's own lists take the rest without closing any,
+	// and past it close the least recently used client's, never another list's.
+	var users []*query.Query
+	for i := range clients + 1 {
+		users = append(users, first(fmt.Sprintf("user %d's first page", i), fmt.Sprintf("user%d", i), false))
+	}
+	next("the least recently used client's token", users[0], "ErrExpired")
+	next("the next client's token", users[1], "")
+	var lists []*query.Query
+	for i := range Limits.Snapshots / 4 {
+		lists = append(lists, first(fmt.Sprintf("the server's list %d", i), "facade", true))
+	}
+	next("the least recently used client's token beside the server's lists", users[2], "")
+	lists = append(lists, first("the server's list past the reserve", "facade", true))
+	next("the client's token closed for it", users[3], "ErrExpired")
+	for i, q := range lists {
+		next(fmt.Sprintf("the server's list %d, next page", i), q, "")
 	}
 }
 

@@ -74,13 +74,29 @@ type R struct {
 // its expectation; it returns every case's steps, for Compare.
 func Run(t *testing.T, b Backend) map[string][]Step {
 	t.Helper()
+	return run(t, b, Cases())
+}
+
+// RunCase loads the corpus into b and runs the case of that name on it alone: for a backend's own
+// unit tests of one rule of the contract.
+func RunCase(t *testing.T, b Backend, name string) {
+	t.Helper()
+	i := slices.IndexFunc(Cases(), func(c Case) bool { return c.Name == name })
+	if i < 0 {
+		t.Fatalf("no case %q", name)
+	}
+	run(t, b, Cases()[i:i+1])
+}
+
+func run(t *testing.T, b Backend, cases []Case) map[string][]Step {
+	t.Helper()
 	c := NewCorpus()
 	start := time.Now()
 	r := &R{t: t, ctx: t.Context(), b: b, c: c}
 	r.write(envelope.Added, c.Live()...)
 	t.Logf("corpus of %d objects loaded in %s", len(c.Live()), time.Since(start).Round(time.Millisecond))
 	out := map[string][]Step{}
-	for _, cs := range Cases() {
+	for _, cs := range cases {
 		t.Run(cs.Name, func(t *testing.T) {
 			r := &R{t: t, ctx: t.Context(), b: b, c: c}
 			defer func() { out[cs.Name] = r.steps }()

@@ -1,4 +1,4 @@
-package queryapi
+package serving
 
 import (
 	"crypto/tls"
@@ -11,10 +11,11 @@ import (
 	"github.com/kubesearch/kubesearch/internal/auth"
 )
 
-// servingTLS is the HTTPS configuration: the serving certificate, read again when its files change
-// (a cert-manager renewal needs no restart), and the client CA when client certificates
-// authenticate.
-func servingTLS(certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, error) {
+// TLS is the HTTPS configuration of a server: the serving certificate, read again when its files
+// change (a cert-manager renewal needs no restart), and the client CA when client certificates
+// authenticate (auth.TLSConfig). Errors name the flags --tls-cert-file, --tls-private-key-file and
+// --client-ca-file, which every component spells alike.
+func TLS(certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, error) {
 	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log}
 	if err := r.load(); err != nil {
 		return nil, err
