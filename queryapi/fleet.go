@@ -276,7 +276,9 @@ func (f *fleet) ready() error {
 	case !f.polled:
 		return fmt.Errorf("index progress not read yet")
 	case f.watermarks == nil:
-		return fmt.Errorf("index progress unreadable: %v", f.wmErr)
+		// /readyz answers without credentials: the reason (an OpenSearch error, its address) is
+		// in the log of each poll, not in the answer.
+		return errors.New("index progress unreadable (the query API's log says why)")
 	}
 	return nil
 }

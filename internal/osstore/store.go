@@ -50,19 +50,7 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 		// More than a page after all (names used widely): page it like any other.
 	}
 	tok := token{Now: q.Now.UnixNano()}
-	snap, evicted, err := s.pits.Open(q.Subject, q.Drain, s.now())
-	for _, pit := range evicted {
-		s.closePITLater(ctx, pit) // their tokens answer ErrExpired from now on
-	}
-	if err != nil {
-		// Every PIT the subject (or the process) may hold has a page being read in it, or is a
-		// list the server reads to the end: page without a snapshot, and say so.
-		return s.firstPagePlain(ctx, q, body, tok, "pages are not one snapshot ("+err.Error()+")"+changingWarning, nil)
-	}
 	pit, err := s.openPIT(ctx)
-	if err != nil {
-		s.pits.Remove(snap)
-	}
 	switch {
 	case errors.Is(err, errTooManyPITs):
 		// Other processes (query API replicas) hold OpenSearch's PITs: paging goes on without a
@@ -76,7 +64,6 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 	case err != nil:
 		return nil, err
 	}
-	tok.Snap = snap
 	return s.firstPagePIT(ctx, q, body, pit, tok)
 }
 
@@ -99,9 +86,11 @@ func (s *Store) firstPagePlain(ctx context.Context, q *query.Query, body map[str
 	return s.page(ctx, q, res, page, tok, true)
 }
 
-// firstPagePIT reads a first page inside a new PIT, which the ledger admitted as tok.Snap. If the
-// page fails, no token carries the PIT on, so it is closed: left open, it would hold one of
-// OpenSearch's search.max_open_pit_context slots for the whole keep-alive.
+// firstPagePIT reads a first page inside a new PIT. If the page fails, no token carries the PIT
+// on, so it is closed: left open, it would hold one of OpenSearch's search.max_open_pit_context
+// slots for the whole keep-alive. An answer of one page closes it too and holds nothing; one with
+// more pages is admitted to the ledger (s.pits) only then, so that a one-page answer never closes
+// another token's PIT to make room.
 func (s *Store) firstPagePIT(ctx context.Context, q *query.Query, body map[string]any, pit string, tok token) (*store.Result, error) {
 	body["pit"] = map[string]any{"id": pit, "keep_alive": keepAlive(s.keepAlive)}
 	body["size"] = q.Limit + 1
@@ -114,17 +103,33 @@ func (s *Store) firstPagePIT(ctx context.Context, q *query.Query, body map[strin
 		res, page, err = s.result(q, resp)
 	}
 	if err != nil {
-		s.pits.Remove(tok.Snap)
 		s.closePIT(ctx, pit)
 		return nil, err
 	}
 	tok.Total, tok.Lower = res.Total, res.TotalIsLowerBound
+	if len(page.sorts) <= q.Limit {
+		return s.page(ctx, q, res, page, tok, false) // the last page: page closes the PIT
+	}
+	snap, evicted, err := s.pits.Open(q.Subject, q.Drain, s.now())
+	for _, p := range evicted {
+		s.closePITLater(ctx, p) // their tokens answer ErrExpired from now on
+	}
+	if err != nil {
+		// Every PIT the subject (or the process) may hold has a page being read in it, or is a
+		// list the server reads to the end: the pages after this one are read without a
+		// snapshot (the sort, uid last, is the same), and say so.
+		s.closePITLater(ctx, pit)
+		page.pit = ""
+		res.Warnings = append(res.Warnings, "pages are not one snapshot ("+err.Error()+")"+changingWarning)
+		return s.page(ctx, q, res, page, tok, true)
+	}
+	tok.Snap = snap
 	res, err = s.page(ctx, q, res, page, tok, false) // closes the PIT itself when it cannot issue a token
 	if err != nil || res.Continue == "" {
-		s.pits.Remove(tok.Snap)
+		s.pits.Remove(snap)
 		return res, err
 	}
-	s.pits.Hold(tok.Snap, page.pit, s.now().Add(s.keepAlive))
+	s.pits.Hold(snap, page.pit, s.now().Add(s.keepAlive))
 	return res, nil
 }
 

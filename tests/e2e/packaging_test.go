@@ -433,6 +433,9 @@ queryapi:
           namespaces: [kube-system]
           resources: [configmaps]
           verbs: [get, list]
+        - subjects: [{kind: User, name: prometheus}]
+          nonResourceURLs: [/metrics]
+          verbs: [get]
   tls: {existingSecret: serving}
 `, strings.Join(env.KafkaBrokers, ", "), env.OpenSearchURL, env.Clusters[0]))
 
@@ -565,6 +568,7 @@ queryapi:
 		{outOfScope, aliceToken, http.StatusForbidden},
 		{"/metrics", "", http.StatusUnauthorized},
 		{"/metrics", promToken, http.StatusOK},
+		{"/metrics", aliceToken, http.StatusForbidden}, // it names every member; alice sees one
 	} {
 		if got := get(tc.path, tc.token); got != tc.want {
 			t.Errorf("GET %s with token %q: %d, want %d", tc.path, tc.token, got, tc.want)
