@@ -277,6 +277,12 @@ func TestMaxRequestsInFlight(t *testing.T) {
 	if code, _ := get(t, srv.URL, "/healthz", ""); code != http.StatusOK {
 		t.Errorf("probe: %d", code)
 	}
+	// A watch parameter on a request that is no watch takes no request out of the bound.
+	for _, path := range []string{"/v1alpha1/fleet?watch=1", "/api/v1/namespaces/shop?watch=1"} {
+		if code, body := get(t, srv.URL, path, ""); code != http.StatusTooManyRequests {
+			t.Errorf("%s while two are in flight: %d %s, want 429", path, code, body)
+		}
+	}
 	close(st.gate)
 	wg.Wait()
 	if code, body := get(t, srv.URL, "/api/v1/pods?limit=5", ""); code != http.StatusOK {

@@ -283,8 +283,9 @@ func (f *fleet) ready() error {
 	return nil
 }
 
-// pairs returns the status of every pair known from either source, ordered.
-func (f *fleet) pairs() []PairStatus {
+// pairs returns the status of every pair known from either source, ordered, as a subject of scope
+// (nil: everything) may see it (see pair).
+func (f *fleet) pairs(scope *query.Scope) []PairStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	keys := map[store.Pair]bool{}
@@ -297,7 +298,7 @@ func (f *fleet) pairs() []PairStatus {
 	now := f.now()
 	var out []PairStatus
 	for _, k := range slices.SortedFunc(maps.Keys(keys), comparePairs) {
-		out = append(out, f.pair(k, now))
+		out = append(out, f.pair(k, now, scope))
 	}
 	return out
 }
@@ -306,8 +307,12 @@ func comparePairs(a, b store.Pair) int {
 	return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Resource, b.Resource))
 }
 
-// pair is called with f.mu held.
-func (f *fleet) pair(k store.Pair, now time.Time) PairStatus {
+// pair is called with f.mu held. A pair's collection is one cluster-wide selection or several of
+// one namespace each: a subject sees the state, reason and lag of the namespaces scope lets it
+// see; of a cluster-wide one, the state and lag (its objects are stale or not), and the reason
+// only when scope lets it see the pair in every namespace — a member's error text may name
+// namespaces and objects it may not see.
+func (f *fleet) pair(k store.Pair, now time.Time, scope *query.Scope) PairStatus {
 	p := PairStatus{Cluster: k.Cluster, Group: k.Group, Resource: k.Resource, State: registry.StateUnknown}
 	if w, ok := f.watermarks[k]; ok {
 		p.Kind, p.Listing, p.IndexedResourceVersion = w.Kind, w.Listing, w.ResourceVersion
@@ -320,6 +325,9 @@ func (f *fleet) pair(k store.Pair, now time.Time) PairStatus {
 	}
 	reported := false
 	for _, sk := range f.scopesOf[k] {
+		if sk.namespace != "" && !scope.Allows(k.Cluster, sk.namespace, k.Group, k.Resource) {
+			continue
+		}
 		rs := f.rows[sk]
 		if !reported || f.collectorRVs[sk] < p.CollectedResourceVersion {
 			p.CollectedResourceVersion = f.collectorRVs[sk]
@@ -330,6 +338,9 @@ func (f *fleet) pair(k store.Pair, now time.Time) PairStatus {
 			}
 			if !reported || stateRank(r.State) > stateRank(p.State) {
 				p.State, p.Reason = r.State, r.Reason
+				if sk.namespace == "" && r.Reason != "" && !scope.AllowsWholePair(k.Cluster, k.Group, k.Resource) {
+					p.Reason = "(withheld: the collection covers namespaces you may not see)"
+				}
 			}
 			reported = true
 		}
@@ -370,7 +381,7 @@ func covers(q *query.Query, k PairStatus) bool {
 // freshness answers, for the clusters a query covers, their state, and the warnings a partial or
 // stale answer carries.
 func (f *fleet) freshness(q *query.Query) ([]ClusterFreshness, []string) {
-	pairs := f.pairs()
+	pairs := f.pairs(q.Scope)
 	f.mu.Lock()
 	wmErr, collErrs := f.wmErr, maps.Clone(f.collErrs)
 	hasCollectors := len(f.collectors) > 0
@@ -378,7 +389,13 @@ func (f *fleet) freshness(q *query.Query) ([]ClusterFreshness, []string) {
 
 	var warnings []string
 	if wmErr != nil {
-		warnings = append(warnings, fmt.Sprintf("index progress unknown (watermarks unreadable: %v)", wmErr))
+		// The error may name a pair (a watermark document): only a subject that sees every pair
+		// gets it.
+		if q.Scope == nil {
+			warnings = append(warnings, fmt.Sprintf("index progress unknown (watermarks unreadable: %v)", wmErr))
+		} else {
+			warnings = append(warnings, "index progress unknown (watermarks unreadable)")
+		}
 	}
 	// A collector's address and error may name members: only a subject that sees every pair is
 	// told. Another sees the pairs that collector reported turn Unknown, its own ones only.

@@ -143,3 +143,46 @@ func TestEncodeSearchResultKeepsItemsAndFields(t *testing.T) {
 		t.Errorf("no items encode as %s, want an empty list", empty)
 	}
 }
+
+// TestFreshnessOfNamespacesOutOfScope: a subject sees the collection state of the namespaces it may
+// see; of a cluster-wide collection, its state but not the member's error text, which may name any
+// namespace.
+func TestFreshnessOfNamespacesOutOfScope(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	src := &fakeSources{}
+	f := newTestFleet(t, src, &now)
+	shop := &query.Scope{Grants: []query.Grant{{Clusters: []string{"member1"}, Namespaces: []string{"shop"}}}}
+	row := func(ns, state, reason string) registry.ResourceStatus {
+		return registry.ResourceStatus{Registry: "r", Cluster: "member1", Resource: "pods", Kind: "Pod", Namespace: ns,
+			State: state, Reason: reason, ResourceVersion: "100", PublishedAt: &now}
+	}
+	src.wms = []store.Watermark{{Cluster: "member1", Resource: "pods", Kind: "Pod", ResourceVersion: 100, Epoch: 1,
+		Scopes: []store.WatermarkScope{{ResourceVersion: 100, Epoch: 1, Synced: true}}}}
+	q := &query.Query{Resources: []query.Resource{{Resource: "pods", AnyGroup: true}}, Scope: shop}
+
+	// Selections of one namespace each: finance's failure is not shop's subject's business.
+	src.rows = []registry.ResourceStatus{row("shop", registry.StateRunning, ""), row("finance", registry.StateFailed, `pods is forbidden in the namespace "finance"; project payroll-2027`)}
+	f.poll(t.Context())
+	clusters, warnings := f.freshness(q)
+	if len(clusters) != 1 || clusters[0].State != registry.StateRunning || len(warnings) != 0 {
+		t.Errorf("shop's subject, finance failing: %+v, warnings %q", clusters, warnings)
+	}
+	// The control: a subject that sees everything is told.
+	q.Scope = nil
+	if _, warnings := f.freshness(q); len(warnings) != 1 || !strings.Contains(warnings[0], "payroll") {
+		t.Errorf("unrestricted subject: warnings %q, want finance's failure", warnings)
+	}
+
+	// One cluster-wide selection: its state is everyone's, its reason only a subject's that sees
+	// every namespace.
+	src.rows = []registry.ResourceStatus{row("", registry.StateFailed, `pods "payroll-7f9" is forbidden in the namespace "finance"`)}
+	f.poll(t.Context())
+	q.Scope = shop
+	clusters, warnings = f.freshness(q)
+	if len(clusters) != 1 || clusters[0].State != registry.StateFailed || strings.Contains(strings.Join(warnings, " "), "payroll") {
+		t.Errorf("shop's subject, cluster-wide failure: %+v, warnings %q", clusters, warnings)
+	}
+	if pairs := f.pairs(shop); len(pairs) != 1 || strings.Contains(pairs[0].Reason, "payroll") {
+		t.Errorf("fleet status of shop's subject: %+v", pairs)
+	}
+}

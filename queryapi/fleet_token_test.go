@@ -58,7 +58,7 @@ func TestFleetPollSendsCollectorStatusToken(t *testing.T) {
 	polled := func(t *testing.T, f *fleet) (state string, collErr error) {
 		t.Helper()
 		f.poll(t.Context())
-		pairs := f.pairs()
+		pairs := f.pairs(nil)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if len(pairs) != 1 {

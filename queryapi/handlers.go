@@ -199,7 +199,7 @@ func (s *Server) fleetStatus(c *gin.Context) {
 	for _, n := range counts {
 		docs[n.Pair()] = n.Documents
 	}
-	pairs := slices.DeleteFunc(s.fleet.pairs(), func(p PairStatus) bool {
+	pairs := slices.DeleteFunc(s.fleet.pairs(subj.scope(authz.VerbList, &query.Query{})), func(p PairStatus) bool {
 		return !subj.allowed(authz.VerbList, p.Cluster, authz.Any, p.Group, p.Resource)
 	})
 	seen := map[store.Pair]bool{}

@@ -258,16 +258,17 @@ func (s *Server) admit(c *gin.Context) {
 		c.Next()
 		return
 	}
-	if !boolParam(c.Query(paramWatch)) {
-		done, ok := s.limits.startRequest()
-		if !ok {
-			s.limits.refuse(boundInFlight)
-			tooManyRequests(c, time.Second, fmt.Sprintf("the server is serving %d requests at once, its bound; retry later", s.limits.maxInFlight))
-			c.Abort()
-			return
-		}
-		defer done()
+	done, ok := s.limits.startRequest()
+	if !ok {
+		s.limits.refuse(boundInFlight)
+		tooManyRequests(c, time.Second, fmt.Sprintf("the server is serving %d requests at once, its bound; retry later", s.limits.maxInFlight))
+		c.Abort()
+		return
 	}
+	// A watch gives its slot back once it is one (leaveInFlight): a parameter alone (watch=1 on
+	// any path) must not take a request out of the bound.
+	c.Set(inFlightKey, done) // done is idempotent
+	defer done()
 	src := sourceOf(c.Request.RemoteAddr)
 	ok, wait, knownOnly := s.limits.admitSource(src)
 	if !ok {
@@ -283,6 +284,16 @@ func (s *Server) admit(c *gin.Context) {
 	c.Next()
 	if c.Writer.Status() == http.StatusUnauthorized {
 		s.limits.authFailed(src)
+	}
+}
+
+const inFlightKey = "kubesearch.inflight"
+
+// leaveInFlight gives back a request's slot among the requests in flight: for a watch once it
+// serves, as watches are long by nature and bounded per subject instead.
+func leaveInFlight(c *gin.Context) {
+	if v, ok := c.Get(inFlightKey); ok {
+		v.(func())()
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/auth"
@@ -44,7 +45,7 @@ const tenantPolicy = `rules:
 // tenantWorld is a fleet as the query API knows it: with or without a member2 that alice cannot
 // see, which has pods, a newer version of the widgets CRD, its own OpenAPI, watermarks, and
 // events the index has not caught up with.
-func tenantWorld(t *testing.T, withMember2 bool, policy string) (url, dir string) {
+func tenantWorld(t *testing.T, withMember2 bool, policy string, with ...func(*Server)) (url, dir string) {
 	t.Helper()
 	dir = t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
@@ -98,6 +99,9 @@ func tenantWorld(t *testing.T, withMember2 bool, policy string) (url, dir string
 		// The stream holds member2 events the index has not caught up with: a consistent read of
 		// a subject that covers member2 waits for them.
 		s.cache.head[store.Pair{Cluster: "member2", Resource: "pods"}] = 900
+	}
+	for _, f := range with {
+		f(s)
 	}
 	s.engine = s.routes()
 	srv := httptest.NewServer(s.engine)
@@ -217,13 +221,27 @@ func TestRevokedSubjectLosesItsWatch(t *testing.T) {
 	watchPath := "/api/v1/namespaces/shop/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=30"
 	for _, c := range []struct {
 		name, file, content, want string
+		failingSource             bool
 	}{
-		{"token removed", "tokens.csv", "prometheus-token,prometheus,u2\n", `"code":401`},
-		{"policy narrowed", "policy.yaml", strings.Replace(tenantPolicy, "resources: [pods, widgets.example.com]", "resources: [pods]", 1), `"code":410`},
-		{"policy rule removed", "policy.yaml", "rules: []\n", `"code":403`},
+		{"token removed", "tokens.csv", "prometheus-token,prometheus,u2\n", `"code":401`, false},
+		// Its source failed authentication too often: new requests get only known credentials
+		// judged, and the watch's recheck must still judge its own.
+		{"token removed, source failing", "tokens.csv", "prometheus-token,prometheus,u2\n", `"code":401`, true},
+		{"policy narrowed", "policy.yaml", strings.Replace(tenantPolicy, "resources: [pods, widgets.example.com]", "resources: [pods]", 1), `"code":410`, false},
+		{"policy rule removed", "policy.yaml", "rules: []\n", `"code":403`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			url, dir := tenantWorld(t, true, tenantPolicy)
+			url, dir := tenantWorld(t, true, tenantPolicy, func(s *Server) {
+				s.limits = newLimiter(Options{SourceAuthFailureLimit: 0.001, SourceAuthFailureBurst: 1}, prometheus.NewRegistry())
+			})
+			if c.failingSource {
+				for range 3 {
+					ask(t, url+"/api", "guess", "")
+				}
+				if code, _, _ := ask(t, url+"/api", "guess", ""); code != http.StatusTooManyRequests {
+					t.Fatalf("a guess past the failure burst: %d, want 429", code)
+				}
+			}
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url+watchPath, nil)
 			req.Header.Set("Authorization", "Bearer alice-token")
 			resp, err := http.DefaultClient.Do(req)

@@ -40,6 +40,10 @@ const initialEventsEnd = "k8s.io/initial-events-end"
 // maxWatchSeconds bounds timeoutSeconds: a day.
 const maxWatchSeconds = 86400
 
+// maxUnjudged bounds how long an open watch goes on while its credentials cannot be checked
+// again: longer than the token reviewer's usual blips, shorter than a revoked token should last.
+const maxUnjudged = time.Minute
+
 // bookmarkEvery is how often an idle watch that asked for bookmarks gets one.
 const bookmarkEvery = 10 * time.Second
 
@@ -67,10 +71,13 @@ type watcher struct {
 	// present are the objects the client holds, with the resourceVersion it got; nil when the
 	// watch resumed from a resourceVersion without initial events (the client's list is not
 	// known then), or once the subject's watches hold as many objects as they may (presence).
-	present    *presence
-	bookmarks  bool
-	tableFirst bool
-	buf        bytes.Buffer
+	present *presence
+	// unjudgedSince is when rechecks began to get no judgement of the credentials (the token
+	// reviewer away or throttled); zero while they get one.
+	unjudgedSince time.Time
+	bookmarks     bool
+	tableFirst    bool
+	buf           bytes.Buffer
 }
 
 // watch serves a WATCH: initial events when asked for (sendInitialEvents, or no resourceVersion,
@@ -85,6 +92,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		return
 	}
 	defer done()
+	leaveInFlight(c) // bounded per subject from here on
 	if s.cache == nil {
 		writeStatus(c, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			"watch is served from the event stream: start the query API with --kafka-brokers", nil)
@@ -305,16 +313,27 @@ func boolParam(s string) bool { return s == "true" || s == "1" }
 // go on: 401 when the credentials are no longer accepted; 403 when the subject may no longer
 // watch the resource; 410 Expired when what it may see of it changed, so that its client lists
 // again under the new scope (objects it may no longer see leave its cache) — the same scope goes
-// on. A token reviewer that is away or throttled is no revocation: the watch goes on until it
-// answers.
+// on. A token reviewer that is away or throttled is no revocation: the watch goes on while it
+// answers within maxUnjudged, then ends with a 503 (a revoked token must not outlive an outage).
 func (w *watcher) recheck() *metav1.Status {
-	subj, err := w.s.authenticateRequest(w.c.Request)
+	// Judged: the request's context may say its source failed too often (auth.KnownOnly), which
+	// would refuse a revoked token unjudged, and again at every recheck.
+	subj, err := w.s.authenticateRequest(w.c.Request.WithContext(auth.Judged(w.c.Request.Context())))
 	switch {
 	case errors.Is(err, auth.ErrUnavailable), errors.Is(err, auth.ErrThrottled):
-		return nil // not an answer about the credentials: asked again at the next recheck
+		// Not an answer about the credentials: asked again at the next recheck, for a while.
+		if w.unjudgedSince.IsZero() {
+			w.unjudgedSince = time.Now()
+		}
+		if time.Since(w.unjudgedSince) > maxUnjudged {
+			return newStatus(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+				fmt.Sprintf("the watch's credentials could not be checked again for %s: %v; watch again", maxUnjudged, err))
+		}
+		return nil
 	case err != nil:
 		return newStatus(http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 	}
+	w.unjudgedSince = time.Time{}
 	old := subjectOf(w.c)
 	if !subj.allowed(authz.VerbWatch, w.r.authzCluster(), w.r.authzNamespace(w.res.Namespaced), w.r.group, w.r.resource) {
 		return newStatus(http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf("%s is forbidden: User %q cannot watch %s",

@@ -186,6 +186,13 @@ func KnownOnly(ctx context.Context) context.Context {
 	return context.WithValue(ctx, knownOnlyKey{}, true)
 }
 
+// Judged undoes KnownOnly for a context: its credentials are judged whatever they are. An open
+// watch that authenticates again to learn whether its subject was revoked needs a judgement, not
+// the refusal its source's failures would get.
+func Judged(ctx context.Context) context.Context {
+	return context.WithValue(ctx, knownOnlyKey{}, false)
+}
+
 func knownOnly(ctx context.Context) bool {
 	v, _ := ctx.Value(knownOnlyKey{}).(bool)
 	return v

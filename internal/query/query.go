@@ -133,6 +133,21 @@ func (s *Scope) AllowsPair(cluster, group, resource string) bool {
 	return false
 }
 
+// AllowsWholePair reports whether the scope lets the subject see every object of resource (group,
+// resource) in cluster, in every namespace: for what is said of a cluster-wide collection as a
+// whole (its error text may name any namespace).
+func (s *Scope) AllowsWholePair(cluster, group, resource string) bool {
+	if s == nil {
+		return true
+	}
+	for _, g := range s.Grants {
+		if len(g.Namespaces) == 0 && g.allowsIn(cluster, group, resource) {
+			return true
+		}
+	}
+	return false
+}
+
 func (g Grant) allows(cluster, namespace, group, resource string) bool {
 	if len(g.Namespaces) > 0 && !slices.Contains(g.Namespaces, namespace) {
 		return false
