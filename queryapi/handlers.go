@@ -41,7 +41,7 @@ func (s *Server) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
-	e.Use(s.metrics.middleware, s.recover, s.admit, s.authenticate, s.guardBrowsers, s.rateLimit)
+	e.Use(s.metrics.middleware, s.recover, s.admit, s.authenticate, s.guardReviews, s.guardBrowsers, s.rateLimit)
 	e.GET(PathSearch, s.search)
 	e.GET(PathFleet, s.fleetStatus)
 	e.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openAPI) })

@@ -43,6 +43,9 @@ const (
 	boundSourceAuthFailure = "source-auth-failures"
 	boundSourceConnections = "source-connections"
 	boundTokenReviews      = "token-reviews"
+	// boundSubjectReviews: a request whose SubjectAccessReviews were past its or its subject's
+	// bounds (reviews.go).
+	boundSubjectReviews = "subject-access-reviews"
 )
 
 // limiter bounds what one subject may ask (requests per second, open watches, lists streaming
@@ -92,7 +95,7 @@ func newLimiter(o Options, reg prometheus.Registerer) *limiter {
 		maxConns: o.MaxConnectionsPerSource, maxInFlight: int64(o.MaxRequestsInFlight),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubesearch_queryapi_refused_total",
-			Help: "Requests (and, for source-connections, connections) refused by a bound, by bound: subject-rate, subject-watches, subject-lists, in-flight, source-rate, source-auth-failures, source-connections, token-reviews.",
+			Help: "Requests (and, for source-connections, connections) refused by a bound, by bound: subject-rate, subject-watches, subject-lists, in-flight, source-rate, source-auth-failures, source-connections, token-reviews, subject-access-reviews.",
 		}, []string{"bound"}),
 		subjects: map[string]*subjectLimits{}, sources: map[source]*sourceLimits{}}
 	if reg != nil {

@@ -236,6 +236,7 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.validateBounds()...)
 	errs = append(errs, o.ValidateHoldings())
+	errs = append(errs, o.SubjectAccessReview.Check())
 	if o.PageKeepAlive > 0 && o.PageKeepAlive < time.Second {
 		errs = append(errs, fmt.Errorf("--page-keep-alive: at least 1s, got %s", o.PageKeepAlive))
 	}

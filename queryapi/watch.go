@@ -289,8 +289,12 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 			// the clusters it covers changed. Changes elsewhere (another resource, a member the
 			// subject cannot see) leave it open: at 1,000 members they are frequent, and a
 			// watch ended by a hidden member's change would tell its subject of that member.
+			// Asked with reviews of their own, bounded as a new request's (the watch's first
+			// ones were its start's); reviews that could not all be asked decide nothing, and
+			// the recheck deals with them.
 			changed = s.catalog.changes()
-			if !slices.Equal(s.viewClusters(subj, authz.VerbWatch, r, res), clusters) {
+			fresh := s.reviewedAgain(ctx, subj)
+			if cl := s.viewClusters(fresh, authz.VerbWatch, r, res); fresh.reviewErr() == nil && !slices.Equal(cl, clusters) {
 				return
 			}
 		case <-recheck.C:
@@ -313,8 +317,9 @@ func boolParam(s string) bool { return s == "true" || s == "1" }
 // go on: 401 when the credentials are no longer accepted; 403 when the subject may no longer
 // watch the resource; 410 Expired when what it may see of it changed, so that its client lists
 // again under the new scope (objects it may no longer see leave its cache) — the same scope goes
-// on. A token reviewer that is away or throttled is no revocation: the watch goes on while it
-// answers within maxUnjudged, then ends with a 503 (a revoked token must not outlive an outage).
+// on. A token reviewer that is away or throttled is no revocation, nor are SubjectAccessReviews
+// past their bounds (authz.IncompleteError): the watch goes on while it is judged within
+// maxUnjudged, then ends with a 503 (a revoked token must not outlive an outage).
 func (w *watcher) recheck() *metav1.Status {
 	// Judged: the request's context may say its source failed too often (auth.KnownOnly), which
 	// would refuse a revoked token unjudged, and again at every recheck.
@@ -322,29 +327,41 @@ func (w *watcher) recheck() *metav1.Status {
 	switch {
 	case errors.Is(err, auth.ErrUnavailable), errors.Is(err, auth.ErrThrottled):
 		// Not an answer about the credentials: asked again at the next recheck, for a while.
-		if w.unjudgedSince.IsZero() {
-			w.unjudgedSince = time.Now()
-		}
-		if time.Since(w.unjudgedSince) > maxUnjudged {
-			return newStatus(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
-				fmt.Sprintf("the watch's credentials could not be checked again for %s: %v; watch again", maxUnjudged, err))
-		}
-		return nil
+		return w.unjudged(err)
 	case err != nil:
 		return newStatus(http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 	}
-	w.unjudgedSince = time.Time{}
 	old := subjectOf(w.c)
 	if !subj.allowed(authz.VerbWatch, w.r.authzCluster(), w.r.authzNamespace(w.res.Namespaced), w.r.group, w.r.resource) {
+		if err := subj.reviewErr(); err != nil {
+			return w.unjudged(err)
+		}
 		return newStatus(http.StatusForbidden, metav1.StatusReasonForbidden, fmt.Sprintf("%s is forbidden: User %q cannot watch %s",
 			w.r.resource, old.user.Name, resourceWhat(w.r.cluster, w.r.namespace, w.r.group, w.r.resource)))
 	}
 	// The query restrict saw when the watch began (a qualified name narrows Clusters after).
 	q := &query.Query{Namespaces: w.q.Namespaces, Resources: w.q.Resources}
 	subj.restrictView(q, authz.VerbWatch, w.clusters)
-	if subj.user.Name != old.user.Name || !reflect.DeepEqual(q.Scope, w.q.Scope) ||
-		!slices.Equal(w.s.viewClusters(subj, authz.VerbWatch, w.r, w.res), w.clusters) {
+	clusters := w.s.viewClusters(subj, authz.VerbWatch, w.r, w.res)
+	if err := subj.reviewErr(); err != nil {
+		return w.unjudged(err)
+	}
+	w.unjudgedSince = time.Time{}
+	if subj.user.Name != old.user.Name || !reflect.DeepEqual(q.Scope, w.q.Scope) || !slices.Equal(clusters, w.clusters) {
 		return newStatus(http.StatusGone, metav1.StatusReasonExpired, "what this subject may see changed since the watch began; list again")
+	}
+	return nil
+}
+
+// unjudged is the recheck that got no judgement (err says why): nil, the watch goes on, until
+// rechecks have got none for maxUnjudged; then the 503 that ends it.
+func (w *watcher) unjudged(err error) *metav1.Status {
+	if w.unjudgedSince.IsZero() {
+		w.unjudgedSince = time.Now()
+	}
+	if time.Since(w.unjudgedSince) > maxUnjudged {
+		return newStatus(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			fmt.Sprintf("the watch's subject could not be judged again for %s: %v; watch again", maxUnjudged, err))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -34,6 +35,9 @@ import (
 // is after them), and object identities are seeded from the index. A watch may resume from a
 // pair's resourceVersion only at or above its watermark at that start (the pair's floor, raised as
 // events leave the window): older positions may need events from before the window.
+//
+// A member whose resourceVersions go backwards starts its pairs over in a new numbering, and
+// clients holding positions of the old one get 410 (wentback.go).
 
 // cacheEvent is one watch event of one object.
 type cacheEvent struct {
@@ -100,6 +104,14 @@ type watchCache struct {
 	// watermark said so): the window may lack the list's first events, so until its SYNC a position
 	// inside the list that start cannot place is 410, and at the SYNC the floor rises to it.
 	truncated map[store.Pair]bool
+	// scopes are, per pair, its namespace scopes as the collectors list them; renumbered the pairs
+	// whose member went back while positions of the old numbering may be held; gens counts a pair's
+	// numberings, resets the times it went back (a watch open at one ends with 410). See
+	// wentback.go.
+	scopes     map[store.Pair]map[string]*scopeState
+	renumbered map[store.Pair]*renumbering
+	gens       map[store.Pair]uint64
+	resets     map[store.Pair]uint64
 	// replaying is true until the events written before the start are read: events then are not
 	// deduplicated against the seeded identities (see apply).
 	replaying bool
@@ -126,6 +138,10 @@ func (c *watchCache) resetLocked() {
 	c.synced = map[store.Pair]int64{}
 	c.relisting = map[store.Pair]map[int64]uint64{}
 	c.truncated = map[store.Pair]bool{}
+	c.scopes = map[store.Pair]map[string]*scopeState{}
+	c.renumbered = map[store.Pair]*renumbering{}
+	c.gens = map[store.Pair]uint64{}
+	c.resets = map[store.Pair]uint64{}
 	c.ready, c.replaying = false, true
 	c.generation++
 	c.notifyLocked()
@@ -210,17 +226,7 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 		return fmt.Errorf("watermarks: %w", err)
 	}
 	c.mu.Lock()
-	for _, w := range wms {
-		// A pair without events in the window is still at its watermark: a LIST says so, and a
-		// watch from there must start, not wait for an event.
-		p := w.Pair()
-		c.floor[p], c.head[p], c.stable[p] = w.ResourceVersion, w.ResourceVersion, w.ResourceVersion
-		if !w.Listing {
-			c.synced[p] = w.Epoch
-		} else {
-			c.truncated[p] = true
-		}
-	}
+	c.seedWatermarksLocked(wms)
 	c.mu.Unlock()
 	// Seeding maps each stored object to its resource through the catalog: it must be read first.
 	for !catalogSynced() {
@@ -259,6 +265,26 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 		}
 		return nil
 	})
+}
+
+// seedWatermarksLocked starts every pair at its watermark.
+func (c *watchCache) seedWatermarksLocked(wms []store.Watermark) {
+	for _, w := range wms {
+		// A pair without events in the window is still at its watermark: a LIST says so, and a
+		// watch from there must start, not wait for an event.
+		p := w.Pair()
+		c.floor[p], c.head[p], c.stable[p] = w.ResourceVersion, w.ResourceVersion, w.ResourceVersion
+		if !w.Listing {
+			c.synced[p] = w.Epoch
+		} else {
+			c.truncated[p] = true
+		}
+		for _, s := range w.Scopes {
+			if s.Synced {
+				c.scopesOf(p)[s.Namespace] = &scopeState{epoch: s.Epoch, newest: s.Epoch, seen: s.ResourceVersion}
+			}
+		}
+	}
 }
 
 // seed reads the identity of every cached object from the index.
@@ -364,6 +390,12 @@ func (c *watchCache) apply(ev *envelope.Event) {
 	pair := ev.Pair()
 	rv, _ := strconv.ParseInt(ev.ResourceVersion, 10, 64)
 	switch ev.Type {
+	case envelope.Added, envelope.Modified, envelope.Deleted:
+		if c.oldNumberingLocked(pair, ev.Namespace, ev.Epoch, rv) {
+			return
+		}
+	}
+	switch ev.Type {
 	case envelope.Added, envelope.Modified:
 		obj, err := document.Object(ev)
 		if err != nil {
@@ -418,6 +450,9 @@ func (c *watchCache) apply(ev *envelope.Event) {
 	case envelope.Sync:
 		// Every object of the scope the list did not repeat is gone from the member.
 		listRV, _ := strconv.ParseInt(ev.ListResourceVersion, 10, 64)
+		if c.syncScopeLocked(pair, ev.Namespace, ev.Epoch, listRV) {
+			return
+		}
 		rv = max(listRV, c.head[pair])
 		c.synced[pair] = max(c.synced[pair], ev.Epoch)
 		c.stable[pair] = max(c.stable[pair], rv)
@@ -431,6 +466,9 @@ func (c *watchCache) apply(ev *envelope.Event) {
 			// above it, see appendLocked), else those clients would re-list and get it again,
 			// forever. A client that got exactly that event mid-list is the one left ambiguous.
 			c.floor[pair] = min(c.floor[pair], rv)
+		}
+		if r := c.renumbered[pair]; r != nil {
+			r.issue(rv) // where LISTs and bookmarks put clients, whether or not an event carries it
 		}
 		for uid, st := range c.objects[pair] {
 			if st.epoch < ev.Epoch && (ev.Namespace == "" || st.ns == ev.Namespace) {
@@ -475,6 +513,10 @@ func (c *watchCache) apply(ev *envelope.Event) {
 func (c *watchCache) appendLocked(e *cacheEvent) {
 	e.seq = c.nextSeq
 	e.stable = c.stable[e.pair]
+	if r := c.renumbered[e.pair]; r != nil {
+		r.issue(e.rv)
+		r.issue(e.stable)
+	}
 	c.nextSeq++
 	c.window = append(c.window, e)
 	c.bytes += e.size()
@@ -493,6 +535,9 @@ func (c *watchCache) appendLocked(e *cacheEvent) {
 		c.window[0] = nil
 		c.window = c.window[1:]
 		c.bytes -= old.size()
+		if r := c.renumbered[old.pair]; r != nil && old.seq < r.since {
+			continue // of the numbering the member left: says nothing of positions now
+		}
 		floor := old.rv
 		if old.relisting() {
 			// A client at this event's resourceVersion may lack later events of its list with
@@ -509,6 +554,7 @@ func (c *watchCache) appendLocked(e *cacheEvent) {
 			}
 		}
 		c.floor[old.pair] = max(c.floor[old.pair], floor)
+		c.evictedLocked(old)
 	}
 }
 
@@ -523,6 +569,11 @@ type cursor struct {
 	// progress, that event's seq: the watch sends the pair's events after it, whatever their
 	// resourceVersions (see resumeAfterLocked).
 	after map[store.Pair]uint64
+	// resets are the watch's pairs' watchCache.resets when it started (a pair's member going back
+	// since ends it with 410); since is, per pair whose member went back, the seq of the new
+	// numbering's first event: the pair's earlier events are not sent (see renumbering.since).
+	resets map[store.Pair]uint64
+	since  map[store.Pair]uint64
 }
 
 // errTooNew is a watch position ahead of everything the stream has shown.
@@ -552,6 +603,10 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 					c.mu.Unlock()
 					return cursor{}, err
 				}
+				if err := c.oldPositionLocked(p, rv); err != nil && !placed {
+					c.mu.Unlock()
+					return cursor{}, err
+				}
 				if rv > c.head[p] {
 					ahead = fmt.Errorf("%w: %s/%s at %d, the event stream is at %d", errTooNew, p.Cluster, groupResourceOf(p), rv, c.head[p])
 				}
@@ -559,7 +614,22 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 			if ahead == nil {
 				defer c.mu.Unlock()
 				first := c.nextSeq - uint64(len(c.window))
-				return cursor{generation: c.generation, next: first, after: after}, nil
+				cur := cursor{generation: c.generation, next: first, after: after}
+				for p := range from {
+					if n := c.resets[p]; n > 0 {
+						if cur.resets == nil {
+							cur.resets = map[store.Pair]uint64{}
+						}
+						cur.resets[p] = n
+					}
+					if r := c.renumbered[p]; r != nil && r.since > first {
+						if cur.since == nil {
+							cur.since = map[store.Pair]uint64{}
+						}
+						cur.since[p] = r.since
+					}
+				}
+				return cur, nil
 			}
 		}
 		ch := c.changed
@@ -606,7 +676,17 @@ func (c *watchCache) read(cur *cursor, pairs []store.Pair) ([]*cacheEvent, map[s
 	if cur.next < first {
 		return nil, nil, nil, fmt.Errorf("%w: the watch fell behind the window", errTooOld)
 	}
+	for _, p := range pairs {
+		if c.resets[p] != cur.resets[p] {
+			return nil, nil, nil, fmt.Errorf("%w: %s/%s: the member's resourceVersions went back (etcd restored or the cluster rebuilt); list again",
+				errTooOld, p.Cluster, groupResourceOf(p))
+		}
+	}
 	evs := append([]*cacheEvent(nil), c.window[cur.next-first:]...)
+	if cur.since != nil {
+		evs = slices.DeleteFunc(evs, func(e *cacheEvent) bool { s, ok := cur.since[e.pair]; return ok && e.seq < s })
+		cur.since = nil // every later event is after it
+	}
 	cur.next = c.nextSeq
 	stable := make(map[store.Pair]int64, len(pairs))
 	for _, p := range pairs {

@@ -115,6 +115,9 @@ func securityFlags(g flagGroups, o *queryapi.Options, anonymous bool, anonymousU
 		fs.StringVar(&o.SubjectAccessReview.ClustersFile, "subject-access-review-clusters", "", "clusters file (the collector's --clusters format) of the members asked by SubjectAccessReview, instead of --subject-access-review-kubeconfig")
 		fs.DurationVar(&o.SubjectAccessReview.AllowedTTL, "subject-access-review-allowed-ttl", authz.DefaultAllowedTTL, "how long a member's allow is cached")
 		fs.DurationVar(&o.SubjectAccessReview.DeniedTTL, "subject-access-review-denied-ttl", authz.DefaultDeniedTTL, "how long a member's deny (or a failed review) is cached")
+		fs.IntVar(&o.SubjectAccessReview.Concurrency, "subject-access-review-max-in-flight-per-subject", authz.DefaultReviewConcurrency, "SubjectAccessReviews one subject (user) has in flight at once, all its requests together; a request waiting longer than 5s for its subject's slots or tokens is a 429 with Retry-After")
+		fs.Float64Var(&o.SubjectAccessReview.RatePerSubject, "subject-access-review-rate-per-subject", authz.DefaultRatePerSubject, "SubjectAccessReviews per second one subject (user) asks of the members, cached answers aside; past it and --subject-access-review-burst-per-subject, its requests are 429s with Retry-After (retries ask only what is not cached yet); 0 for no bound")
+		fs.IntVar(&o.SubjectAccessReview.BurstPerSubject, "subject-access-review-burst-per-subject", authz.DefaultBurstPerSubject, "SubjectAccessReview burst of one subject")
 		servingTLSFlags(fs, &o.TLSCertFile, &o.TLSKeyFile)
 	})
 	g.add("Limits", func(fs *pflag.FlagSet) {

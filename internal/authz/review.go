@@ -1,17 +1,22 @@
 package authz
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -26,14 +31,27 @@ import (
 const (
 	DefaultAllowedTTL = time.Minute
 	DefaultDeniedTTL  = 30 * time.Second
-	// DefaultReviewConcurrency bounds the reviews one request has in flight.
+	// DefaultReviewConcurrency bounds the reviews one subject has in flight, all its requests
+	// together: each member has one client (200 per second), and a subject's reviews queued
+	// there must not make other subjects' time out (a timeout is a deny, kept for DeniedTTL).
 	DefaultReviewConcurrency = 16
-	reviewTimeout            = 5 * time.Second
-	// maxAnswers bounds the cached answers; past it the expired ones go, or all when few have.
-	maxAnswers = 200_000
+	// DefaultRatePerSubject and DefaultBurstPerSubject bound the reviews one subject asks of the
+	// members (a token bucket; cached answers are free): half of one member's client rate, so no
+	// subject alone fills it, and a burst that covers a first request over a fleet of tens of
+	// members and all their resources.
+	DefaultRatePerSubject  = 100
+	DefaultBurstPerSubject = 1000
+	reviewTimeout          = 5 * time.Second
+	// reviewWait bounds how long one question of a request waits for its subject's review slots
+	// and tokens; past it the question is incomplete (IncompleteError).
+	reviewWait = 5 * time.Second
+	// maxAnswers bounds the cached answers of every subject together, maxAnswersPerSubject
+	// those of one (remember says which go when full).
+	maxAnswers           = 200_000
+	maxAnswersPerSubject = 50_000
 	// MaxReviewsPerRequest bounds what one request may ask of the members (cached answers are
-	// free): past it the rest are denies, so a request naming a thousand namespaces or resources
-	// cannot turn into a flood of reviews.
+	// free): past it the request's questions are incomplete (IncompleteError), so a request naming a
+	// thousand namespaces or resources cannot turn into a flood of reviews.
 	MaxReviewsPerRequest = 10_000
 )
 
@@ -46,8 +64,14 @@ type ReviewOptions struct {
 	Kubeconfig, ClustersFile string
 	// AllowedTTL and DeniedTTL are how long an answer is kept.
 	AllowedTTL, DeniedTTL time.Duration
-	// Concurrency bounds the reviews one request has in flight.
+	// Concurrency bounds the reviews one subject (user name) has in flight, all its requests
+	// together (--subject-access-review-max-in-flight-per-subject; 0: DefaultReviewConcurrency).
 	Concurrency int
+	// RatePerSubject and BurstPerSubject bound the reviews one subject asks per second, a token
+	// bucket (--subject-access-review-rate-per-subject, --subject-access-review-burst-per-subject;
+	// rate 0: no bound). A question waits reviewWait at most for its subject's tokens and slots.
+	RatePerSubject  float64
+	BurstPerSubject int
 	// Observe, when set, is told of every review asked of a member: its cluster and result
 	// (ReviewAllowed, ReviewDenied, ReviewFailed), for metrics.
 	Observe func(cluster, result string)
@@ -74,9 +98,34 @@ func (o ReviewOptions) Check() error {
 		errs = append(errs, fmt.Errorf("--subject-access-review-allowed-ttl, --subject-access-review-denied-ttl: must not be negative, got %s and %s", o.AllowedTTL, o.DeniedTTL))
 	}
 	if o.Concurrency < 0 {
-		errs = append(errs, fmt.Errorf("review concurrency: %d is negative", o.Concurrency))
+		errs = append(errs, fmt.Errorf("--subject-access-review-max-in-flight-per-subject: must not be negative, got %d", o.Concurrency))
+	}
+	if o.RatePerSubject < 0 || math.IsNaN(o.RatePerSubject) {
+		errs = append(errs, fmt.Errorf("--subject-access-review-rate-per-subject: must not be negative, got %v", o.RatePerSubject))
+	}
+	if o.BurstPerSubject < 0 {
+		errs = append(errs, fmt.Errorf("--subject-access-review-burst-per-subject: must not be negative, got %d", o.BurstPerSubject))
+	}
+	if o.RatePerSubject > 0 && o.BurstPerSubject == 0 {
+		errs = append(errs, fmt.Errorf("--subject-access-review-burst-per-subject: at least 1 with --subject-access-review-rate-per-subject %g (a burst of 0 asks nothing)", o.RatePerSubject))
 	}
 	return errors.Join(errs...)
+}
+
+// IncompleteError is a question of a View that the members' reviews could not answer wholly: the
+// request needed more reviews than it may ask (MaxReviewsPerRequest), or than its subject may ask
+// now (its rate and in-flight bounds), and what it got decides nothing. Such an answer would
+// depend on which reviews were asked — on members and namespaces the subject may not see — so the
+// request must fail instead (the query API answers 429 with RetryAfter), never answer fewer
+// objects. A retry gets further: the answers asked meanwhile are cached, and only the rest is
+// asked.
+type IncompleteError struct {
+	Reason     string
+	RetryAfter time.Duration
+}
+
+func (e *IncompleteError) Error() string {
+	return "authz: subject access reviews incomplete: " + e.Reason
 }
 
 // accessReviewer is the one call of a member's API the mode makes.
@@ -88,18 +137,38 @@ type accessReviewer interface {
 // UID and groups, as the member's kube-apiserver would be asked if the user came to it directly.
 // Answers are cached per (user, cluster, verb, resource, namespace); a failed review is a deny,
 // kept for DeniedTTL, and logged: a member whose API is away hides its objects from the users
-// the mode decides for (fail closed), it never fails the fleet's answers.
+// the mode decides for (fail closed), it never fails the fleet's answers. What one subject asks
+// (reviews in flight, reviews per second) and keeps (cached answers) is bounded per subject, by
+// user name as the query API's other bounds.
 type Reviewer struct {
-	members            map[string]accessReviewer
-	allowTTL, denyTTL  time.Duration
-	concurrency        int
-	observe            func(cluster, result string)
-	log                *slog.Logger
-	now                func() time.Time
-	flight             singleflight.Group
+	members           map[string]accessReviewer
+	allowTTL, denyTTL time.Duration
+	concurrency       int
+	rate              rate.Limit // 0: no bound
+	burst             int
+	// wait, maxPerRequest, maxAnswers and maxPerSubject are reviewWait, MaxReviewsPerRequest,
+	// maxAnswers and maxAnswersPerSubject, smaller in tests.
+	wait                      time.Duration
+	maxPerRequest             int
+	maxAnswers, maxPerSubject int
+	observe                   func(cluster, result string)
+	log                       *slog.Logger
+	now                       func() time.Time
+	flight                    singleflight.Group
+
 	mu                 sync.Mutex
-	answers            map[reviewKey]reviewAnswer
+	subjects           map[string]*reviewSubject // by user name
+	answers            int                       // cached answers of every subject
+	swept              time.Time
 	unknownClusterSeen map[string]bool
+}
+
+// reviewSubject is what the reviewer keeps of one subject: its cached answers and its bounds.
+type reviewSubject struct {
+	answers map[reviewKey]reviewAnswer
+	slots   chan struct{} // its reviews in flight
+	bucket  *rate.Limiter // nil: no rate bound
+	used    time.Time
 }
 
 type reviewKey struct {
@@ -162,7 +231,35 @@ func newReviewer(o ReviewOptions, members map[string]accessReviewer) *Reviewer {
 		o.Observe = func(string, string) {}
 	}
 	return &Reviewer{members: members, allowTTL: o.AllowedTTL, denyTTL: o.DeniedTTL, concurrency: o.Concurrency,
-		observe: o.Observe, log: o.Logger, now: time.Now, answers: map[reviewKey]reviewAnswer{}, unknownClusterSeen: map[string]bool{}}
+		rate: rate.Limit(o.RatePerSubject), burst: o.BurstPerSubject, wait: reviewWait, maxPerRequest: MaxReviewsPerRequest,
+		maxAnswers: maxAnswers, maxPerSubject: maxAnswersPerSubject, observe: o.Observe, log: o.Logger, now: time.Now,
+		subjects: map[string]*reviewSubject{}, unknownClusterSeen: map[string]bool{}}
+}
+
+// subject is the state of the subject named name, made when new; r.mu is held. Once a minute
+// the subjects gone quiet are dropped: answers all expired, nothing in flight, tokens all back
+// (so that going quiet never refills a bucket faster than its rate does).
+func (r *Reviewer) subject(name string, now time.Time) *reviewSubject {
+	if now.Sub(r.swept) >= time.Minute {
+		for n, s := range r.subjects {
+			if now.Sub(s.used) > max(r.allowTTL, r.denyTTL) && len(s.slots) == 0 &&
+				(s.bucket == nil || s.bucket.Tokens() >= float64(r.burst)) {
+				r.answers -= len(s.answers)
+				delete(r.subjects, n)
+			}
+		}
+		r.swept = now
+	}
+	s := r.subjects[name]
+	if s == nil {
+		s = &reviewSubject{answers: map[reviewKey]reviewAnswer{}, slots: make(chan struct{}, r.concurrency)}
+		if r.rate > 0 {
+			s.bucket = rate.NewLimiter(r.rate, r.burst)
+		}
+		r.subjects[name] = s
+	}
+	s.used = now
+	return s
 }
 
 // Inventory is what a View asks about: the fleet's cached resources and, per cluster, the
@@ -181,7 +278,8 @@ type CachedResource struct {
 }
 
 // View is one request's questions of the members for one user: Allowed and Scope, as a Policy
-// answers them, asked of the members (and their cache) as the request needs them.
+// answers them, asked of the members (and their cache) as the request needs them. A question it
+// cannot answer wholly is a deny, and Err then says the request must fail (IncompleteError).
 type View struct {
 	r    *Reviewer
 	ctx  context.Context
@@ -189,9 +287,9 @@ type View struct {
 	key  string
 	inv  Inventory
 
-	mu     sync.Mutex
-	asked  int  // reviews this request asked the members
-	capped bool // the budget ran out (logged once)
+	mu    sync.Mutex
+	asked int              // reviews this request asked the members
+	err   *IncompleteError // the first question left incomplete
 }
 
 // View binds the reviewer to a request (its context bounds the reviews) and its user.
@@ -206,13 +304,42 @@ func (r *Reviewer) View(ctx context.Context, user auth.User, inv Inventory) *Vie
 	return &View{r: r, ctx: ctx, user: user, key: key.String(), inv: inv}
 }
 
+// Err is the IncompleteError of the first question of the view the members' reviews could not
+// answer wholly: every answer of the request may depend on what was not asked, so none may be
+// given. Nil while every question was answered.
+func (v *View) Err() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.err == nil {
+		return nil
+	}
+	return v.err
+}
+
+// deny records why a question is a deny only because it is incomplete (nil: it is a deny).
+func (v *View) deny(err *IncompleteError) bool {
+	if err != nil {
+		v.mu.Lock()
+		if v.err == nil {
+			v.err = err
+		}
+		v.mu.Unlock()
+	}
+	return false
+}
+
 // Allowed is Policy.Allowed asked of the members: whether the user may, with verb, see some object
 // of resource in group, in cluster and namespace ("" for cluster-scoped objects); Any in a
 // dimension asks about any value. A concrete cluster and resource are asked whether or not
 // anything of them is cached, so that the answer does not depend on what exists. Any namespace is
 // allowed when a review without a namespace is (a ClusterRoleBinding), or a review of one of the
 // inventory's namespaces of the cluster: where the subject has a RoleBinding, the namespace exists.
-// At most MaxReviewsPerRequest reviews are asked per View; past them the answers are denies.
+// The first allow answers; a deny needs every review, so one that could not all be asked is an
+// IncompleteError (Err).
+//
+// How long the first question about a cluster takes says whether the cluster exists: a member
+// costs review round trips (then its answers are cached), a name the inventory does not hold
+// costs none, as a cached answer. Its answer is the same deny either way.
 func (v *View) Allowed(verb, cluster, namespace, group, resource string) bool {
 	if !slices.Contains([]string{VerbGet, VerbList, VerbWatch}, verb) {
 		return false
@@ -253,11 +380,12 @@ func (v *View) Allowed(verb, cluster, namespace, group, resource string) bool {
 		}
 		first[i] = v.keyOf(p.cluster, verb, p.res, ns)
 	}
-	if slices.Contains(v.reviewAll(first), true) {
+	got, incomplete := v.reviewAll(first, true, true)
+	if slices.Contains(got, true) {
 		return true
 	}
 	if namespace != Any {
-		return false
+		return v.deny(incomplete)
 	}
 	var perNamespace []reviewKey
 	for _, p := range pairs {
@@ -265,13 +393,20 @@ func (v *View) Allowed(verb, cluster, namespace, group, resource string) bool {
 			perNamespace = append(perNamespace, v.namespaceKeys(p.cluster, verb, p.res, nil)...)
 		}
 	}
-	return slices.Contains(v.reviewAll(perNamespace), true)
+	// Past the first step's bounds, only cached allows can still answer: asking would wait and
+	// be refused again.
+	got, incompleteNS := v.reviewAll(perNamespace, true, incomplete == nil)
+	if slices.Contains(got, true) {
+		return true
+	}
+	return v.deny(cmp.Or(incomplete, incompleteNS))
 }
 
 // Scope is Policy.Scope asked of the members, for a query over clusters, namespaces and resources
 // (empty: all): the pairs of those the inventory holds, each allowed wholly (a review without a
 // namespace allowed) or in the namespaces allowed one by one, merged into few grants. It is
-// never nil: this mode never grants "everything".
+// never nil: this mode never grants "everything". When the reviews could not all be asked it
+// grants nothing, and Err says why.
 func (v *View) Scope(verb string, clusters, namespaces []string, resources []query.Resource) *query.Scope {
 	type pair struct {
 		cluster string
@@ -298,7 +433,11 @@ func (v *View) Scope(verb string, clusters, namespaces []string, resources []que
 	for i, p := range pairs {
 		whole[i] = v.keyOf(p.cluster, verb, p.res, "")
 	}
-	wholly := v.reviewAll(whole)
+	wholly, incomplete := v.reviewAll(whole, false, true)
+	if incomplete != nil {
+		v.deny(incomplete)
+		return scope
+	}
 	var (
 		nsKeys  []reviewKey
 		nsOwner []int
@@ -311,7 +450,11 @@ func (v *View) Scope(verb string, clusters, namespaces []string, resources []que
 			nsKeys, nsOwner = append(nsKeys, k), append(nsOwner, i)
 		}
 	}
-	nsAllowed := v.reviewAll(nsKeys)
+	nsAllowed, incomplete := v.reviewAll(nsKeys, false, true)
+	if incomplete != nil {
+		v.deny(incomplete)
+		return scope
+	}
 	allowedNS := make([][]string, len(pairs))
 	for j, ok := range nsAllowed {
 		if ok {
@@ -336,6 +479,12 @@ func (v *View) Scope(verb string, clusters, namespaces []string, resources []que
 
 // namespaceKeys are the reviews of a namespaced resource one namespace at a time: of the
 // namespaces asked for, or else of every namespace holding cached objects in the cluster.
+//
+// The namespaces a request names are asked even when the inventory does not hold them: it is
+// read every 30 s, holds at most 10,000 of each kind per cluster, and without cached Namespace
+// objects lacks the empty ones, so leaving them out would deny namespaces the member allows
+// (a 403 for an empty list, a watch missing its first objects). The bounds above keep such
+// requests from flooding the members instead.
 func (v *View) namespaceKeys(cluster, verb string, cr CachedResource, asked []string) []reviewKey {
 	namespaces := asked
 	if len(namespaces) == 0 {
@@ -359,54 +508,147 @@ func (v *View) keyOf(cluster, verb string, cr CachedResource, namespace string) 
 	return reviewKey{user: v.key, cluster: cluster, verb: verb, group: cr.Group, resource: cr.Resource, namespace: namespace}
 }
 
-// reviewAll answers keys, from the cache or asking the members, at most Concurrency at a time.
-func (v *View) reviewAll(keys []reviewKey) []bool {
+// reviewAll answers keys, from the cache or (with ask) asking the members, at most Concurrency at
+// a time, the clusters in turn (fairOrder). With untilAllowed it stops at the first allow, as a
+// question of Allowed needs one. A key it could not ask (past the request's budget or its
+// subject's bounds, without ask, or once the view is incomplete already) stays false, and the
+// error says the answers are not all there: the caller decides whether those it got answer the
+// question anyway.
+func (v *View) reviewAll(keys []reviewKey, untilAllowed, ask bool) ([]bool, *IncompleteError) {
 	out := make([]bool, len(keys))
 	var missing []int
 	now := v.r.now()
 	v.r.mu.Lock()
+	s := v.r.subject(v.user.Name, now)
 	for i, k := range keys {
-		if a, ok := v.r.answers[k]; ok && now.Before(a.expires) {
+		if a, ok := s.answers[k]; ok && now.Before(a.expires) {
 			out[i] = a.allowed
+			if a.allowed && untilAllowed {
+				v.r.mu.Unlock()
+				return out, nil
+			}
 		} else {
 			missing = append(missing, i)
 		}
 	}
 	v.r.mu.Unlock()
 	if len(missing) == 0 {
-		return out
+		return out, nil
 	}
 	v.mu.Lock()
-	budget := max(0, MaxReviewsPerRequest-v.asked)
-	first := len(missing) > budget && !v.capped
-	v.capped = v.capped || len(missing) > budget
-	missing = missing[:min(len(missing), budget)] // the rest stay denies
-	v.asked += len(missing)
+	failed := v.err
 	v.mu.Unlock()
-	if first {
-		v.r.log.Warn("a request needs more subject access reviews than one may ask; the rest are denies",
-			"user", v.user.Name, "max", MaxReviewsPerRequest)
+	switch {
+	case failed != nil:
+		return out, failed // the request fails anyway: asking more would only load the members
+	case !ask:
+		return out, &IncompleteError{RetryAfter: time.Second, Reason: "reviews left unasked"} // the caller has the reason
 	}
-	var g errgroup.Group
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(v.ctx), v.r.wait)
+	defer cancel()
+	var (
+		g                errgroup.Group
+		allowed, refused atomic.Bool
+		over             bool
+	)
 	g.SetLimit(v.r.concurrency)
-	for _, i := range missing {
+	for _, i := range fairOrder(keys, missing) {
+		if (untilAllowed && allowed.Load()) || refused.Load() {
+			break
+		}
+		if over = !v.spend(); over {
+			break
+		}
 		g.Go(func() error {
-			out[i] = v.review(keys[i])
+			ok, asked := v.review(ctx, keys[i])
+			out[i] = ok
+			if ok {
+				allowed.Store(true)
+			}
+			if !asked {
+				refused.Store(true)
+			}
 			return nil
 		})
 	}
 	_ = g.Wait() // the reviews report their own failures, as denies
+	switch {
+	case untilAllowed && allowed.Load():
+		return out, nil
+	case over:
+		return out, &IncompleteError{RetryAfter: time.Second, Reason: fmt.Sprintf(
+			"the request needs more than %d reviews of the members; retry (the answers asked are cached), or name fewer clusters, namespaces or resources",
+			v.r.maxPerRequest)}
+	case refused.Load():
+		return out, &IncompleteError{RetryAfter: time.Second, Reason: fmt.Sprintf(
+			"user %q asks more reviews of the members than it may (%s); retry later", v.user.Name, v.r.bounds())}
+	}
+	return out, nil
+}
+
+// spend counts one review against the request's budget; false past it (logged once).
+func (v *View) spend() bool {
+	v.mu.Lock()
+	ok := v.asked < v.r.maxPerRequest
+	first := !ok && v.asked == v.r.maxPerRequest
+	v.asked++
+	v.mu.Unlock()
+	if first {
+		v.r.log.Warn("a request needs more subject access reviews than one may ask; it is refused (429)",
+			"user", v.user.Name, "max", v.r.maxPerRequest)
+	}
+	return ok
+}
+
+// bounds words the per-subject bounds for an error.
+func (r *Reviewer) bounds() string {
+	if r.rate <= 0 {
+		return fmt.Sprintf("%d at once", r.concurrency)
+	}
+	return fmt.Sprintf("%d at once, %g per second, burst %d", r.concurrency, float64(r.rate), r.burst)
+}
+
+// fairOrder orders the indexes of keys one cluster at a time in turn (clusters in the order they
+// first appear: those a request names come first), so that what a request may ask is spread over
+// its clusters, and a member with many namespaces, maybe one the subject cannot see, never takes
+// it all before the others are asked.
+func fairOrder(keys []reviewKey, idx []int) []int {
+	var clusters []string
+	by := map[string][]int{}
+	for _, i := range idx {
+		c := keys[i].cluster
+		if _, ok := by[c]; !ok {
+			clusters = append(clusters, c)
+		}
+		by[c] = append(by[c], i)
+	}
+	out := make([]int, 0, len(idx))
+	for round := 0; len(clusters) > 0; round++ {
+		clusters = slices.DeleteFunc(clusters, func(c string) bool {
+			if round >= len(by[c]) {
+				return true
+			}
+			out = append(out, by[c][round])
+			return false
+		})
+	}
 	return out
 }
 
 // review asks the member once for every request wanting the same answer at the same time. The
 // review outlives the request that started it (bounded by its own timeout): the others waiting
-// for it must not get a deny because the first one went away.
-func (v *View) review(k reviewKey) bool {
+// for it must not get a deny because the first one went away. asked is false when the subject's
+// bounds let no review be asked within ctx: nothing is answered, or cached.
+func (v *View) review(ctx context.Context, k reviewKey) (allowed, asked bool) {
 	flightKey := fmt.Sprintf("%d:%s%d:%s%d:%s%d:%s%d:%s%s", len(k.user), k.user, len(k.cluster), k.cluster, len(k.verb), k.verb,
 		len(k.group), k.group, len(k.resource), k.resource, k.namespace)
-	allowed, _, _ := v.r.flight.Do(flightKey, func() (any, error) {
+	got, _, _ := v.r.flight.Do(flightKey, func() (any, error) {
+		release, ok := v.r.admit(ctx, v.user.Name, k.cluster)
+		if !ok {
+			return reviewResult{}, nil
+		}
 		allowed, err := v.ask(k)
+		release()
 		ttl := v.r.allowTTL
 		if !allowed {
 			ttl = v.r.denyTTL
@@ -415,10 +657,35 @@ func (v *View) review(k reviewKey) bool {
 			v.r.log.Warn("subject access review failed; the member's objects are hidden from the user meanwhile",
 				"cluster", k.cluster, "user", v.user.Name, "verb", k.verb, "resource", k.resource, "namespace", k.namespace, "err", err)
 		}
-		v.r.remember(k, reviewAnswer{allowed: allowed, expires: v.r.now().Add(ttl)})
-		return allowed, nil
+		v.r.remember(v.user.Name, k, reviewAnswer{allowed: allowed, expires: v.r.now().Add(ttl)})
+		return reviewResult{allowed: allowed, asked: true}, nil
 	})
-	return allowed.(bool)
+	res := got.(reviewResult)
+	return res.allowed, res.asked
+}
+
+type reviewResult struct{ allowed, asked bool }
+
+// admit takes one of the subject's slots for a review of cluster, and a token of its rate,
+// waiting until ctx is done at most; release gives the slot back. A cluster without credentials
+// is answered without a round trip, and costs nothing.
+func (r *Reviewer) admit(ctx context.Context, name, cluster string) (release func(), ok bool) {
+	if _, ok := r.members[cluster]; !ok {
+		return func() {}, true
+	}
+	r.mu.Lock()
+	s := r.subject(name, r.now())
+	r.mu.Unlock()
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false
+	}
+	if s.bucket != nil && s.bucket.Wait(ctx) != nil {
+		<-s.slots
+		return nil, false
+	}
+	return func() { <-s.slots }, true
 }
 
 func (v *View) ask(k reviewKey) (bool, error) {
@@ -453,23 +720,61 @@ func (v *View) ask(k reviewKey) (bool, error) {
 	return allowed, nil
 }
 
-func (r *Reviewer) remember(k reviewKey, a reviewAnswer) {
+// remember caches an answer of the subject name's. Eviction never punishes the subjects that ask
+// little for one that asks much: a subject with maxPerSubject answers loses its own expired ones,
+// or all its own when few have expired; with maxAnswers in all, the expired ones of every subject
+// go, then the answers of the subjects holding the most, largest first, until a tenth is free.
+func (r *Reviewer) remember(name string, k reviewKey, a reviewAnswer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.answers) >= maxAnswers {
-		now := r.now()
-		for k, a := range r.answers {
-			if !now.Before(a.expires) {
-				delete(r.answers, k)
+	now := r.now()
+	s := r.subject(name, now)
+	if _, ok := s.answers[k]; !ok {
+		if len(s.answers) >= r.maxPerSubject {
+			r.dropExpired(s, now)
+			// A sweep that freed little would run again at the next answer, under the lock
+			// every request takes: start this subject over instead.
+			if len(s.answers) > r.maxPerSubject*9/10 {
+				r.answers -= len(s.answers)
+				clear(s.answers)
 			}
 		}
-		// A sweep that freed little would run again at the next answer, under the lock every
-		// request takes: start over instead.
-		if len(r.answers) > maxAnswers*9/10 {
-			clear(r.answers)
+		if r.answers >= r.maxAnswers {
+			r.evict(now)
+		}
+		r.answers++
+	}
+	s.answers[k] = a
+}
+
+// dropExpired drops a subject's expired answers; r.mu is held.
+func (r *Reviewer) dropExpired(s *reviewSubject, now time.Time) {
+	for k, a := range s.answers {
+		if !now.Before(a.expires) {
+			delete(s.answers, k)
+			r.answers--
 		}
 	}
-	r.answers[k] = a
+}
+
+// evict makes room in a full cache (remember); r.mu is held.
+func (r *Reviewer) evict(now time.Time) {
+	for _, s := range r.subjects {
+		r.dropExpired(s, now)
+	}
+	if r.answers <= r.maxAnswers*9/10 {
+		return
+	}
+	largest := slices.SortedFunc(maps.Values(r.subjects), func(a, b *reviewSubject) int {
+		return cmp.Compare(len(b.answers), len(a.answers))
+	})
+	for _, s := range largest {
+		if r.answers <= r.maxAnswers*9/10 {
+			return
+		}
+		r.answers -= len(s.answers)
+		clear(s.answers)
+	}
 }
 
 // mergeGrants makes the grants of pairs few: those of one cluster with the same namespaces become

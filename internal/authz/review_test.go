@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -253,7 +254,8 @@ func TestReviewOutlivesTheRequestThatAskedIt(t *testing.T) {
 	}
 }
 
-// A request naming more than MaxReviewsPerRequest namespaces asks no more than that.
+// A request naming more than MaxReviewsPerRequest namespaces asks no more than that, and is
+// refused rather than answered with the namespaces it got to.
 func TestReviewBudgetPerRequest(t *testing.T) {
 	m := &fakeMember{}
 	r := newReviewer(ReviewOptions{}, map[string]accessReviewer{"member1": m})
@@ -263,9 +265,207 @@ func TestReviewBudgetPerRequest(t *testing.T) {
 		namespaces[i] = fmt.Sprintf("ns-%d", i)
 	}
 	v := r.View(t.Context(), reader, inv)
-	v.Scope(VerbList, nil, namespaces, nil)
+	if s := v.Scope(VerbList, nil, namespaces, nil); len(s.Grants) != 0 {
+		t.Errorf("scope %+v past the budget, want none", s)
+	}
 	if n := m.calls(); n != MaxReviewsPerRequest {
 		t.Errorf("%d reviews for %d namespaces, want the budget, %d", n, len(namespaces), MaxReviewsPerRequest)
+	}
+	var incomplete *IncompleteError
+	if err := v.Err(); !errors.As(err, &incomplete) || incomplete.RetryAfter <= 0 {
+		t.Errorf("Err() = %v, want an IncompleteError with a RetryAfter", err)
+	}
+}
+
+// hiddenFirst is a fleet where a member the reader cannot see sorts first and holds as many
+// namespaces as a request may ask reviews, and the reader's one grant (configmaps in shop) is in
+// the member after it.
+func hiddenFirst() (map[string]accessReviewer, fakeInventory, *fakeMember) {
+	namespaces := make([]string, MaxReviewsPerRequest)
+	for i := range namespaces {
+		namespaces[i] = fmt.Sprintf("ns-%05d", i)
+	}
+	visible := &fakeMember{allow: map[[4]string]bool{{reader.Name, VerbList, "/configmaps", "shop"}: true}}
+	return map[string]accessReviewer{"a-hidden": &fakeMember{}, "b-visible": visible},
+		fakeInventory{
+			resources:  map[string][]CachedResource{"a-hidden": {configmaps}, "b-visible": {configmaps}},
+			namespaces: map[string][]string{"a-hidden": namespaces, "b-visible": {"shop"}},
+		}, visible
+}
+
+// A member the subject cannot see, with many namespaces and sorting first, does not spend the
+// request's reviews before the member where the subject has its grant is asked.
+func TestReviewBudgetIsSharedByTheClusters(t *testing.T) {
+	members, inv, visible := hiddenFirst()
+	r := newReviewer(ReviewOptions{}, members)
+	v := r.View(t.Context(), reader, inv)
+	if !v.Allowed(VerbList, Any, Any, "", "configmaps") {
+		t.Errorf("the reader's RoleBinding in b-visible is not seen behind a-hidden's namespaces (Err: %v)", v.Err())
+	}
+	if visible.calls() == 0 {
+		t.Error("b-visible was never asked")
+	}
+}
+
+// A scope that needs more reviews than a request may ask is an error, never the grants of the
+// reviews that were asked (which would depend on the members the subject cannot see); a retry
+// asks only what is not cached, and gets the same grants as in a fleet without the hidden member.
+func TestReviewIncompleteScopeIsAnError(t *testing.T) {
+	members, inv, _ := hiddenFirst()
+	r := newReviewer(ReviewOptions{}, members)
+	want := &query.Scope{Grants: []query.Grant{{Clusters: []string{"b-visible"}, Namespaces: []string{"shop"}, Resources: []query.Resource{{Resource: "configmaps"}}}}}
+	v := r.View(t.Context(), reader, inv)
+	got := v.Scope(VerbList, nil, nil, nil)
+	var incomplete *IncompleteError
+	if err := v.Err(); !errors.As(err, &incomplete) {
+		t.Fatalf("a scope past the budget: %+v and Err() = %v, want an IncompleteError", got, err)
+	}
+	if len(got.Grants) != 0 {
+		t.Errorf("an incomplete scope grants %+v, want nothing", got)
+	}
+	retry := r.View(t.Context(), reader, inv)
+	if got := retry.Scope(VerbList, nil, nil, nil); retry.Err() != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("the retry: %+v (Err: %v), want %+v", got, retry.Err(), want)
+	}
+}
+
+// One subject asks at most its burst of reviews, then its questions are incomplete; another
+// subject's reviews are its own.
+func TestReviewRatePerSubject(t *testing.T) {
+	namespaces := make([]string, 20)
+	for i := range namespaces {
+		namespaces[i] = fmt.Sprintf("ns-%d", i)
+	}
+	bob := auth.User{Name: "bob"}
+	m := &fakeMember{allow: map[[4]string]bool{{bob.Name, VerbList, "/configmaps", "shop"}: true}}
+	r := newReviewer(ReviewOptions{RatePerSubject: 0.001, BurstPerSubject: 5}, map[string]accessReviewer{"member1": m})
+	inv := fakeInventory{resources: map[string][]CachedResource{"member1": {configmaps}}, namespaces: map[string][]string{"member1": append(namespaces, "shop")}}
+
+	v := r.View(t.Context(), reader, inv)
+	v.Scope(VerbList, nil, nil, nil)
+	var incomplete *IncompleteError
+	if err := v.Err(); !errors.As(err, &incomplete) {
+		t.Errorf("22 reviews with a burst of 5: Err() = %v, want an IncompleteError", err)
+	}
+	if n := m.calls(); n != 5 {
+		t.Errorf("%d reviews asked for the reader, want its burst, 5", n)
+	}
+	b := r.View(t.Context(), bob, inv)
+	got := b.Scope(VerbList, []string{"member1"}, []string{"shop"}, nil)
+	want := &query.Scope{Grants: []query.Grant{{Clusters: []string{"member1"}, Namespaces: []string{"shop"}, Resources: []query.Resource{{Resource: "configmaps"}}}}}
+	if b.Err() != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("bob after the reader's flood: %+v (Err: %v), want %+v", got, b.Err(), want)
+	}
+}
+
+// countingMember holds every review until release is closed, counting those in flight.
+type countingMember struct {
+	release           chan struct{}
+	inFlight, maxSeen atomic.Int32
+}
+
+func (c *countingMember) Create(ctx context.Context, r *authorizationv1.SubjectAccessReview, _ metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
+	n := c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
+	for seen := c.maxSeen.Load(); n > seen && !c.maxSeen.CompareAndSwap(seen, n); seen = c.maxSeen.Load() {
+	}
+	select {
+	case <-c.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return r.DeepCopy(), nil
+}
+
+// A subject's requests together have at most Concurrency reviews in flight: the members' clients
+// are shared, and one subject's queue there must not make the others' reviews time out.
+func TestReviewInFlightPerSubject(t *testing.T) {
+	m := &countingMember{release: make(chan struct{})}
+	r := newReviewer(ReviewOptions{Concurrency: 2}, map[string]accessReviewer{"member1": m})
+	r.wait = time.Minute // the requests wait for slots, they are not refused
+	namespaces := make([]string, 10)
+	for i := range namespaces {
+		namespaces[i] = fmt.Sprintf("ns-%d", i)
+	}
+	inv := fakeInventory{resources: map[string][]CachedResource{"member1": {configmaps}}, namespaces: map[string][]string{"member1": namespaces}}
+	var wg sync.WaitGroup
+	for i := range 3 {
+		// One subject (a user name) with three UIDs: three requests asking different reviews.
+		ann := auth.User{Name: "ann", UID: fmt.Sprint(i)}
+		wg.Go(func() { r.View(t.Context(), ann, inv).Scope(VerbList, nil, nil, nil) })
+	}
+	for m.inFlight.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the other requests' reviews would start meanwhile
+	close(m.release)
+	wg.Wait()
+	if n := m.maxSeen.Load(); n != 2 {
+		t.Errorf("%d reviews of one subject in flight at once, want at most 2", n)
+	}
+}
+
+// A subject asking for many answers evicts its own, never those of a subject asking few.
+func TestReviewEvictionSparesOtherSubjects(t *testing.T) {
+	namespaces := make([]string, 300)
+	for i := range namespaces {
+		namespaces[i] = fmt.Sprintf("ns-%d", i)
+	}
+	m := &fakeMember{}
+	r := newReviewer(ReviewOptions{}, map[string]accessReviewer{"member1": m})
+	r.maxAnswers, r.maxPerSubject = 100, 60
+	inv := fakeInventory{resources: map[string][]CachedResource{"member1": {configmaps}}, namespaces: map[string][]string{"member1": namespaces}}
+	bob := auth.User{Name: "bob"}
+	ask := func(u auth.User, ns string) {
+		r.View(t.Context(), u, inv).Allowed(VerbList, "member1", ns, "", "configmaps")
+	}
+	for _, ns := range namespaces[:20] {
+		ask(bob, ns)
+	}
+	before := m.calls()
+	// Other subjects, each asking more than a subject may keep: the cache fills up many times.
+	for i := range 5 {
+		flood := auth.User{Name: fmt.Sprintf("flood-%d", i)}
+		for _, ns := range namespaces {
+			ask(flood, ns)
+		}
+	}
+	flooded := m.calls()
+	for _, ns := range namespaces[:20] {
+		ask(bob, ns)
+	}
+	if n := m.calls() - flooded; n != 0 {
+		t.Errorf("bob's 20 cached answers asked again %d times after other subjects' floods", n)
+	}
+	if flooded-before != 5*len(namespaces) {
+		t.Errorf("the floods asked %d reviews, want %d", flooded-before, 5*len(namespaces))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	total := 0
+	for name, s := range r.subjects {
+		total += len(s.answers)
+		if len(s.answers) > r.maxPerSubject {
+			t.Errorf("%s keeps %d answers, more than %d", name, len(s.answers), r.maxPerSubject)
+		}
+	}
+	if total != r.answers || total > r.maxAnswers {
+		t.Errorf("%d answers cached (counted %d), want at most %d", total, r.answers, r.maxAnswers)
+	}
+}
+
+func TestReviewOptionsCheckNamesTheFlags(t *testing.T) {
+	err := ReviewOptions{RatePerSubject: -1, BurstPerSubject: -1, Concurrency: -1}.Check()
+	for _, flag := range []string{"--subject-access-review-rate-per-subject", "--subject-access-review-burst-per-subject", "--subject-access-review-max-in-flight-per-subject"} {
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("Check() = %v, want it to name %s", err, flag)
+		}
+	}
+	if err := (ReviewOptions{RatePerSubject: 10}).Check(); err == nil || !strings.Contains(err.Error(), "--subject-access-review-burst-per-subject") {
+		t.Errorf("a rate with a burst of 0: Check() = %v, want an error naming the burst", err)
+	}
+	if err := (ReviewOptions{RatePerSubject: DefaultRatePerSubject, BurstPerSubject: DefaultBurstPerSubject, Concurrency: DefaultReviewConcurrency}).Check(); err != nil {
+		t.Errorf("the defaults: %v", err)
 	}
 }
 

@@ -50,6 +50,11 @@ subjects:
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
 	writeFile(t, tokens, "admin-token-"+suffix+",root,1003,\"system:masters\"\n")
+	// /metrics names every member: in this mode only a policy rule grants it (the members are not
+	// asked about the query API's own paths). The rule grants no object: what root sees of the
+	// members is still their RBAC's.
+	policy := filepath.Join(dir, "policy.yaml")
+	writeFile(t, policy, "rules:\n- subjects: [{kind: User, name: root}]\n  nonResourceURLs: [/metrics]\n  verbs: [get]\n")
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	writeKubeconfig(t, env, kubeconfig, members)
 	reviewer := filepath.Join(dir, "reviewer.kubeconfig")
@@ -61,7 +66,7 @@ subjects:
 	startProcess(t, "standalone", "standalone", "--kubeconfig", kubeconfig, "--data-dir", filepath.Join(dir, "data"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--anonymous=false", "--token-auth-file", tokens,
 		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile, "--authentication-kubeconfig", reviewer,
-		"--subject-access-review-kubeconfig", kubeconfig,
+		"--subject-access-review-kubeconfig", kubeconfig, "--authorization-policy-file", policy,
 		"--subject-access-review-allowed-ttl", "4s", "--subject-access-review-denied-ttl", "2s")
 	waitReadyz(t, client, base)
 	viewer, root := authedGet(t, client, base, token), authedGet(t, client, base, "admin-token-"+suffix)

@@ -96,7 +96,12 @@ func TestChartQueryAPIAuthValues(t *testing.T) {
 		{"TokenReview slots", []string{"queryapi.auth.tokenReview.kubeconfigSecret=hub", "queryapi.auth.tokenReview.maxInFlight=4"},
 			map[string]string{"authentication-kubeconfig": "secret/hub/kubeconfig", "token-review-max-in-flight": "4"}},
 		{"SubjectAccessReview", []string{"queryapi.auth.subjectAccessReview.kubeconfigSecret=members", "queryapi.auth.subjectAccessReview.deniedTTL=10s"},
-			map[string]string{"subject-access-review-kubeconfig": "secret/members/kubeconfig", "subject-access-review-allowed-ttl": "1m", "subject-access-review-denied-ttl": "10s"}},
+			map[string]string{"subject-access-review-kubeconfig": "secret/members/kubeconfig", "subject-access-review-allowed-ttl": "1m", "subject-access-review-denied-ttl": "10s",
+				"subject-access-review-max-in-flight-per-subject": "16", "subject-access-review-rate-per-subject": "100", "subject-access-review-burst-per-subject": "1000"}},
+		{"SubjectAccessReview bounds", []string{"queryapi.auth.subjectAccessReview.kubeconfigSecret=members", "queryapi.auth.subjectAccessReview.maxInFlightPerSubject=4",
+			"queryapi.auth.subjectAccessReview.ratePerSubject=0", "queryapi.auth.subjectAccessReview.burstPerSubject=50"},
+			map[string]string{"subject-access-review-kubeconfig": "secret/members/kubeconfig", "subject-access-review-max-in-flight-per-subject": "4",
+				"subject-access-review-rate-per-subject": "0", "subject-access-review-burst-per-subject": "50"}},
 		{"inline policy", []string{
 			"queryapi.auth.policy.rules[0].subjects[0].kind=User", "queryapi.auth.policy.rules[0].subjects[0].name=alice",
 			"queryapi.auth.policy.rules[0].clusters[0]=*", "queryapi.auth.policy.rules[0].namespaces[0]=shop",

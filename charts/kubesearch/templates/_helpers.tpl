@@ -294,6 +294,9 @@ never a credential's value. kubesearch.queryapiAuth checks the values first (fai
 {{- $_ := set $.config "subject-access-review-kubeconfig" (printf "/etc/kubesearch/subject-access-review/%s" .key) -}}
 {{- $_ := set $.config "subject-access-review-allowed-ttl" .allowedTTL -}}
 {{- $_ := set $.config "subject-access-review-denied-ttl" .deniedTTL -}}
+{{- $_ := set $.config "subject-access-review-max-in-flight-per-subject" (int .maxInFlightPerSubject) -}}
+{{- $_ := set $.config "subject-access-review-rate-per-subject" .ratePerSubject -}}
+{{- $_ := set $.config "subject-access-review-burst-per-subject" (int .burstPerSubject) -}}
 {{- end }}{{ end -}}
 {{- if include "kubesearch.queryapiTLS" .root -}}
 {{- $_ := set .config "tls-cert-file" "/etc/kubesearch/tls/tls.crt" -}}
