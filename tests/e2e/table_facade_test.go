@@ -54,7 +54,10 @@ func compareFacadeTables(t *testing.T, env *testbed.Env, cs kubernetes.Interface
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var problems []string
-			err := wait.PollUntilContextTimeout(t.Context(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			// Not every whole second: AGE cells are whole seconds counted when each answer is
+			// printed, the facade's a few milliseconds after the member's; polled every second,
+			// a pair of requests straddling a second's boundary straddled it at every retry.
+			err := wait.PollUntilContextTimeout(t.Context(), 1300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 				member, err := memberTable(ctx, cs, c)
 				if err != nil {
 					return false, err
