@@ -43,7 +43,8 @@ func BenchmarkWatchEvent(b *testing.B) {
 	c.replaying, c.ready = false, true
 	c.apply(benchPod(b, envelope.Added, "184466"))
 	c.apply(benchPod(b, envelope.Modified, "184467"))
-	e := c.window[len(c.window)-1]
+	evs := c.win.all()
+	e := evs[len(evs)-1]
 	if e.typ != watch.Modified || e.prevSeq == 0 {
 		b.Fatalf("cache event %s with previous %d, want a MODIFIED with its previous state", e.typ, e.prevSeq)
 	}

@@ -213,6 +213,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 	w.from = maps.Clone(w.pos)
 	cur, err = s.cache.start(startCtx, w.positions())
 	cancelStart()
+	defer s.cache.stop(&cur, w.pairs)
 	switch {
 	case errors.Is(err, errTooOld):
 		writeStatusObject(c, newStatus(http.StatusGone, metav1.StatusReasonExpired, err.Error()))
@@ -442,7 +443,7 @@ func (w *watcher) event(e *cacheEvent) {
 		// Resumed: whether the client holds the object is judged by its previous state, while
 		// the window has it; else by its previous labels alone (a field selector is then taken
 		// to have matched).
-		if prev := w.s.cache.previous(e.prevSeq); prev != nil {
+		if prev := w.s.cache.previous(e.pair, e.prevSeq); prev != nil {
 			had, wasKnown = matches(w.q, prev), true
 		} else if e.prevLabels != "" {
 			had, wasKnown = matches(&query.Query{Labels: w.q.Labels}, []byte(`{"metadata":{"labels":`+e.prevLabels+`}}`)), true

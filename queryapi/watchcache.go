@@ -1,6 +1,7 @@
 package queryapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,9 +85,9 @@ type watchCache struct {
 	maxEvents int
 	maxBytes  int64
 
-	mu      sync.Mutex
-	window  []*cacheEvent // oldest first
-	bytes   int64
+	mu sync.Mutex
+	// win holds the newest events of every pair, within a budget shared fairly (window.go).
+	win     *eventWindow
 	nextSeq uint64
 	objects map[store.Pair]map[string]*objState
 	kinds   map[store.Pair]string
@@ -118,18 +119,22 @@ type watchCache struct {
 	ready     bool
 	// generation counts restarts of the cache: a watch of an earlier generation ends with 410.
 	generation uint64
-	changed    chan struct{} // closed and replaced on every change
+	changed    chan struct{} // closed and replaced on every change, for watches being placed
+	// subs wake open watches, per pair they read: an event of one pair wakes only the watches
+	// reading it (not every watch of the fleet at every event).
+	subs map[store.Pair]map[chan struct{}]struct{}
 }
 
 func newWatchCache(log *slog.Logger, maxEvents int, maxBytes int64) *watchCache {
 	// Sequence numbers start at 1: 0 says "no event" in prevSeq and lastSeq.
-	c := &watchCache{log: log, maxEvents: maxEvents, maxBytes: maxBytes, changed: make(chan struct{}), nextSeq: 1}
+	c := &watchCache{log: log, maxEvents: maxEvents, maxBytes: maxBytes, changed: make(chan struct{}), nextSeq: 1,
+		subs: map[store.Pair]map[chan struct{}]struct{}{}}
 	c.resetLocked()
 	return c
 }
 
 func (c *watchCache) resetLocked() {
-	c.window, c.bytes = nil, 0
+	c.win = newEventWindow(c.maxEvents, c.maxBytes)
 	c.objects = map[store.Pair]map[string]*objState{}
 	c.kinds = map[store.Pair]string{}
 	c.head = map[store.Pair]int64{}
@@ -145,11 +150,25 @@ func (c *watchCache) resetLocked() {
 	c.ready, c.replaying = false, true
 	c.generation++
 	c.notifyLocked()
+	for _, subs := range c.subs {
+		wake(subs) // their watches end with 410
+	}
 }
 
 func (c *watchCache) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// wake tells the watches subscribed that there is something to read, without blocking: each
+// channel holds one wakeup, and a watch reads everything new when it wakes.
+func wake(subs map[chan struct{}]struct{}) {
+	for ch := range subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // cacheSource is what the cache reads besides the stream: the index.
@@ -518,8 +537,8 @@ func (c *watchCache) appendLocked(e *cacheEvent) {
 		r.issue(e.stable)
 	}
 	c.nextSeq++
-	c.window = append(c.window, e)
-	c.bytes += e.size()
+	c.win.add(e)
+	wake(c.subs[e.pair])
 	if e.relisting() {
 		m := c.relisting[e.pair]
 		if m == nil {
@@ -530,32 +549,33 @@ func (c *watchCache) appendLocked(e *cacheEvent) {
 			m[e.rv] = e.seq
 		}
 	}
-	for len(c.window) > 1 && (len(c.window) > c.maxEvents || c.bytes > c.maxBytes) {
-		old := c.window[0]
-		c.window[0] = nil
-		c.window = c.window[1:]
-		c.bytes -= old.size()
-		if r := c.renumbered[old.pair]; r != nil && old.seq < r.since {
-			continue // of the numbering the member left: says nothing of positions now
-		}
-		floor := old.rv
-		if old.relisting() {
-			// A client at this event's resourceVersion may lack later events of its list with
-			// lower ones, and start can no longer place it after the event: that position is
-			// gone too — unless it is also the pair's position after the list's SYNC (see apply).
-			if c.stable[old.pair] != old.rv {
-				floor++
-			}
-			if m := c.relisting[old.pair]; m[old.rv] == old.seq {
-				delete(m, old.rv)
-				if len(m) == 0 {
-					delete(c.relisting, old.pair)
-				}
-			}
-		}
-		c.floor[old.pair] = max(c.floor[old.pair], floor)
-		c.evictedLocked(old)
+	for old := c.win.evictOne(); old != nil; old = c.win.evictOne() {
+		c.evictLocked(old)
 	}
+}
+
+// evictLocked raises the floor of the pair of an event that left the window.
+func (c *watchCache) evictLocked(old *cacheEvent) {
+	if r := c.renumbered[old.pair]; r != nil && old.seq < r.since {
+		return // of the numbering the member left: says nothing of positions now
+	}
+	floor := old.rv
+	if old.relisting() {
+		// A client at this event's resourceVersion may lack later events of its list with
+		// lower ones, and start can no longer place it after the event: that position is
+		// gone too — unless it is also the pair's position after the list's SYNC (see apply).
+		if c.stable[old.pair] != old.rv {
+			floor++
+		}
+		if m := c.relisting[old.pair]; m[old.rv] == old.seq {
+			delete(m, old.rv)
+			if len(m) == 0 {
+				delete(c.relisting, old.pair)
+			}
+		}
+	}
+	c.floor[old.pair] = max(c.floor[old.pair], floor)
+	c.evictedLocked(old)
 }
 
 // errTooOld is a watch position the window no longer covers.
@@ -564,7 +584,13 @@ var errTooOld = errors.New("too old resource version")
 // cursor is a watch's place in the cache.
 type cursor struct {
 	generation uint64
-	next       uint64 // the seq of the next event to read
+	// next: the watch has read every event of its pairs with a lower seq. Until its first read
+	// it reads all its pairs' events in the window, and base is, per pair, the seq of the newest
+	// event evicted when it started (an eviction since is a gap).
+	next uint64
+	base map[store.Pair]uint64
+	// wake is where the cache says that one of the watch's pairs has news (subscribe).
+	wake chan struct{}
 	// after is, for a pair whose position is the resourceVersion of an event of a re-list in
 	// progress, that event's seq: the watch sends the pair's events after it, whatever their
 	// resourceVersions (see resumeAfterLocked).
@@ -613,16 +639,17 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 			}
 			if ahead == nil {
 				defer c.mu.Unlock()
-				first := c.nextSeq - uint64(len(c.window))
-				cur := cursor{generation: c.generation, next: first, after: after}
+				cur := cursor{generation: c.generation, after: after, base: make(map[store.Pair]uint64, len(from)), wake: make(chan struct{}, 1)}
 				for p := range from {
+					cur.base[p] = c.win.evicted(p)
+					c.subscribeLocked(p, cur.wake)
 					if n := c.resets[p]; n > 0 {
 						if cur.resets == nil {
 							cur.resets = map[store.Pair]uint64{}
 						}
 						cur.resets[p] = n
 					}
-					if r := c.renumbered[p]; r != nil && r.since > first {
+					if r := c.renumbered[p]; r != nil && r.since > 0 {
 						if cur.since == nil {
 							cur.since = map[store.Pair]uint64{}
 						}
@@ -663,8 +690,9 @@ func (c *watchCache) resumeAfterLocked(from map[store.Pair]int64) map[store.Pair
 	return out
 }
 
-// read returns the events after cur (a copy of the slice; events are immutable), the pairs' stable
-// positions (where a client that saw them may resume), and a channel closed at the next change. errTooOld says the watch fell behind the window or the
+// read returns the events of pairs after cur (in the stream's order; events are immutable), the
+// pairs' stable positions (where a client that saw them may resume), and the channel that says
+// when one of the pairs has news. errTooOld says the watch fell behind its pairs' windows or the
 // cache started over.
 func (c *watchCache) read(cur *cursor, pairs []store.Pair) ([]*cacheEvent, map[store.Pair]int64, <-chan struct{}, error) {
 	c.mu.Lock()
@@ -672,27 +700,61 @@ func (c *watchCache) read(cur *cursor, pairs []store.Pair) ([]*cacheEvent, map[s
 	if cur.generation != c.generation || !c.ready {
 		return nil, nil, nil, fmt.Errorf("%w: the watch cache started over", errTooOld)
 	}
-	first := c.nextSeq - uint64(len(c.window))
-	if cur.next < first {
-		return nil, nil, nil, fmt.Errorf("%w: the watch fell behind the window", errTooOld)
-	}
+	var evs []*cacheEvent
 	for _, p := range pairs {
 		if c.resets[p] != cur.resets[p] {
 			return nil, nil, nil, fmt.Errorf("%w: %s/%s: the member's resourceVersions went back (etcd restored or the cluster rebuilt); list again",
 				errTooOld, p.Cluster, groupResourceOf(p))
 		}
+		gap := c.win.evicted(p) >= cur.next
+		if cur.base != nil {
+			gap = c.win.evicted(p) != cur.base[p]
+		}
+		if gap {
+			return nil, nil, nil, fmt.Errorf("%w: the watch fell behind the window of %s/%s", errTooOld, p.Cluster, groupResourceOf(p))
+		}
+		evs = append(evs, c.win.since(p, cur.next)...)
 	}
-	evs := append([]*cacheEvent(nil), c.window[cur.next-first:]...)
+	if len(pairs) > 1 {
+		slices.SortFunc(evs, func(a, b *cacheEvent) int { return cmp.Compare(a.seq, b.seq) })
+	}
 	if cur.since != nil {
 		evs = slices.DeleteFunc(evs, func(e *cacheEvent) bool { s, ok := cur.since[e.pair]; return ok && e.seq < s })
 		cur.since = nil // every later event is after it
 	}
-	cur.next = c.nextSeq
+	cur.next, cur.base = c.nextSeq, nil
 	stable := make(map[store.Pair]int64, len(pairs))
 	for _, p := range pairs {
 		stable[p] = c.stable[p]
 	}
-	return evs, stable, c.changed, nil
+	return evs, stable, cur.wake, nil
+}
+
+// subscribeLocked has ch woken at every event of p.
+func (c *watchCache) subscribeLocked(p store.Pair, ch chan struct{}) {
+	m := c.subs[p]
+	if m == nil {
+		m = map[chan struct{}]struct{}{}
+		c.subs[p] = m
+	}
+	m[ch] = struct{}{}
+}
+
+// stop ends a watch's subscriptions.
+func (c *watchCache) stop(cur *cursor, pairs []store.Pair) {
+	if cur.wake == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range pairs {
+		if m := c.subs[p]; m != nil {
+			delete(m, cur.wake)
+			if len(m) == 0 {
+				delete(c.subs, p)
+			}
+		}
+	}
 }
 
 // heads are, per cluster, the newest resourceVersion of a resource the stream has shown: what a
@@ -713,19 +775,18 @@ func (c *watchCache) heads(res apiResource, clusters []string) rvVector {
 	return out
 }
 
-// previous is the object of the event with seq, while the window holds it: an object's state
-// before a later event, for a watch to judge whether it matched its selectors then.
-func (c *watchCache) previous(seq uint64) []byte {
+// previous is the object of the pair's event with seq, while the window holds it: an object's
+// state before a later event, for a watch to judge whether it matched its selectors then.
+func (c *watchCache) previous(p store.Pair, seq uint64) []byte {
 	if seq == 0 {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	first := c.nextSeq - uint64(len(c.window))
-	if seq < first || seq >= c.nextSeq {
-		return nil
+	if e := c.win.get(p, seq); e != nil {
+		return e.obj
 	}
-	return c.window[seq-first].obj
+	return nil
 }
 
 func groupResourceOf(p store.Pair) string {

@@ -40,7 +40,7 @@ func TestWatchCacheTurnsRelistsIntoEvents(t *testing.T) {
 	c.apply(&envelope.Event{V: envelope.Version, Type: envelope.Sync, Cluster: "member1", Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespace: "shop", Epoch: 3, ListResourceVersion: "20", Count: &count})
 
 	var got []string
-	for _, e := range c.window {
+	for _, e := range c.win.all() {
 		got = append(got, fmt.Sprintf("%s %s %d", e.typ, e.uid, e.rv))
 	}
 	want := []string{"ADDED uid-a 10", "ADDED uid-b 11", "MODIFIED uid-b 12", "MODIFIED uid-b 13", "DELETED uid-b 20"}
@@ -231,13 +231,15 @@ func TestWatchCacheReplayedPurge(t *testing.T) {
 	c.replaying, c.ready = true, true
 	c.apply(&envelope.Event{V: envelope.Version, Type: envelope.Purge, Cluster: "member1", Version: "v1", Resource: "configmaps",
 		Kind: "ConfigMap", Epoch: 20})
-	if _, ok := c.objects[cmPair]["uid-x"]; !ok || len(c.window) != 0 || c.head[cmPair] != 100 {
-		t.Errorf("an old PURGE deleted x: window %d events, head %d", len(c.window), c.head[cmPair])
+	if _, ok := c.objects[cmPair]["uid-x"]; !ok || c.win.count != 0 || c.head[cmPair] != 100 {
+		t.Errorf("an old PURGE deleted x: window %d events, head %d", c.win.count, c.head[cmPair])
 	}
 	c.apply(&envelope.Event{V: envelope.Version, Type: envelope.Purge, Cluster: "member1", Version: "v1", Resource: "configmaps",
 		Kind: "ConfigMap", Epoch: 40})
-	if _, ok := c.objects[cmPair]["uid-x"]; ok || len(c.window) != 1 || c.window[0].rv != 101 {
-		t.Errorf("a newer PURGE kept x (window %d events)", len(c.window))
+	if evs := c.win.all(); len(evs) != 1 || evs[0].rv != 101 {
+		t.Errorf("a newer PURGE kept x (window %d events)", len(evs))
+	} else if _, ok := c.objects[cmPair]["uid-x"]; ok {
+		t.Error("a newer PURGE kept x")
 	}
 }
 
@@ -259,15 +261,123 @@ func TestWatchCacheSyncPositionStaysResumable(t *testing.T) {
 	c2.apply(cmEvent(envelope.Added, "a", 40, 1))
 	c2.apply(cmEvent(envelope.Added, "b", 30, 1))
 	c2.apply(cmSync(1, "40"))
-	for i, name := range []string{"d", "e"} { // another member's events push a and b out after the SYNC
-		ev := cmEvent(envelope.Added, name, 45+i, 1)
-		ev.Cluster = "member2"
-		c2.apply(ev)
+	// A re-list of the pair (a newer epoch, its position still the SYNC's) pushes a and b out: the
+	// pair's own events, as no other pair's take its share (window.go).
+	for i, name := range []string{"d", "e"} {
+		c2.apply(cmEvent(envelope.Added, name, 45+i, 2))
 	}
 	if _, err := c2.start(t.Context(), map[store.Pair]int64{cmPair: 40}); err != nil {
 		t.Errorf("start at the SYNC's 40 (a evicted after it): %v", err)
 	}
-	if len(c2.relisting[cmPair]) != 0 {
+	if _, a := c2.relisting[cmPair][40]; a || len(c2.relisting[cmPair]) != 2 {
 		t.Errorf("relisting %v: the index of re-list events kept evicted ones", c2.relisting)
+	}
+}
+
+// TestWatchWindowIsSharedFairly: one member churning takes its own history out of the window, not
+// a quiet member's: a watch of the quiet member neither falls behind (410) nor wakes for events it
+// does not read, while positions of the churning member age out as before.
+func TestWatchWindowIsSharedFairly(t *testing.T) {
+	c := newWatchCache(slog.New(slog.DiscardHandler), 10, 1<<20)
+	c.replaying, c.ready = false, true
+	c.apply(cmEvent(envelope.Added, "a", 10, 1))
+	c.apply(cmSync(1, "10"))
+	c.apply(cmEvent(envelope.Modified, "a", 11, 1))
+	c.apply(cmEvent(envelope.Modified, "a", 12, 1))
+	quiet, err := c.start(t.Context(), map[store.Pair]int64{cmPair: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := store.Pair{Cluster: "member2", Resource: "configmaps"}
+	busyEvent := func(rv int) {
+		ev := cmEvent(envelope.Modified, "x", rv, 1)
+		ev.Cluster = "member2"
+		c.apply(ev)
+	}
+	busyEvent(100)
+	c.apply(&envelope.Event{V: envelope.Version, Type: envelope.Sync, Cluster: "member2", Version: "v1", Resource: "configmaps",
+		Kind: "ConfigMap", Namespace: "shop", Epoch: 1, ListResourceVersion: "100"})
+	busyWatch, err := c.start(t.Context(), map[store.Pair]int64{busy: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(quiet.wake)
+	for rv := 101; rv <= 300; rv++ {
+		busyEvent(rv)
+	}
+	select {
+	case <-quiet.wake:
+		t.Error("the quiet member's watch was woken by another member's events")
+	default:
+	}
+	evs, _, _, err := c.read(&quiet, []store.Pair{cmPair})
+	if err != nil {
+		t.Fatalf("the quiet member's watch after 200 events of another: %v", err)
+	}
+	if len(evs) != 3 || evs[1].rv != 11 || evs[2].rv != 12 { // the watch skips those it had (10)
+		t.Errorf("the quiet member's watch read %d events, want its 10, 11 and 12", len(evs))
+	}
+	if again, err := c.start(t.Context(), map[store.Pair]int64{cmPair: 10}); err != nil {
+		t.Errorf("a new watch of the quiet member from 10: %v", err)
+	} else {
+		c.stop(&again, []store.Pair{cmPair})
+	}
+	if _, _, _, err := c.read(&busyWatch, []store.Pair{busy}); !errors.Is(err, errTooOld) {
+		t.Errorf("the busy member's watch that never read: %v, want errTooOld", err)
+	}
+	if _, err := c.start(t.Context(), map[store.Pair]int64{busy: 100}); !errors.Is(err, errTooOld) {
+		t.Errorf("a watch of the busy member from 100: %v, want errTooOld", err)
+	}
+	if n := len(c.win.since(cmPair, 0)); n != 3 || c.win.count != 10 {
+		t.Errorf("window: %d events of the quiet member, %d in all; want 3 and 10", n, c.win.count)
+	}
+
+	// Past its share, the quiet member's own events take its history.
+	for rv := 13; rv <= 40; rv++ {
+		c.apply(cmEvent(envelope.Modified, "a", rv, 1))
+	}
+	if _, _, _, err := c.read(&quiet, []store.Pair{cmPair}); !errors.Is(err, errTooOld) {
+		t.Errorf("the quiet member's watch after its own 28 events unread: %v, want errTooOld", err)
+	}
+	if n := len(c.win.since(cmPair, 0)); n != 5 {
+		t.Errorf("window: %d events of each member, want an even split (5)", n)
+	}
+	c.stop(&quiet, []store.Pair{cmPair})
+	c.stop(&busyWatch, []store.Pair{busy})
+	if len(c.subs) != 0 {
+		t.Errorf("subscriptions left after every watch stopped: %v", c.subs)
+	}
+}
+
+func drain(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+	}
+}
+
+// TestEventWindowEvictsTheLargestByBytes: the budget in bytes is shared the same way: a pair of
+// large objects gives up its own before a pair of small ones.
+func TestEventWindowEvictsTheLargestByBytes(t *testing.T) {
+	w := newEventWindow(1000, 10_000)
+	small, large := store.Pair{Cluster: "a", Resource: "pods"}, store.Pair{Cluster: "b", Resource: "configmaps"}
+	seq := uint64(0)
+	add := func(p store.Pair, n int) {
+		seq++
+		w.add(&cacheEvent{seq: seq, pair: p, obj: make([]byte, n)})
+	}
+	for range 5 {
+		add(small, 40) // 200 bytes each with the overhead
+	}
+	for range 20 {
+		add(large, 2000)
+		for w.evictOne() != nil {
+		}
+	}
+	if got := len(w.since(small, 0)); got != 5 {
+		t.Errorf("the small pair kept %d of its 5 events", got)
+	}
+	if w.bytes > 10_000 || w.evicted(small) != 0 || w.evicted(large) == 0 {
+		t.Errorf("window %d bytes, evicted small through %d, large through %d", w.bytes, w.evicted(small), w.evicted(large))
 	}
 }

@@ -141,6 +141,7 @@ func (c *watchCache) syncScopeLocked(p store.Pair, ns string, epoch, listRV int6
 // wentBackLocked starts the pair over at the list of sc at listRV, below what sc showed.
 func (c *watchCache) wentBackLocked(p store.Pair, sc *scopeState, listRV int64) {
 	c.resets[p]++ // open watches of the pair end
+	wake(c.subs[p])
 	r := c.renumbered[p]
 	if r != nil && sc.gen != c.gens[p] {
 		// Another scope comes over to the numbering the pair is in: the pair's positions are of
@@ -178,11 +179,9 @@ func (c *watchCache) learnLocked(p store.Pair, sc *scopeState, rv int64) {
 			"cluster", p.Cluster, "gvr", groupResourceOf(p), "resourceVersion", sc.seen, "before", rv)
 		c.gens[p]++
 		r = &renumbering{issued: map[int64]struct{}{}}
-		for _, e := range c.window {
-			if e.pair == p {
-				r.issue(e.rv)
-				r.issue(e.stable)
-			}
+		for _, e := range c.win.since(p, 0) {
+			r.issue(e.rv)
+			r.issue(e.stable)
 		}
 		r.issue(c.floor[p])
 		r.issue(c.head[p])
