@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -406,6 +407,50 @@ func (e *Env) CompactEtcd(t testing.TB, cluster string) int64 {
 		t.Fatalf("testbed: compact etcd of %s: %v", cluster, err)
 	}
 	return r.Header.Revision
+}
+
+// BackupEtcd takes a cold backup of a member's etcd: it stops etcd (the member's kube-apiserver
+// retries meanwhile), copies its data folder, and starts it again. It returns the backup's folder.
+func (e *Env) BackupEtcd(t testing.TB, cluster string) string {
+	t.Helper()
+	data := e.etcdData(t, cluster)
+	backup := filepath.Join(t.TempDir(), "etcd-backup")
+	e.Stop(t, cluster+"-etcd")
+	err := exec.Command("cp", "-a", data, backup).Run()
+	e.Start(t, cluster+"-etcd")
+	if err != nil {
+		t.Fatalf("testbed: back up %s: %v", data, err)
+	}
+	return backup
+}
+
+// RestoreEtcd restores a member's etcd from a backup as an operator does: every control plane
+// component of the member stopped, the data folder replaced, everything started again. Without
+// etcdutl's --bump-revision, the member's resourceVersions go back to the backup's.
+func (e *Env) RestoreEtcd(t testing.TB, cluster, backup string) {
+	t.Helper()
+	data := e.etcdData(t, cluster)
+	components := []string{"kwok", "scheduler", "controller-manager", "apiserver", "etcd"}
+	for _, c := range components {
+		e.Stop(t, cluster+"-"+c)
+	}
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatalf("testbed: remove %s: %v", data, err)
+	}
+	if out, err := exec.Command("cp", "-a", backup, data).CombinedOutput(); err != nil {
+		t.Fatalf("testbed: restore %s: %v: %s", data, err, out)
+	}
+	for _, c := range slices.Backward(components) {
+		e.Start(t, cluster+"-"+c)
+	}
+}
+
+func (e *Env) etcdData(t testing.TB, cluster string) string {
+	t.Helper()
+	if e.Dir == "" {
+		t.Fatalf("testbed: cannot reach %s's etcd data: the services are not the project's own test bed", cluster)
+	}
+	return filepath.Join(e.Dir, cluster, "etcd")
 }
 
 func (e *Env) etcdPost(ctx context.Context, cluster, path string, body any) ([]byte, error) {
