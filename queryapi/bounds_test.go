@@ -200,6 +200,182 @@ func TestSourceAuthFailuresStopTokenReviews(t *testing.T) {
 	}
 }
 
+// sourceLimiter is a limiter of o on a clock the test moves.
+func sourceLimiter(o Options) (*limiter, *time.Time) {
+	now := time.Unix(1000, 0)
+	l := newLimiter(o, nil)
+	l.now = func() time.Time { return now }
+	return l, &now
+}
+
+// sourceRequest takes one request of remote's source, as admit does, and tells how it was
+// authenticated: authenticated and admitted by its subject's rate, or a 401.
+func sourceRequest(l *limiter, remote string, authenticated bool) bool {
+	src := sourceOf(remote)
+	ok, _, _, _ := l.admitSource(src)
+	if ok && authenticated {
+		l.authenticated(src)
+	} else if ok {
+		l.authFailed(src)
+	}
+	return ok
+}
+
+// admitted takes one request of remote's source (one that is not answered yet).
+func admitted(l *limiter, remote string) bool {
+	ok, _, _, _ := l.admitSource(sourceOf(remote))
+	return ok
+}
+
+// checkTracked fails when the sources' table holds more than its bound.
+func checkTracked(t *testing.T, l *limiter, when string) {
+	t.Helper()
+	tb := &l.sources
+	if n := len(tb.states); n > tb.max || n != tb.probation.Len()+tb.protected.Len() {
+		t.Fatalf("%s: %d sources tracked (%d+%d in the segments), bound %d", when, n, tb.probation.Len(), tb.protected.Len(), tb.max)
+	}
+}
+
+// The sources' table holds at most --max-tracked-sources states whatever the addresses flooding
+// it. A state is forgotten only at rest (buckets full, no connection open), so a flood neither
+// resets a busy client's budget nor launders the attacker's own; while no state is at rest, the
+// new sources share one budget; a client that authenticated keeps its state through a flood
+// without credentials.
+func TestMaxTrackedSources(t *testing.T) {
+	const legit, attacker = "192.0.2.1:1000", "203.0.113.9:1000"
+	flooder := func(i int) string { return fmt.Sprintf("10.%d.%d.%d:4000", i>>16&0xff, i>>8&0xff, i&0xff) }
+
+	t.Run("a flood at one instant", func(t *testing.T) {
+		l, _ := sourceLimiter(Options{SourceRateLimit: 1, SourceRateBurst: 5, SourceAuthFailureLimit: 1, SourceAuthFailureBurst: 3, MaxTrackedSources: 50})
+		for range 3 {
+			if !sourceRequest(l, legit, true) {
+				t.Fatal("the client's first requests refused")
+			}
+		}
+		for range 5 {
+			sourceRequest(l, attacker, false)
+		}
+		flood := 0
+		for i := range 10_000 {
+			if sourceRequest(l, flooder(i), false) {
+				flood++
+			}
+			checkTracked(t, l, fmt.Sprintf("flood address %d", i))
+		}
+		// 48 places were free; the other 9,952 addresses shared one burst of 5.
+		if flood != 48+5 {
+			t.Errorf("%d requests of the flood admitted, want 53", flood)
+		}
+		if !admitted(l, legit) || !admitted(l, legit) || admitted(l, legit) {
+			t.Error("the client's budget changed in the flood: want the 2 requests it had left, then refused")
+		}
+		if admitted(l, attacker) {
+			t.Error("the attacker's request budget was given back by its own flood")
+		}
+		if _, failing, who := l.failureWait(sourceOf(attacker)); !failing || who != "203.0.113.9" {
+			t.Errorf("the attacker's failed authentications: used up %v (%s), want still used up", failing, who)
+		}
+		if ok, _, _, who := l.admitSource(sourceOf("10.200.0.1:1")); ok || who != "the new sources beyond the 50 tracked" {
+			t.Errorf("a new source in the flood: admitted %v, budget of %q; want the shared one, used up", ok, who)
+		}
+	})
+
+	t.Run("a sustained flood", func(t *testing.T) {
+		l, now := sourceLimiter(Options{SourceRateLimit: 20, SourceRateBurst: 40, SourceAuthFailureLimit: 1, SourceAuthFailureBurst: 3, MaxTrackedSources: 50})
+		own := 0 // flood addresses judged by a state of their own
+		for i := range 10_000 {
+			*now = now.Add(time.Millisecond)
+			if i%100 == 0 && !sourceRequest(l, legit, true) {
+				t.Fatalf("the client (10 requests a second, bound 20) refused after %s of flood", time.Duration(i)*time.Millisecond)
+			}
+			sourceRequest(l, flooder(i), false)
+			if l.sources.states[sourceOf(flooder(i))] != nil {
+				own++
+			}
+			checkTracked(t, l, fmt.Sprintf("flood address %d", i))
+		}
+		// States at rest (a second after their 401) made room for new sources.
+		if own <= 4*l.sources.max {
+			t.Errorf("%d flood addresses had a state of their own, want the table's places reused", own)
+		}
+		*now = now.Add(2 * time.Second)
+		if !admitted(l, "192.0.2.2:1") || l.sources.states[sourceOf("192.0.2.2:1")] == nil {
+			t.Error("a new source after the flood has no state of its own")
+		}
+		checkTracked(t, l, "after the flood")
+	})
+}
+
+// An IPv6 /64 is one source; a /56 holding 16 sources, or a /48 holding 64, gives each further
+// /64 inside it the prefix's one budget; other prefixes keep theirs.
+func TestSourceIPv6Prefixes(t *testing.T) {
+	l, _ := sourceLimiter(Options{SourceRateLimit: 1, SourceRateBurst: 5, MaxTrackedSources: 1000})
+	flood := func(addr func(i int) string, n, each int) (ok int) {
+		for i := range n {
+			for range each {
+				if admitted(l, addr(i)) {
+					ok++
+				}
+			}
+		}
+		return ok
+	}
+	if n := flood(func(i int) string { return fmt.Sprintf("[2001:db8:0:1:%x::%x]:443", i>>16, i&0xffff) }, 10_000, 1); n != 5 || len(l.sources.states) != 1 {
+		t.Errorf("10,000 addresses of one /64: %d admitted, %d states; want 5, 1", n, len(l.sources.states))
+	}
+	// The 256 /64s of one /56, 10 requests each: 16 /64s, then the /56.
+	if n := flood(func(i int) string { return fmt.Sprintf("[2001:db8:0:2%02x::1]:443", i) }, 256, 10); n != 16*5+5 {
+		t.Errorf("a /56's /64s: %d admitted, want %d", n, 16*5+5)
+	}
+	if _, _, _, who := l.admitSource(sourceOf("[2001:db8:0:2ff::2]:443")); who != "2001:db8:0:200::/56" {
+		t.Errorf("a refusal in the /56 names %q", who)
+	}
+	// 10,000 /64s across a /48, each in a /56 of its own first: 64 of them, then the /48.
+	if n := flood(func(i int) string { return fmt.Sprintf("[2001:db8:1:%02x%02x::1]:443", i%256, i/256) }, 10_000, 10); n != 65*5 {
+		t.Errorf("a /48's /64s: %d admitted, want %d", n, 65*5)
+	}
+	if _, _, _, who := l.admitSource(sourceOf("[2001:db8:1:ffff::9]:443")); who != "2001:db8:1::/48" {
+		t.Errorf("a refusal in the /48 names %q", who)
+	}
+	if got, want := len(l.sources.states), 1+17+65; got != want {
+		t.Errorf("%d states, want %d", got, want)
+	}
+	for _, other := range []string{"[2001:db8:2::1]:443", "192.0.2.1:443"} {
+		if !admitted(l, other) {
+			t.Errorf("%s refused for the others' floods", other)
+		}
+	}
+}
+
+// Over HTTP: a flood of addresses past the table gets 429s naming the shared budget, while a
+// client known before it is served.
+func TestMaxTrackedSourcesServesKnownClients(t *testing.T) {
+	s := boundedServer(t, &fakeStore{}, Options{SourceRateLimit: 0.001, SourceRateBurst: 10, MaxTrackedSources: 20},
+		tokenAuth(t, "", "alice-token,alice,1"))
+	if w := boundRequest(t, s, "192.0.2.1:1000", "/openapi.json", "alice-token"); w.Code != http.StatusOK {
+		t.Fatalf("the client before the flood: %d", w.Code)
+	}
+	var refused *httptest.ResponseRecorder
+	for i := range 500 {
+		if w := boundRequest(t, s, fmt.Sprintf("198.51.%d.%d:5000", i/256, i%256), "/openapi.json", ""); w.Code == http.StatusTooManyRequests {
+			refused = w
+		}
+		if i%100 == 0 {
+			if w := boundRequest(t, s, "192.0.2.1:1001", "/openapi.json", "alice-token"); w.Code != http.StatusOK {
+				t.Fatalf("the client during the flood: %d %s", w.Code, w.Body)
+			}
+		}
+	}
+	if refused == nil {
+		t.Fatal("no address of the flood refused")
+	}
+	checkTooMany(t, refused, "an address past the table")
+	if !strings.Contains(refused.Body.String(), "the new sources beyond the 20 tracked") {
+		t.Errorf("the refusal does not name the shared budget: %s", refused.Body)
+	}
+	checkTracked(t, s.limits, "after the flood")
+}
+
 // gatedStore holds the searches block selects until the gate opens, saying when one arrives; it
 // reports the snapshots released.
 type gatedStore struct {
@@ -498,13 +674,13 @@ func TestMaxConnectionsPerSource(t *testing.T) {
 func TestValidateBounds(t *testing.T) {
 	o := Options{OpenSearchAddresses: []string{"http://127.0.0.1:9200"}, RateLimit: 5, MaxListsPerSubject: -1,
 		MaxRequestsInFlight: -2, WriteTimeout: 10 * time.Millisecond, SourceRateLimit: 10, SourceAuthFailureLimit: -1,
-		MaxConnectionsPerSource: -3}
+		MaxConnectionsPerSource: -3, MaxTrackedSources: -4}
 	err := o.Validate()
 	if err == nil {
 		t.Fatal("bad bounds passed")
 	}
 	for _, flag := range []string{"--rate-burst", "--max-lists-per-subject", "--max-requests-inflight", "--write-timeout",
-		"--source-rate-burst", "--source-auth-failure-limit", "--max-connections-per-source"} {
+		"--source-rate-burst", "--source-auth-failure-limit", "--max-connections-per-source", "--max-tracked-sources"} {
 		if !strings.Contains(err.Error(), flag) {
 			t.Errorf("no error names %s: %v", flag, err)
 		}
@@ -513,7 +689,7 @@ func TestValidateBounds(t *testing.T) {
 		MaxWatches: DefaultMaxWatches, MaxListsPerSubject: DefaultMaxListsPerSubject, MaxRequestsInFlight: DefaultMaxRequestsInFlight,
 		WriteTimeout: DefaultWriteTimeout, SourceRateLimit: DefaultSourceRateLimit, SourceRateBurst: DefaultSourceRateBurst,
 		SourceAuthFailureLimit: DefaultSourceAuthFailureLimit, SourceAuthFailureBurst: DefaultSourceAuthFailureBurst,
-		MaxConnectionsPerSource: DefaultMaxConnectionsPerSource}
+		MaxConnectionsPerSource: DefaultMaxConnectionsPerSource, MaxTrackedSources: DefaultMaxTrackedSources}
 	if err := good.Validate(); err != nil {
 		t.Errorf("the defaults: %v", err)
 	}

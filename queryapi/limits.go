@@ -31,6 +31,7 @@ const (
 	DefaultSourceAuthFailureLimit  = 1
 	DefaultSourceAuthFailureBurst  = 20
 	DefaultMaxConnectionsPerSource = 1000
+	DefaultMaxTrackedSources       = 100_000
 )
 
 // Bounds that refuse, as the refusals metric names them.
@@ -52,7 +53,8 @@ const (
 // every page) and, before authentication, what one source address may (requests per second,
 // failed authentications, open connections: sources.go), and the requests the server serves at
 // once, so one client cannot starve the others. Subjects are keyed by user name; buckets of
-// subjects and sources gone quiet are dropped. A nil limiter bounds nothing.
+// subjects and sources gone quiet are dropped, and the sources' table is bounded (sources.go).
+// A nil limiter bounds nothing.
 type limiter struct {
 	rate       rate.Limit
 	burst      int
@@ -67,10 +69,11 @@ type limiter struct {
 	inFlight    atomic.Int64
 
 	refused *prometheus.CounterVec
+	now     func() time.Time
 
 	mu       sync.Mutex
 	subjects map[string]*subjectLimits
-	sources  map[source]*sourceLimits
+	sources  sourceTable
 	swept    time.Time
 }
 
@@ -97,7 +100,8 @@ func newLimiter(o Options, reg prometheus.Registerer) *limiter {
 			Name: "kubesearch_queryapi_refused_total",
 			Help: "Requests (and, for source-connections, connections) refused by a bound, by bound: subject-rate, subject-watches, subject-lists, in-flight, source-rate, source-auth-failures, source-connections, token-reviews, subject-access-reviews.",
 		}, []string{"bound"}),
-		subjects: map[string]*subjectLimits{}, sources: map[source]*sourceLimits{}}
+		now: time.Now, subjects: map[string]*subjectLimits{}}
+	l.sources = newSourceTable(o.MaxTrackedSources, l.newSourceLimits)
 	if reg != nil {
 		reg.MustRegister(l.refused)
 	}
@@ -114,11 +118,7 @@ func (l *limiter) sweep(now time.Time) {
 			delete(l.subjects, k)
 		}
 	}
-	for k, s := range l.sources {
-		if s.conns == 0 && now.Sub(s.used) > 10*time.Minute {
-			delete(l.sources, k)
-		}
-	}
+	l.sources.sweep(now)
 	l.swept = now
 }
 
@@ -157,7 +157,7 @@ func (l *limiter) allow(name string) (bool, time.Duration) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := time.Now()
+	now := l.now()
 	return take(l.subject(name, now).bucket, now)
 }
 
@@ -181,7 +181,7 @@ func (l *limiter) startList(name string) (done func(), ok bool) {
 func (l *limiter) start(name, bound string, most int, counter func(*subjectLimits) *int) (done func(), ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := counter(l.subject(name, time.Now()))
+	n := counter(l.subject(name, l.now()))
 	if most > 0 && *n >= most {
 		l.refuse(bound)
 		return nil, false
@@ -229,6 +229,9 @@ func (s *Server) rateLimit(c *gin.Context) {
 		c.Abort()
 		return
 	}
+	// Only now does the source's state count as a client's: a request without accepted
+	// credentials, or past its subject's rate, protects no state (sourceTable).
+	s.limits.authenticated(sourceOf(c.Request.RemoteAddr))
 	c.Next()
 }
 
@@ -273,11 +276,11 @@ func (s *Server) admit(c *gin.Context) {
 	c.Set(inFlightKey, done) // done is idempotent
 	defer done()
 	src := sourceOf(c.Request.RemoteAddr)
-	ok, wait, knownOnly := s.limits.admitSource(src)
+	ok, wait, knownOnly, who := s.limits.admitSource(src)
 	if !ok {
 		s.limits.refuse(boundSourceRate)
 		tooManyRequests(c, wait, fmt.Sprintf("too many requests from %s: at most %g per second (burst %d); retry later",
-			src, float64(s.limits.sourceRate), s.limits.sourceBurst))
+			who, float64(s.limits.sourceRate), s.limits.sourceBurst))
 		c.Abort()
 		return
 	}
@@ -304,10 +307,10 @@ func leaveInFlight(c *gin.Context) {
 // source failed too often, or too many unknown tokens are under review.
 func (s *Server) throttledAuthentication(c *gin.Context) {
 	src := sourceOf(c.Request.RemoteAddr)
-	if wait, failing := s.limits.failureWait(src); failing {
+	if wait, failing, who := s.limits.failureWait(src); failing {
 		s.limits.refuse(boundSourceAuthFailure)
 		tooManyRequests(c, wait, fmt.Sprintf("too many failed authentications from %s: at most %g per second (burst %d); retry later",
-			src, float64(s.limits.failureRate), s.limits.failureBurst))
+			who, float64(s.limits.failureRate), s.limits.failureBurst))
 	} else {
 		s.limits.refuse(boundTokenReviews)
 		tooManyRequests(c, time.Second, "too many bearer tokens under review at once; retry later")
@@ -327,7 +330,7 @@ func (o *Options) validateBounds() []error {
 		{"--write-timeout", o.WriteTimeout.Seconds()},
 		{"--source-rate-limit", o.SourceRateLimit}, {"--source-rate-burst", float64(o.SourceRateBurst)},
 		{"--source-auth-failure-limit", o.SourceAuthFailureLimit}, {"--source-auth-failure-burst", float64(o.SourceAuthFailureBurst)},
-		{"--max-connections-per-source", float64(o.MaxConnectionsPerSource)},
+		{"--max-connections-per-source", float64(o.MaxConnectionsPerSource)}, {"--max-tracked-sources", float64(o.MaxTrackedSources)},
 	} {
 		if b.v < 0 || math.IsNaN(b.v) {
 			errs = append(errs, fmt.Errorf("%s: must not be negative, got %v", b.flag, b.v))

@@ -58,7 +58,7 @@ func TestNilLimiter(t *testing.T) {
 	if _, ok := l.startRequest(); !ok {
 		t.Error("startRequest")
 	}
-	if ok, _, knownOnly := l.admitSource(source{}); !ok || knownOnly {
+	if ok, _, knownOnly, _ := l.admitSource(source{}); !ok || knownOnly {
 		t.Error("admitSource")
 	}
 	l.authFailed(source{})

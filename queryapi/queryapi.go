@@ -108,12 +108,15 @@ type Options struct {
 	// and SourceRateBurst bound its requests per second; SourceAuthFailureLimit and
 	// SourceAuthFailureBurst its failed authentications, past which its credentials are judged
 	// only if known without a new token review (others: 429); MaxConnectionsPerSource its open
-	// connections. 0: no bound. limits.go and sources.go.
+	// connections. MaxTrackedSources bounds the sources whose state is kept (IPv6 prefixes
+	// wider than a /64 counting as one); past it, the new sources share one state. 0: no bound.
+	// limits.go and sources.go.
 	SourceRateLimit         float64
 	SourceRateBurst         int
 	SourceAuthFailureLimit  float64
 	SourceAuthFailureBurst  int
 	MaxConnectionsPerSource int
+	MaxTrackedSources       int
 	// SearchLimits bound what one subject's searches hold of the store: snapshots between pages
 	// (--max-snapshots-per-subject, --max-snapshots) and searches by fuzzy name running
 	// (--max-fuzzy-searches-per-subject); zero fields are their defaults (store.Limits).

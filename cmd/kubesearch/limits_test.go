@@ -17,21 +17,21 @@ func TestBoundFlags(t *testing.T) {
 		MaxRequestsInFlight: queryapi.DefaultMaxRequestsInFlight, WriteTimeout: queryapi.DefaultWriteTimeout,
 		SourceRateLimit: queryapi.DefaultSourceRateLimit, SourceRateBurst: queryapi.DefaultSourceRateBurst,
 		SourceAuthFailureLimit: queryapi.DefaultSourceAuthFailureLimit, SourceAuthFailureBurst: queryapi.DefaultSourceAuthFailureBurst,
-		MaxConnectionsPerSource: queryapi.DefaultMaxConnectionsPerSource}
+		MaxConnectionsPerSource: queryapi.DefaultMaxConnectionsPerSource, MaxTrackedSources: queryapi.DefaultMaxTrackedSources}
 	defaults.Authentication.TokenReviewMaxInFlight = auth.DefaultTokenReviewMaxInFlight
 	set := queryapi.Options{RateLimit: 1, RateBurst: 2, MaxWatches: 3, MaxListsPerSubject: 4, MaxRequestsInFlight: 5,
 		WriteTimeout: 6 * time.Second, SourceRateLimit: 7.5, SourceRateBurst: 8, SourceAuthFailureLimit: 0.25,
-		SourceAuthFailureBurst: 9, MaxConnectionsPerSource: 10}
+		SourceAuthFailureBurst: 9, MaxConnectionsPerSource: 10, MaxTrackedSources: 12}
 	set.Authentication.TokenReviewMaxInFlight = 11
 	args := []string{"--rate-limit=1", "--rate-burst=2", "--max-watches-per-subject=3", "--max-lists-per-subject=4",
 		"--max-requests-inflight=5", "--write-timeout=6s", "--source-rate-limit=7.5", "--source-rate-burst=8",
 		"--source-auth-failure-limit=0.25", "--source-auth-failure-burst=9", "--max-connections-per-source=10",
-		"--token-review-max-in-flight=11"}
+		"--token-review-max-in-flight=11", "--max-tracked-sources=12"}
 	bounds := func(o queryapi.Options) queryapi.Options {
 		return queryapi.Options{RateLimit: o.RateLimit, RateBurst: o.RateBurst, MaxWatches: o.MaxWatches,
 			MaxListsPerSubject: o.MaxListsPerSubject, MaxRequestsInFlight: o.MaxRequestsInFlight, WriteTimeout: o.WriteTimeout,
 			SourceRateLimit: o.SourceRateLimit, SourceRateBurst: o.SourceRateBurst, SourceAuthFailureLimit: o.SourceAuthFailureLimit,
-			SourceAuthFailureBurst: o.SourceAuthFailureBurst, MaxConnectionsPerSource: o.MaxConnectionsPerSource,
+			SourceAuthFailureBurst: o.SourceAuthFailureBurst, MaxConnectionsPerSource: o.MaxConnectionsPerSource, MaxTrackedSources: o.MaxTrackedSources,
 			Authentication: auth.Options{TokenReviewMaxInFlight: o.Authentication.TokenReviewMaxInFlight}}
 	}
 	for _, tc := range []struct {

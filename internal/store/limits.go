@@ -19,7 +19,10 @@ type Limits struct {
 	// handed to clients hold at most three quarters of them; the last quarter is kept for queries
 	// the server reads to the end at once (query.Query.Drain: the facade's LISTs without a limit,
 	// watches' initial events), so those get a snapshot however many tokens clients keep. Past
-	// it, the least recently used idle snapshot of a client token is closed, as above.
+	// it, an idle snapshot of a client token is closed, as above: the least recently used one of
+	// the subject holding the most, and never one of a subject within its fair share (the room
+	// for client tokens divided among the subjects holding any), so a few subjects each within
+	// SnapshotsPerSubject cannot close everyone else's.
 	Snapshots int
 	// FuzzySearchesPerSubject bounds one subject's searches by fuzzy name (query.Query.Costly)
 	// running at once; past it, ErrThrottled (429).

@@ -51,10 +51,11 @@ func NewSnapshots[T any](l Limits) *Snapshots[T] {
 var ErrNoSnapshot = errors.New("no snapshot available")
 
 // Open admits a new snapshot of subject's query, before it is made; until Hold it counts, and
-// cannot be closed to make room. drain marks a query the server reads to the end at once (query.Query.Drain). Room is made
-// by closing the least recently used idle snapshot of a client token: the subject's own when it
-// holds its share, anyone's when the process holds its own; evicted are the values the caller
-// frees. Without such a snapshot to close, Open fails with ErrNoSnapshot, saying why.
+// cannot be closed to make room. drain marks a query the server reads to the end at once
+// (query.Query.Drain). Room is made by closing an idle snapshot of a client token: the subject's
+// least recently used one when it holds its share (SnapshotsPerSubject); when the process holds
+// its own, one of the subject holding the most (evictFairLocked). evicted are the values the
+// caller frees. Without such a snapshot to close, Open fails with ErrNoSnapshot, saying why.
 func (s *Snapshots[T]) Open(subject string, drain bool, now time.Time) (id string, evicted []T, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -68,10 +69,9 @@ func (s *Snapshots[T]) Open(subject string, drain bool, now time.Time) (id strin
 		evicted = append(evicted, v)
 	}
 	if (!drain && s.clients >= s.held) || s.live >= s.total {
-		v, ok := s.evictLocked(func(*snapshotEntry[T]) bool { return true },
-			fmt.Sprintf("the server holds at most %d for continue tokens", s.held))
+		v, ok := s.evictFairLocked(subject, drain)
 		if !ok {
-			return "", evicted, fmt.Errorf("%w: every snapshot this server may hold is in use", ErrNoSnapshot)
+			return "", evicted, fmt.Errorf("%w: every snapshot this server may hold is in use, or its subject's within a fair share", ErrNoSnapshot)
 		}
 		evicted = append(evicted, v)
 	}
@@ -96,7 +96,7 @@ func (s *Snapshots[T]) evictLocked(which func(*snapshotEntry[T]) bool, why strin
 		victimID string
 	)
 	for id, e := range s.byID {
-		if e.drain || e.opening || e.busy > 0 || e.gone || !which(e) {
+		if !e.evictable() || !which(e) {
 			continue
 		}
 		if victim == nil || e.used < victim.used {
@@ -107,14 +107,84 @@ func (s *Snapshots[T]) evictLocked(which func(*snapshotEntry[T]) bool, why strin
 		var zero T
 		return zero, false
 	}
-	s.forgetLocked(victimID, victim)
-	s.evicted[victimID] = why
-	s.evictedAt = append(s.evictedAt, victimID)
+	return s.closeLocked(victimID, victim, why), true
+}
+
+// evictable says whether e may be closed to make room: a client token's, made, no page being
+// read in it.
+func (e *snapshotEntry[T]) evictable() bool {
+	return !e.drain && !e.opening && e.busy == 0 && !e.gone
+}
+
+// evictFairLocked makes room in the process for a snapshot of subject's (drain: one the server
+// reads to the end) by closing the least recently used idle client snapshot of the subject
+// holding the most client snapshots (the one being opened counted) among those with one idle;
+// between subjects holding as many, of the one whose idle snapshot is the least recently used.
+// Only a subject holding more than its fair share loses one: the room clients have once this
+// snapshot is admitted, divided among the subjects holding any.
+//
+// A process-wide least recently used rule would let a few subjects, each within its own bound,
+// close everyone else's continue tokens just by asking: with this one a subject within its fair
+// share keeps its snapshots whatever others ask, and one asking past it recycles its own.
+func (s *Snapshots[T]) evictFairLocked(subject string, drain bool) (T, bool) {
+	type holder struct {
+		n      int // client snapshots
+		idle   *snapshotEntry[T]
+		idleID string // least recently used evictable one
+	}
+	holders := map[string]*holder{}
+	of := func(subject string) *holder {
+		h := holders[subject]
+		if h == nil {
+			h = &holder{}
+			holders[subject] = h
+		}
+		return h
+	}
+	for id, e := range s.byID {
+		if e.gone || e.drain {
+			continue
+		}
+		h := of(e.subject)
+		h.n++
+		if e.evictable() && (h.idle == nil || e.used < h.idle.used) {
+			h.idle, h.idleID = e, id
+		}
+	}
+	drains := s.live - s.clients
+	if drain {
+		drains++
+	} else {
+		of(subject).n++
+	}
+	room := min(s.held, s.total-drains) // for client snapshots, once this one is admitted
+	var victim *holder
+	for _, h := range holders {
+		if h.idle == nil || h.n*len(holders) <= room {
+			continue
+		}
+		if victim == nil || h.n > victim.n || h.n == victim.n && h.idle.used < victim.idle.used {
+			victim = h
+		}
+	}
+	if victim == nil {
+		var zero T
+		return zero, false
+	}
+	why := fmt.Sprintf("the server holds at most %d for continue tokens, and closes those of the subjects holding the most", s.held)
+	return s.closeLocked(victim.idleID, victim.idle, why), true
+}
+
+// closeLocked forgets e, closed to make room, remembering why for its token's ErrExpired.
+func (s *Snapshots[T]) closeLocked(id string, e *snapshotEntry[T], why string) T {
+	s.forgetLocked(id, e)
+	s.evicted[id] = why
+	s.evictedAt = append(s.evictedAt, id)
 	if len(s.evictedAt) > 4*s.total {
 		delete(s.evicted, s.evictedAt[0])
 		s.evictedAt = s.evictedAt[1:]
 	}
-	return victim.v, true
+	return e.v
 }
 
 // forgetLocked stops counting e; it stays known, as gone, while a page is read in it.

@@ -111,6 +111,77 @@ func TestSnapshotsReserve(t *testing.T) {
 	}
 }
 
+// TestSnapshotsFairShare: when the process holds its share, the snapshot closed is one of the
+// subject holding the most; so greedy subjects, each within its own bound, close each other's and
+// never those of a subject within its fair share (the clients' room divided among the holders),
+// which a process-wide least recently used rule would close first.
+func TestSnapshotsFairShare(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := NewSnapshots[string](Limits{}) // 20 per subject, 150 of 200 for client tokens
+	// carol is the modest subject: two open pages, the oldest of all.
+	carolPages := []string{"carol-1", "carol-2"}
+	var carol []string
+	for _, v := range carolPages {
+		id, _ := open(t, s, "carol", false, v, now)
+		carol = append(carol, id)
+	}
+	const greedy = 8
+	var closed []string
+	for round := range 60 { // 8 subjects × 60 first pages, 3 times their bound
+		for g := range greedy {
+			_, evicted := open(t, s, fmt.Sprintf("greedy%d", g), false, fmt.Sprintf("g%d-%d", g, round), now)
+			closed = append(closed, evicted...)
+		}
+	}
+	if slices.ContainsFunc(closed, func(v string) bool { return strings.HasPrefix(v, "carol") }) {
+		t.Fatalf("carol's snapshots closed for the greedy subjects' (closed: %d, among them carol's)", len(closed))
+	}
+	for i, id := range carol {
+		if _, ok := s.Acquire(id); !ok || s.Evicted(id) {
+			t.Fatalf("carol's page %d is gone", i+1)
+		}
+		s.Release(id, carolPages[i], now.Add(time.Minute))
+	}
+	// The greedy share what is left: 148 between 8, none past its bound.
+	for g := range greedy {
+		if n, all := s.Count(fmt.Sprintf("greedy%d", g)); n < 18 || n > 19 || all != 150 {
+			t.Errorf("greedy%d holds %d of %d; want 18 or 19 of 150", g, n, all)
+		}
+	}
+	// A newcomer gets a snapshot, a greedy subject's.
+	if _, evicted := open(t, s, "dave", false, "dave-1", now); len(evicted) != 1 || !strings.HasPrefix(evicted[0], "g") {
+		t.Errorf("dave's first page closed %q; want one greedy subject's", evicted)
+	}
+	// With every greedy snapshot busy, none is closed: carol (within her share) keeps hers, and
+	// the newcomer pages without one.
+	for g := range greedy {
+		for round := range 60 {
+			_, _ = s.Acquire(findID(t, s, fmt.Sprintf("g%d-%d", g, round)))
+		}
+	}
+	if _, evicted, err := s.Open("erin", false, now); !errors.Is(err, ErrNoSnapshot) || len(evicted) > 0 {
+		t.Errorf("erin's first page with the greedy snapshots busy = %v, closing %q; want ErrNoSnapshot, none", err, evicted)
+	}
+	for _, id := range carol {
+		if s.Evicted(id) {
+			t.Error("carol's snapshot closed while the greedy subjects' were busy")
+		}
+	}
+}
+
+// findID is the id of the snapshot holding v ("" when none does).
+func findID(t *testing.T, s *Snapshots[string], v string) string {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, e := range s.byID {
+		if e.v == v && !e.gone {
+			return id
+		}
+	}
+	return ""
+}
+
 // TestSnapshotsLifecycle: expiry frees idle snapshots only; a removal while a page is read frees
 // at its last Release; a snapshot Open admitted and then not made is forgotten.
 func TestSnapshotsLifecycle(t *testing.T) {
