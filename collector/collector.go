@@ -4,7 +4,8 @@
 // Per (cluster, resource, namespace scope) a client-go Reflector feeds a store that keeps only
 // key → (uid, resourceVersion). Every list starts a new epoch: the listed objects are published as
 // ADDED, keys that vanished as DELETED, then a SYNC marker. Publishing blocks the reflectors when
-// Kafka is slow or away. Configuration files are re-read while running; a selection that leaves every
+// Kafka is slow or away; an event over Kafka's message size limit is published in a smaller form
+// (oversize.go). Configuration files are re-read while running; a selection that leaves every
 // registry is PURGEd. Each member's OpenAPI v3 documents of the group-versions it collects are relayed
 // through the collectors' ledger for the query API's facade (openapi.go).
 //

@@ -42,8 +42,8 @@ func newMetrics(queueLen func() float64) *metrics {
 		}, []string{"cluster", "resource"}),
 		oversized: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubesearch_collector_oversized_events_total",
-			Help: "Events dropped (and dead-lettered) because Kafka refuses them for their size, by cluster and resource.",
-		}, []string{"cluster", "resource"}),
+			Help: "Events over Kafka's message size limit, by cluster, resource and outcome: truncated (published with part of the object), deleted (published as a DELETED, dead-lettered), dropped (dead-lettered).",
+		}, []string{"cluster", "resource", "outcome"}),
 	}
 	m.registry.MustRegister(m.published, m.publishErrors, m.publishLatency, m.queueLength, m.listed, m.oversized,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))

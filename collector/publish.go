@@ -17,9 +17,11 @@ import (
 // publisher writes events to Kafka in the order they were handed in. Callers block once the bounded
 // buffer is full — while Kafka is slow or down, the reflectors stop reading from their members instead
 // of the collector growing without bound. A failed write is retried with backoff until it succeeds or
-// the publisher is aborted; nothing handed in is dropped, except an event Kafka refuses for its size,
-// which no retry would change: it is counted, logged, dead-lettered and reported to dropped, and the
-// events behind it go on.
+// the publisher is aborted. An event Kafka refuses for its size, which no retry would change, is
+// published in a smaller form (oversize.go): its object truncated and annotated, or for an ADDED or
+// MODIFIED that even so does not fit, a DELETED without object — then it is also logged as an error,
+// dead-lettered and reported to dropped, since the object leaves the index. Only an event of which
+// nothing fits is dropped. Either way it is counted, and the events behind it go on.
 type publisher struct {
 	writer     stream.Writer // one writer for the topic and the dead-letter topic: every message names its topic
 	client     stream.Broker
@@ -40,7 +42,8 @@ type publisher struct {
 	dropped func(droppedEvent)
 }
 
-// droppedEvent is an event left out of the stream because Kafka will never take it.
+// droppedEvent is an object left out of the index because Kafka will never take its event: not
+// published at all, or published as a DELETED.
 type droppedEvent struct {
 	cluster, group, resource, namespace, name string
 	reason                                    string
@@ -52,6 +55,7 @@ type pending struct {
 	// object would double the buffer's memory).
 	cluster, group, resource, namespace, name, uid string
 	typ                                            envelope.Type
+	form                                           form // what of its object msg carries
 	at                                             time.Time
 	// flushed, when set, makes this item a barrier rather than an event: run closes it once everything
 	// queued before it is written or dropped.
@@ -257,7 +261,8 @@ func (p *publisher) unwritten(batch []pending, werrs stream.WriteErrors) (again 
 	return again, tooLarge
 }
 
-// writeSingly writes the events one by one, in order, dropping each that Kafka refuses for its size.
+// writeSingly writes the events one by one, in order, making smaller each that Kafka refuses for its
+// size (dropped when nothing of it fits).
 func (p *publisher) writeSingly(ctx context.Context, batch []pending) error {
 	for i, it := range batch {
 		backoff := publishBackoff()
@@ -272,8 +277,15 @@ func (p *publisher) writeSingly(ctx context.Context, batch []pending) error {
 			}
 			p.metrics.publishErrors.Inc()
 			if stream.TooLarge(err) {
-				p.drop(ctx, it, fmt.Sprintf("Kafka refused the %s event of %d bytes as too large for topic %s: %v", it.typ, it.msg.Size(), p.topic, err))
-				break
+				// The broker's limit is below what the publisher knows: the next smaller form is
+				// tried, down to a DELETED without object.
+				reason := fmt.Sprintf("Kafka refused the %s event of %d bytes as too large for topic %s: %v", it.typ, it.msg.Size(), p.topic, err)
+				var ok bool
+				if it, ok = p.reduce(ctx, it, min(p.limit, it.msg.Size()-1), reason); !ok {
+					break
+				}
+				batch[i] = it
+				continue
 			}
 			delay := backoff.Step()
 			p.log.Warn("kafka write failed, retrying", "topic", p.topic, "events", len(batch)-i, "retryIn", delay.Round(time.Millisecond), "err", err)
@@ -285,24 +297,60 @@ func (p *publisher) writeSingly(ctx context.Context, batch []pending) error {
 	return nil
 }
 
-// admit drops the events larger than the limit: Kafka would refuse them forever.
+// admit makes the events larger than the limit smaller (Kafka would refuse them forever), and
+// drops those of which nothing fits.
 func (p *publisher) admit(ctx context.Context, batch []pending) []pending {
 	kept := batch[:0:0]
 	for _, it := range batch {
 		if n := it.msg.Size(); n > p.limit {
-			p.drop(ctx, it, fmt.Sprintf("the %s event is %d bytes, over the Kafka message size limit of %d bytes", it.typ, n, p.limit))
-			continue
+			var ok bool
+			if it, ok = p.reduce(ctx, it, p.limit, fmt.Sprintf("the %s event is %d bytes, over the Kafka message size limit of %d bytes", it.typ, n, p.limit)); !ok {
+				continue
+			}
 		}
 		kept = append(kept, it)
 	}
 	return kept
 }
 
-// drop records an event that will never be published: a metric, an error log, a dead letter and the
+// Outcomes of an event over the limit (the oversized metric's label).
+const (
+	outcomeTruncated = "truncated" // published with part of its object, or a DELETED with less of it
+	outcomeDeleted   = "deleted"   // an ADDED or MODIFIED published as a DELETED: the object leaves the index
+	outcomeDropped   = "dropped"   // nothing published
+)
+
+// reduce returns it in the next smaller form that fits limit (oversize.go), and records it: a
+// truncation is counted and logged; an object published as a DELETED is recorded as drop records an
+// event. false when no form fits: it is dropped.
+func (p *publisher) reduce(ctx context.Context, it pending, limit int, reason string) (pending, bool) {
+	value, f, typ, err := smaller(it.msg.Key, it.msg.Value, it.form, limit)
+	if err != nil {
+		p.drop(ctx, it, outcomeDropped, fmt.Sprintf("%s; %v", reason, err))
+		return it, false
+	}
+	was := it
+	it.msg.Value, it.form, it.typ = value, f, typ
+	if typ == envelope.Deleted && was.typ != envelope.Deleted {
+		p.drop(ctx, was, outcomeDeleted, reason+"; not even its metadata fits, so it is published as DELETED and is out of the index")
+		return it, true
+	}
+	p.metrics.oversized.WithLabelValues(it.cluster, it.resource, outcomeTruncated).Inc()
+	p.log.Warn("event over the Kafka message size limit published in a smaller form", "cluster", it.cluster, "resource", it.resource,
+		"namespace", it.namespace, "name", it.name, "type", it.typ, "form", f.String(), "bytes", was.msg.Size(), "published", it.msg.Size(),
+		"limit", limit, "reason", reason)
+	return it, true
+}
+
+// drop records an object left out of the index: a metric, an error log, a dead letter and the
 // dropped hook.
-func (p *publisher) drop(ctx context.Context, it pending, reason string) {
-	p.metrics.oversized.WithLabelValues(it.cluster, it.resource).Inc()
-	p.log.Error("event dropped: Kafka will never take it", "cluster", it.cluster, "resource", it.resource,
+func (p *publisher) drop(ctx context.Context, it pending, outcome, reason string) {
+	p.metrics.oversized.WithLabelValues(it.cluster, it.resource, outcome).Inc()
+	msg := "event dropped: Kafka will never take it"
+	if outcome == outcomeDeleted {
+		msg = "object published as DELETED: Kafka will never take even its metadata"
+	}
+	p.log.Error(msg, "cluster", it.cluster, "resource", it.resource,
 		"namespace", it.namespace, "name", it.name, "type", it.typ, "bytes", it.msg.Size(), "limit", p.limit, "err", reason)
 	p.deadLetter(ctx, it, reason)
 	if p.dropped != nil {
@@ -310,7 +358,7 @@ func (p *publisher) drop(ctx context.Context, it pending, reason string) {
 	}
 }
 
-// deadLetter writes what locates a dropped event to the dead-letter topic, under the event's key. The
+// deadLetter writes what locates an object left out of the index to the dead-letter topic, under the event's key. The
 // value is left out (HeaderValueDropped, as the indexer does when a letter does not fit): the event is
 // too large for Kafka, and a truncated prefix would not be an envelope. Bounded tries: see
 // deadLetterAttempts.
@@ -399,8 +447,8 @@ func (p *publisher) createTopic(ctx context.Context, topic string, partitions, m
 }
 
 // learnLimit lowers the size limit to the topic's max.message.bytes (which is the broker's
-// message.max.bytes unless the topic overrides it), so an event the topic would refuse is dropped before
-// it is sent, and kafka-go's batches fit what the broker accepts. A refusal to describe the topic (no
+// message.max.bytes unless the topic overrides it), so an event the topic would refuse is made smaller
+// before it is sent, and kafka-go's batches fit what the broker accepts. A refusal to describe the topic (no
 // DescribeConfigs permission) keeps the flag; a refused write is still caught (writeSingly).
 func (p *publisher) learnLimit(ctx context.Context) error {
 	topicLimit, err := p.client.TopicMaxMessageBytes(ctx, p.topic)
@@ -416,7 +464,7 @@ func (p *publisher) learnLimit(ctx context.Context) error {
 	p.limit = p.maxBytes
 	if topicLimit > 0 && topicLimit < p.maxBytes {
 		p.limit = topicLimit
-		p.log.Warn("the topic accepts smaller messages than --kafka-max-message-bytes; larger events are dropped",
+		p.log.Warn("the topic accepts smaller messages than --kafka-max-message-bytes; larger events are truncated",
 			"topic", p.topic, "topicLimit", topicLimit, "flag", p.maxBytes)
 	}
 	p.writer.SetBatchBytes(p.limit)

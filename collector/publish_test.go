@@ -25,16 +25,18 @@ import (
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
-// An event Kafka can never take is dropped — counted by cluster and resource, logged, dead-lettered
-// under its key, reported to the dropped hook — and the events behind it are published. Sizes are as
-// kafka-go counts them (key, value, headers, framing) against a 1 MiB limit; the old check compared
-// the value alone, so "value a few bytes under" was sent, refused, and retried forever.
-func TestPublisherDropsEventsOverTheLimit(t *testing.T) {
+// An event over the limit is published in a smaller form, annotated, and counted by cluster,
+// resource and outcome; nothing is dead-lettered or reported as unpublished, and the events around
+// it go on. Sizes are as kafka-go counts them (key, value, headers, framing) against a 1 MiB limit;
+// an older check compared the value alone, so "value a few bytes under" was sent, refused, and
+// retried forever. Before the smaller forms, every event over the limit was dropped, and the
+// index kept the object's older state.
+func TestPublisherTruncatesEventsOverTheLimit(t *testing.T) {
 	const limit = 1 << 20
 	tests := []struct {
-		name    string
-		size    func(key int) int // stream.Message.Size of the middle event
-		dropped bool
+		name      string
+		size      func(key int) int // stream.Message.Size of the middle event
+		truncated bool
 	}{
 		{"exactly the limit", func(int) int { return limit }, false},
 		{"one byte over", func(int) int { return limit + 1 }, true},
@@ -57,31 +59,33 @@ func TestPublisherDropsEventsOverTheLimit(t *testing.T) {
 			p.close()
 			k.waitRun(t, 30*time.Second)
 
-			want := []string{"before", "big", "after"}
-			if tt.dropped {
-				want = []string{"before", "after"}
+			msgs := k.read(t, "events")
+			if got := eventNames(t, msgs); !slices.Equal(got, []string{"before", "big", "after"}) {
+				t.Fatalf("topic holds %v, want before, big, after", got)
 			}
-			if got := eventNames(t, k.read(t, "events")); !slices.Equal(got, want) {
-				t.Fatalf("topic holds %v, want %v", got, want)
+			if letters := k.read(t, "events.dlq"); len(letters) != 0 || len(reported) != 0 {
+				t.Errorf("%d dead letters, %v reported: a published event is neither", len(letters), reported)
 			}
-			letters := k.read(t, "events.dlq")
-			if !tt.dropped {
-				if len(letters) != 0 || len(reported) != 0 || oversizedCounts(t, p) != nil {
-					t.Fatalf("an event within the limit was dropped: %d dead letters, %v reported, oversized %v", len(letters), reported, oversizedCounts(t, p))
+			published := decoded(t, msgs[1])
+			if n := msgs[1].Size(); n > limit {
+				t.Errorf("published %d bytes, over the limit", n)
+			}
+			if !tt.truncated {
+				if !bytes.Equal(published.Object, big.Object) || oversizedCounts(t, p) != nil {
+					t.Fatalf("an event within the limit was changed or counted: oversized %v", oversizedCounts(t, p))
 				}
 				return
 			}
-			assertTooLargeLetter(t, letters, big)
-			if got := oversizedCounts(t, p); !onlyCount(got, "member1/configmaps", 1) {
-				t.Errorf("oversized events by cluster/resource = %v, want member1/configmaps: 1", got)
+			if published.Type != envelope.Added || annotation(t, published, TruncatedAnnotation) != "true" ||
+				annotation(t, published, TruncatedFieldsAnnotation) != "data" || hasField(t, published, "data") {
+				t.Errorf("published %s %s, want an ADDED without data, annotated", published.Type, published.Object)
 			}
-			if len(reported) != 1 || reported[0].cluster != "member1" || reported[0].resource != "configmaps" ||
-				reported[0].namespace != "shop" || reported[0].name != "big" || !strings.Contains(reported[0].reason, "limit") {
-				t.Errorf("dropped hook got %+v, want the big ConfigMap with a reason", reported)
+			if got := oversizedCounts(t, p); !onlyCount(got, "member1/configmaps/truncated", 1) {
+				t.Errorf("oversized events by cluster/resource/outcome = %v, want member1/configmaps/truncated: 1", got)
 			}
-			for _, key := range []string{`"cluster":"member1"`, `"resource":"configmaps"`, `"namespace":"shop"`, `"name":"big"`, `"bytes":`, `"limit":1048576`} {
+			for _, key := range []string{`"cluster":"member1"`, `"resource":"configmaps"`, `"namespace":"shop"`, `"name":"big"`, `"bytes":`, `"limit":1048576`, `"form":"truncated"`} {
 				if !strings.Contains(logs.String(), key) {
-					t.Errorf("error log lacks %s:\n%s", key, logs)
+					t.Errorf("warning log lacks %s:\n%s", key, logs)
 				}
 			}
 		})
@@ -89,9 +93,9 @@ func TestPublisherDropsEventsOverTheLimit(t *testing.T) {
 }
 
 // A topic whose max.message.bytes is below the flag: the publisher learns the topic's limit at start
-// and drops what exceeds it before sending; an event just under it is published. The old publisher
-// sent the large event (incompressible, so lz4 does not save it), got MESSAGE_TOO_LARGE for the
-// partition and retried it forever.
+// and makes smaller what exceeds it before sending; an event just under it is published whole. An
+// older publisher sent the large event (incompressible, so lz4 does not save it), got
+// MESSAGE_TOO_LARGE for the partition and retried it forever.
 func TestPublisherLearnsTheTopicLimit(t *testing.T) {
 	const topicLimit = 64 << 10
 	k := newPubHarness(t)
@@ -108,22 +112,28 @@ func TestPublisherLearnsTheTopicLimit(t *testing.T) {
 	}
 	p.close()
 	k.waitRun(t, 30*time.Second)
-	if got, want := eventNames(t, k.read(t, "events")), []string{"before", "just-under", "after"}; !slices.Equal(got, want) {
+	msgs := k.read(t, "events")
+	if got, want := eventNames(t, msgs), []string{"before", "big", "just-under", "after"}; !slices.Equal(got, want) {
 		t.Fatalf("topic holds %v, want %v", got, want)
 	}
-	assertTooLargeLetter(t, k.read(t, "events.dlq"), big)
+	if annotation(t, decoded(t, msgs[1]), TruncatedAnnotation) != "true" || msgs[1].Size() > topicLimit {
+		t.Errorf("the big event was not truncated to the topic's limit: %d bytes", msgs[1].Size())
+	}
+	if letters := k.read(t, "events.dlq"); len(letters) != 0 {
+		t.Errorf("%d dead letters for a published event", len(letters))
+	}
 	if !strings.Contains(logs.String(), `"topicLimit":65536`) {
 		t.Errorf("no log of the lower topic limit:\n%s", logs)
 	}
 	if !strings.Contains(logs.String(), "limit of 65536 bytes") {
-		t.Errorf("the event was not dropped before it was sent:\n%s", logs)
+		t.Errorf("the event was not made smaller before it was sent:\n%s", logs)
 	}
 }
 
 // A limit lowered after start (an operator altering the topic, a broker with a smaller
 // message.max.bytes): the broker refuses the whole partition batch and does not say which message is
-// too large. The publisher writes that batch one event at a time, in order, drops the one refused
-// alone, and goes on with the others.
+// too large. The publisher writes that batch one event at a time, in order, publishes the one refused
+// alone in a smaller form, and goes on with the others.
 func TestPublisherIsolatesWhatTheBrokerRefuses(t *testing.T) {
 	k := newPubHarness(t)
 	p, _ := k.publisher(t, publisherOptions{MaxMessageBytes: 1 << 20})
@@ -151,10 +161,18 @@ func TestPublisherIsolatesWhatTheBrokerRefuses(t *testing.T) {
 	}
 	p.close()
 	k.waitRun(t, 30*time.Second)
-	assertKeyOrder(t, k.read(t, "events"), []string{"first", "a", "b", "c", "d"})
-	assertTooLargeLetter(t, k.read(t, "events.dlq"), big)
-	if got := oversizedCounts(t, p); !onlyCount(got, "member1/configmaps", 1) {
-		t.Errorf("oversized events by cluster/resource = %v, want member1/configmaps: 1", got)
+	msgs := k.read(t, "events")
+	assertKeyOrder(t, msgs, []string{"first", "a", "b", "big", "c", "d"})
+	for _, m := range msgs {
+		if ev := decoded(t, m); ev.Name == "big" && (annotation(t, ev, TruncatedAnnotation) != "true" || m.Size() > 64<<10) {
+			t.Errorf("the big event was published in %d bytes, not truncated under the broker's limit", m.Size())
+		}
+	}
+	if letters := k.read(t, "events.dlq"); len(letters) != 0 {
+		t.Errorf("%d dead letters for a published event", len(letters))
+	}
+	if got := oversizedCounts(t, p); !onlyCount(got, "member1/configmaps/truncated", 1) {
+		t.Errorf("oversized events by cluster/resource/outcome = %v, want member1/configmaps/truncated: 1", got)
 	}
 }
 
@@ -223,7 +241,7 @@ func TestPublisherRetryKeepsPartitionOrder(t *testing.T) {
 // flush returns once everything handed in before it is acknowledged or dropped, and with ctx's error
 // while Kafka does not answer; close still ends run after a flush.
 func TestPublisherFlush(t *testing.T) {
-	t.Run("written and dropped events", func(t *testing.T) {
+	t.Run("written and truncated events", func(t *testing.T) {
 		k := newPubHarness(t)
 		p, _ := k.publisher(t, publisherOptions{MaxMessageBytes: 1 << 20, Buffer: 4, Batch: 2})
 		var want []string
@@ -231,9 +249,8 @@ func TestPublisherFlush(t *testing.T) {
 			ev := pubEvent("member1", fmt.Sprintf("cm-%d", i), 0)
 			if i == 4 {
 				ev = sizedPubEvent(t, "member1", "big", 2<<20, false)
-			} else {
-				want = append(want, ev.Name)
 			}
+			want = append(want, ev.Name)
 			if err := p.Publish(t.Context(), ev); err != nil {
 				t.Fatal(err)
 			}
@@ -245,8 +262,8 @@ func TestPublisherFlush(t *testing.T) {
 		if got := eventNames(t, k.read(t, "events")); !slices.Equal(got, want) {
 			t.Fatalf("after flush the topic holds %v, want %v", got, want)
 		}
-		if got := oversizedCounts(t, p); !onlyCount(got, "member1/configmaps", 1) {
-			t.Fatalf("after flush oversized = %v, want the dropped event counted", got)
+		if got := oversizedCounts(t, p); !onlyCount(got, "member1/configmaps/truncated", 1) {
+			t.Fatalf("after flush oversized = %v, want the truncated event counted", got)
 		}
 		if err := p.flush(t.Context()); err != nil {
 			t.Fatalf("flush of nothing: %v", err)
@@ -490,7 +507,8 @@ func assertTooLargeLetter(t *testing.T, letters []stream.Message, ev *envelope.E
 	}
 }
 
-// oversizedCounts is the oversized-events counter by "cluster/resource"; nil when nothing was counted.
+// oversizedCounts is the oversized-events counter by "cluster/resource/outcome"; nil when nothing
+// was counted.
 func oversizedCounts(t *testing.T, p *publisher) map[string]float64 {
 	t.Helper()
 	families, err := p.metrics.registry.Gather()
@@ -511,7 +529,7 @@ func oversizedCounts(t *testing.T, p *publisher) map[string]float64 {
 				if out == nil {
 					out = map[string]float64{}
 				}
-				out[labels["cluster"]+"/"+labels["resource"]] += v
+				out[labels["cluster"]+"/"+labels["resource"]+"/"+labels["outcome"]] += v
 			}
 		}
 	}
@@ -535,4 +553,41 @@ func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+func decoded(t *testing.T, m stream.Message) *envelope.Event {
+	t.Helper()
+	ev, err := envelope.Unmarshal(m.Value)
+	if err != nil {
+		t.Fatalf("offset %d: %v", m.Offset, err)
+	}
+	return ev
+}
+
+// annotation is an annotation of the event's object, "" when absent.
+func annotation(t *testing.T, ev *envelope.Event, key string) string {
+	t.Helper()
+	var obj struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if len(ev.Object) == 0 {
+		return ""
+	}
+	if err := json.Unmarshal(ev.Object, &obj); err != nil {
+		t.Fatalf("object of %s: %v", ev.Name, err)
+	}
+	return obj.Metadata.Annotations[key]
+}
+
+// hasField reports whether the event's object has the top-level field.
+func hasField(t *testing.T, ev *envelope.Event, field string) bool {
+	t.Helper()
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(ev.Object, &obj); err != nil {
+		t.Fatalf("object of %s: %v", ev.Name, err)
+	}
+	_, ok := obj[field]
+	return ok
 }

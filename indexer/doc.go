@@ -56,7 +56,10 @@
 // Delete tombstones live only index.gc_deletes (60 s, OpenSearch's default, left as is). An event
 // replayed more than that after its object's deletion (a consumer group reset to an old offset, say)
 // brings the object back, until the next SYNC marker of its scope removes it again. Within those 60 s
-// a replay is refused by the tombstone's version, and counted as a replay.
+// a replay is refused by the tombstone's version, and counted as a replay; an event of a newer epoch
+// (the object listed again by a member restored from an etcd snapshot) passes the tombstone when the
+// backend remembers the delete's epoch, which it does for the deletes it wrote since it started
+// (internal/osstore/tombstone.go).
 //
 // One writer per (cluster, resource) at a time. The indexer relies on the partition's order: all
 // events of a pair share a partition, and a consumer group gives each partition to one member. Two

@@ -29,7 +29,10 @@
 //   - Fuzzy names expand to the 50 nearest words across every kind, where OpenSearch expands per
 //     kind's index; they differ only past 50 similar name words.
 //   - Delete tombstones are kept in memory for 60 seconds (index.gc_deletes) and forgotten on a
-//     restart, as OpenSearch forgets them on a refresh past that age.
+//     restart, as OpenSearch forgets them on a refresh past that age. They keep the epoch and
+//     resourceVersion of their delete, as osstore's writer remembers those of the deletes it wrote,
+//     which OpenSearch's own tombstones survive across an indexer restart: after one, OpenSearch
+//     refuses what the embedded store takes.
 //   - Facet counts are exact (ErrorBound 0) where OpenSearch's may be approximate past 1000
 //     values of one dimension in one index; totals are never a lower bound.
 //   - Snapshots are bounded per subject and for the store (store.Limits) as osstore bounds its

@@ -108,9 +108,12 @@ const flatDepthLimit = 20
 // stored is what the write rule keeps of a document (or of its tombstone).
 type stored struct {
 	version   int64 // OpenSearch's _version: the resourceVersion, or an internal count after an overwrite
-	epoch, rv int64
+	epoch, rv int64 // the document's, or a tombstone's delete event's when judged
 	deleted   bool
 	deletedAt time.Time
+	// judged tombstones know the epoch and resourceVersion of their delete, as osstore's writer
+	// remembers those of the deletes it wrote; garbage collection's tombstones do not.
+	judged bool
 }
 
 // docID is the bleve id of a document: OpenSearch's (index, _id).

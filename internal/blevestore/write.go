@@ -17,8 +17,11 @@ import (
 // refused, the epoch rule decides: a newer epoch, or within the epoch a higher resourceVersion than
 // the stored document's, overwrites it (the _version then counts on from the stored one, as
 // OpenSearch's compare-and-set write does), anything else is a replay and is dropped. A tombstone
-// with a higher _version drops the op: the object is gone and stays gone. Unversioned ops always
-// apply, counting the _version on.
+// with a higher _version is judged alike by its delete's epoch and resourceVersion (osstore's
+// tombstone.go): a newer op (the object back in the list of a member restored from an etcd
+// snapshot) is written at the tombstone's _version, anything else is dropped — the object is gone
+// and stays gone. Garbage collection's tombstones drop every op they refuse, as osstore's, whose
+// epoch OpenSearch does not keep. Unversioned ops always apply, counting the _version on.
 //
 // Tombstones live gcDeletes, like OpenSearch's index.gc_deletes, and only in memory: a replay older
 // than that can resurrect a deleted object, which the following SYNC removes again.
@@ -60,7 +63,7 @@ func (s *Store) Write(ctx context.Context, ops []store.Op) ([]store.Failure, err
 		}
 		if o.Delete {
 			batch.Delete(id)
-			changed[id] = &stored{version: version, deleted: true, deletedAt: now}
+			changed[id] = &stored{version: version, epoch: o.Epoch, rv: o.Version, deleted: true, deletedAt: now, judged: true}
 			continue
 		}
 		d, st, err := build(id, o.Kind, o.Doc, version)
@@ -95,6 +98,8 @@ func nextVersion(o store.Op, cur *stored) (int64, bool) {
 		return cur.version + 1, true
 	case cur == nil || cur.version <= o.Version:
 		return o.Version, true
+	case cur.deleted && cur.judged && newerThan(o, cur.epoch, cur.rv):
+		return cur.version, true
 	case cur.deleted:
 		return 0, false
 	case newerThan(o, cur.epoch, cur.rv):

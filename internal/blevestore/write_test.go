@@ -51,6 +51,15 @@ func TestWriteRules(t *testing.T) {
 		{"a delete of a newer epoch applies", [][]store.Op{{p(900, 1)}, {del(6, 2)}}, "absent"},
 		{"a replay after a delete stays deleted", [][]store.Op{{p(5, 1)}, {del(6, 1)}, {p(5, 1)}}, "absent"},
 		{"a newer event after a delete is written", [][]store.Op{{p(5, 1)}, {del(6, 1)}, {p(8, 1)}}, "8@1"},
+		// A member restored from an etcd snapshot: the object deleted at 5000 comes back in the
+		// new epoch's list at 150, while the delete's tombstone still lives.
+		{"a restored object passes the tombstone of an older epoch", [][]store.Op{{p(4000, 1)}, {del(5000, 1)}, {p(150, 2)}}, "150@2"},
+		{"a restored object passes the tombstone in the same batch", [][]store.Op{{p(4000, 1)}, {del(5000, 1), p(150, 2)}}, "150@2"},
+		{"a replay of the deleting epoch stays deleted", [][]store.Op{{p(4000, 1)}, {del(5000, 1)}, {p(4000, 1)}}, "absent"},
+		{"a restored object's later events apply", [][]store.Op{{p(4000, 1)}, {del(5000, 1)}, {p(150, 2)}, {p(160, 2)}}, "160@2"},
+		{"after the restore a replay of the old epoch is dropped", [][]store.Op{{p(4000, 1)}, {del(5000, 1)}, {p(150, 2)}, {p(4000, 1)}}, "150@2"},
+		{"a tombstone of the new epoch drops that epoch's replay", [][]store.Op{{p(4000, 1)}, {del(5000, 1)}, {p(150, 2)}, {del(200, 2)}, {p(150, 2)}}, "absent"},
+		{"a delete of the new epoch passes an older tombstone and keeps its own epoch", [][]store.Op{{p(4000, 1)}, {del(5000, 1)}, {del(150, 2)}, {p(100, 2)}}, "absent"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

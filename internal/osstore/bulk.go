@@ -125,6 +125,7 @@ type itemResult struct {
 	status  int
 	errType string // error.type, e.g. version_conflict_engine_exception
 	reason  string // error.reason, with caused_by when there is one
+	version int64  // _version the op left: a delete's is its tombstone's; 0 when not answered
 }
 
 // outcome is what the writer does with an item's result.
@@ -194,6 +195,7 @@ func parseBulkResponse(body []byte, n int) ([]itemResult, error) {
 		var r itemResult
 		it.ForEach(func(_, v gjson.Result) bool {
 			r.status = int(v.Get("status").Int())
+			r.version = v.Get("_version").Int()
 			if e := v.Get("error"); e.Exists() {
 				r.errType, r.reason = errorCause(e)
 			}

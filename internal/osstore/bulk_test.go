@@ -85,8 +85,9 @@ func TestParseBulkResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []itemResult{
-		{status: 201},
-		{status: 404},
+		{status: 201, version: 42},
+		// A delete of a document that is not there still leaves a tombstone, and says its version.
+		{status: 404, version: 43},
 		{status: 409, errType: "version_conflict_engine_exception", reason: "[u4]: version conflict, current version [50] is higher than the one provided [42]"},
 		{status: 400, errType: "mapper_parsing_exception", reason: "failed to parse field [podIP] of type [ip] (caused by illegal_argument_exception: 'x' is not an IP string literal.)"},
 	}

@@ -10,7 +10,8 @@
 //     name running.
 //   - Writes (the indexer): Write applies store.Ops as _bulk index and delete operations with
 //     external versioning, retrying what OpenSearch cannot take now, applying the epoch rule to
-//     version conflicts and reporting what it will never accept by position (write.go); DeleteOlder
+//     version conflicts — with delete tombstones, whose epochs the writer remembers (tombstone.go) —
+//     and reporting what it will never accept by position (write.go); DeleteOlder
 //     and DeleteAll collect garbage after SYNC and PURGE markers (gc.go); the watermarks are loaded,
 //     saved and purged in the state index (progress.go).
 //   - Setup (the indexer, before it consumes): the index template, the state index, and rolls of

@@ -38,7 +38,7 @@ func (f *fakeEngine) bulk(_ context.Context, ops []*op) ([]itemResult, error) {
 func (f *fakeEngine) apply(o *op) itemResult {
 	r := f.Apply(osstoretest.Write{Delete: o.action == actionDelete, Index: o.index, ID: o.id, Doc: o.doc,
 		Versioned: o.versioned, Version: o.version, CAS: o.cas, SeqNo: o.seqNo, PrimaryTerm: o.primaryTerm})
-	return itemResult{status: r.Status, errType: r.ErrType, reason: r.Reason}
+	return itemResult{status: r.Status, errType: r.ErrType, reason: r.Reason, version: r.Version}
 }
 
 func (f *fakeEngine) storedVersions(_ context.Context, keys []docKey) (map[docKey]storedDoc, error) {

@@ -87,18 +87,20 @@ type writer struct {
 	healthy func(bool) // told whether OpenSearch answers
 
 	aliases map[string]bool // index names ensured in this process → is an alias
+	tombs   *tombstones     // the deletes written lately, for the epoch rule (tombstone.go)
 }
 
 func newWriter(docs docStore, m *metrics, log *slog.Logger) *writer {
 	return &writer{
 		docs: docs, metrics: m, log: log, healthy: func(bool) {}, backoff: defaultBackoff,
-		aliases: map[string]bool{},
+		aliases: map[string]bool{}, tombs: newTombstones(time.Now),
 	}
 }
 
 // write applies ops in order and returns those OpenSearch will never accept. It returns an error only
 // when ctx ends first, with some ops possibly unwritten.
 func (w *writer) write(ctx context.Context, ops []*op) ([]failure, error) {
+	w.tombs.expire()
 	var failed []failure
 	pending := ops
 	bo := w.backoff()
@@ -159,6 +161,7 @@ func (w *writer) apply(ctx context.Context, ops []*op, results []itemResult) (re
 		case outcomeDone:
 			settled[o.key()] = max(settled[o.key()], o.pos)
 			w.counted(o, r)
+			w.remember(o, r)
 		case outcomeConflict:
 			conflicts = append(conflicts, o)
 		case outcomeRetry:
@@ -191,6 +194,26 @@ func (w *writer) apply(ctx context.Context, ops []*op, results []itemResult) (re
 	return slices.Clip(kept), failed, nil
 }
 
+// remember keeps the epoch of a delete written (o is the event's op, r what OpenSearch answered),
+// for as long as its tombstone may refuse later ops; an index written forgets it.
+func (w *writer) remember(o *op, r itemResult) {
+	if o.action != actionDelete {
+		w.tombs.forget(o.key())
+		return
+	}
+	if r.errType != "" {
+		return // the index is not there, so neither is a tombstone
+	}
+	v := r.version
+	if v == 0 && o.versioned {
+		v = o.version // not answered (never seen from OpenSearch 2.x): external_gte wrote this one
+	}
+	if v == 0 {
+		return
+	}
+	w.tombs.add(o.key(), tombstone{epoch: o.epoch, rv: o.version, version: v})
+}
+
 func (w *writer) counted(o *op, r itemResult) {
 	if o.action == actionDelete {
 		w.metrics.deleted.WithLabelValues(o.index).Inc()
@@ -203,7 +226,11 @@ func (w *writer) counted(o *op, r itemResult) {
 // stored document's epoch and resourceVersion are read: if the op's event is newer — a newer epoch
 // whatever the resourceVersions say, or within the same epoch a higher resourceVersion than the
 // stored document holds — the op replaces the document with a compare-and-set on its _seq_no;
-// otherwise it is a replayed or late event, counted and dropped.
+// otherwise it is a replayed or late event, counted and dropped. A document not found was refused
+// by a delete's tombstone: it is judged by the epoch and resourceVersion of that delete when the
+// writer remembers it (tombstone.go), and a newer op is written at the tombstone's version, which
+// external_gte lets pass it and nothing written since; a tombstone not remembered is taken for a
+// newer delete, and the op for a replay.
 //
 // Why not "delete, then index with the event's version": the delete leaves a tombstone with the old,
 // higher version for index.gc_deletes (60 s), and external_gte compares against it, so the index
@@ -251,10 +278,20 @@ func (w *writer) resolve(ctx context.Context, conflicts []*op, settled map[docKe
 		return retry, nil, nil
 	}
 	var cas []*op
+	overTombstone := map[docKey]bool{}
 	for _, k := range keys {
 		o := newest[k]
 		s := stored[k]
+		ts, remembered := w.tombs.get(k)
 		switch {
+		case !s.found && remembered && o.newerThan(ts.epoch, ts.rv):
+			// A delete of an older epoch, or older within the epoch (a compare-and-set delete leaves
+			// a tombstone above its resourceVersion): the object came back, e.g. in the list of a
+			// member restored from an etcd snapshot.
+			c := *o
+			c.versioned, c.version = true, max(ts.version, o.version)
+			overTombstone[k] = true
+			cas = append(cas, &c)
 		case !s.found:
 			// Refused by the tombstone of a newer delete: the object is gone, and stays gone.
 			w.metrics.conflicts.WithLabelValues(o.index, "replay").Inc()
@@ -292,14 +329,23 @@ func (w *writer) resolve(ctx context.Context, conflicts []*op, settled map[docKe
 		case outcomeDone:
 			w.metrics.conflicts.WithLabelValues(c.index, "overwritten").Inc()
 			w.counted(c, r)
+			w.remember(orig, r)
 			settled[c.key()] = max(settled[c.key()], c.pos)
-			w.log.Debug("document of an older epoch or resourceVersion overwritten", "index", c.index, "uid", c.id,
-				"epoch", c.epoch, "resourceVersion", c.version)
+			w.log.Debug("document or tombstone of an older epoch or resourceVersion overwritten", "index", c.index, "uid", c.id,
+				"epoch", orig.epoch, "resourceVersion", orig.version, "tombstone", overTombstone[c.key()])
 		case outcomePermanent:
 			settled[c.key()] = max(settled[c.key()], c.pos)
 			failed = append(failed, failure{op: orig, err: r.errType + ": " + r.reason})
+		case outcomeConflict:
+			// Changed meanwhile: the original op meets the version check again. Over a tombstone that
+			// is not the one remembered (another writer deleted again, higher), whose epoch is
+			// unknown, the retry judges the op a replay rather than trying again for ever.
+			if overTombstone[c.key()] {
+				w.tombs.forget(c.key())
+			}
+			retry = append(retry, orig)
 		default:
-			// Changed meanwhile (409), or not taken now: the original op meets the version check again.
+			// Not taken now: the original op meets the version check again.
 			retry = append(retry, orig)
 		}
 	}

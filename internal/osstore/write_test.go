@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/kubesearch/kubesearch/internal/osstore/osstoretest"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/mappings"
 )
@@ -109,6 +111,50 @@ func TestEpochRule(t *testing.T) {
 			name:   "a replay after the delete does not resurrect the object",
 			before: []objEvent{idx("a", old, 10), del("a", old, 11)},
 			events: []objEvent{idx("a", old, 10)},
+			want:   map[string]string{"a": "deleted"}, replays: 1,
+		},
+		// A member restored from an etcd snapshot: the object deleted at 5000 comes back in the new
+		// epoch's list at 150 while the delete's tombstone (version 5000) still lives.
+		{
+			name:   "restored object: a newer epoch passes the tombstone of an older epoch's delete",
+			before: []objEvent{idx("a", old, 4000), del("a", old, 5000)},
+			events: []objEvent{idx("a", rebuilt, 150)},
+			want:   map[string]string{"a": "2000/150"}, overwrites: 1,
+		},
+		{
+			name:   "restored object: the delete and the new epoch's ADDED in one batch",
+			before: []objEvent{idx("a", old, 4000)},
+			events: []objEvent{del("a", old, 5000), idx("a", rebuilt, 150)},
+			want:   map[string]string{"a": "2000/150"}, overwrites: 1,
+		},
+		{
+			name:   "a replay of the deleting epoch stays deleted",
+			before: []objEvent{idx("a", old, 4000), del("a", old, 5000)},
+			events: []objEvent{idx("a", old, 4000)},
+			want:   map[string]string{"a": "deleted"}, replays: 1,
+		},
+		{
+			name:   "restored object: later events of the new epoch keep applying",
+			before: []objEvent{idx("a", old, 4000), del("a", old, 5000), idx("a", rebuilt, 150)},
+			events: []objEvent{idx("a", rebuilt, 160)},
+			want:   map[string]string{"a": "2000/160"}, overwrites: 1,
+		},
+		{
+			name:   "restored object: a replay of the old epoch is refused",
+			before: []objEvent{idx("a", old, 4000), del("a", old, 5000), idx("a", rebuilt, 150)},
+			events: []objEvent{idx("a", old, 4000)},
+			want:   map[string]string{"a": "2000/150"}, replays: 1,
+		},
+		{
+			name:   "a tombstone of the new epoch refuses that epoch's replay",
+			before: []objEvent{idx("a", old, 4000), del("a", old, 5000), idx("a", rebuilt, 150), del("a", rebuilt, 200)},
+			events: []objEvent{idx("a", rebuilt, 150)},
+			want:   map[string]string{"a": "deleted"}, replays: 1,
+		},
+		{
+			name:   "a delete of the new epoch passes an older tombstone and keeps its own epoch",
+			before: []objEvent{idx("a", old, 4000), del("a", old, 5000), del("a", rebuilt, 150)},
+			events: []objEvent{idx("a", rebuilt, 100)},
 			want:   map[string]string{"a": "deleted"}, replays: 1,
 		},
 		{
@@ -361,5 +407,90 @@ func TestWriteReportsFailuresByPosition(t *testing.T) {
 	}
 	if got := f.state("team1-kubernetes-pod", "gone"); got != "deleted" {
 		t.Errorf("gone: %s", got)
+	}
+}
+
+// TestEpochRuleTombstoneMemory: the epoch of a delete is the writer's memory, not OpenSearch's. A
+// tombstone the writer does not remember (written before a restart, or by another indexer) or no
+// longer remembers is judged as a newer delete: the op is a replay, as before the memory existed.
+func TestEpochRuleTombstoneMemory(t *testing.T) {
+	f := newFakeEngine()
+	w, m := testWriter(f)
+	now := time.Now()
+	w.tombs.now = func() time.Time { return now }
+	// A delete from before this writer: OpenSearch has the tombstone, the writer no memory of it.
+	f.apply(ops(del("before", 1, 5000))[0])
+	if _, err := w.write(t.Context(), ops(idx("a", 1, 4000), del("a", 1, 5000))); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(tombstoneMemory + time.Second)
+	if _, err := w.write(t.Context(), ops(idx("before", 2, 150), idx("a", 2, 150))); err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []string{"before", "a"} {
+		if got := f.state(testIndex, uid); got != "deleted" {
+			t.Errorf("%s: got %s, want deleted", uid, got)
+		}
+	}
+	if got := testutil.ToFloat64(m.conflicts.WithLabelValues(testIndex, "replay")); got != 2 {
+		t.Errorf("replays counted: got %v, want 2", got)
+	}
+	if len(w.tombs.byKey) != 0 || len(w.tombs.order) != 0 {
+		t.Errorf("expired tombstones still remembered: %v", w.tombs.byKey)
+	}
+}
+
+// TestEpochRuleTombstoneReplaced: a tombstone that is not the one remembered (another writer
+// deleted the object again, higher) refuses the write over it; the op is then a replay, not
+// retried for ever.
+func TestEpochRuleTombstoneReplaced(t *testing.T) {
+	f := newFakeEngine()
+	w, m := testWriter(f)
+	if _, err := w.write(t.Context(), ops(idx("a", 1, 4000), del("a", 1, 5000))); err != nil {
+		t.Fatal(err)
+	}
+	f.apply(ops(del("a", 1, 6000))[0])
+	if _, err := w.write(t.Context(), ops(idx("a", 2, 150))); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.state(testIndex, "a"); got != "deleted" {
+		t.Errorf("got %s, want deleted", got)
+	}
+	if got := testutil.ToFloat64(m.conflicts.WithLabelValues(testIndex, "replay")); got != 1 {
+		t.Errorf("replays counted: got %v, want 1", got)
+	}
+}
+
+// TestStoreWriteRestoredObject is the restore through the store's HTTP calls, against the fake
+// OpenSearch: a _bulk item's _version is the tombstone's the writer remembers.
+func TestStoreWriteRestoredObject(t *testing.T) {
+	f := osstoretest.New()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	s, err := New(Options{Addresses: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	write := func(o store.Op) {
+		t.Helper()
+		if failed, err := s.Write(t.Context(), []store.Op{o}); err != nil || len(failed) > 0 {
+			t.Fatalf("write: failed %v, err %v", failed, err)
+		}
+	}
+	doc := func(epoch, rv int64) []byte { return fmt.Appendf(nil, `{"epoch":%d,"resourceVersion":%d}`, epoch, rv) }
+	write(store.Op{Kind: "Pod", UID: "u", Doc: doc(1, 4000), Epoch: 1, Version: 4000, Versioned: true})
+	write(store.Op{Delete: true, Kind: "Pod", UID: "u", Epoch: 1, Version: 5000, Versioned: true})
+	write(store.Op{Kind: "Pod", UID: "u", Doc: doc(1, 4000), Epoch: 1, Version: 4000, Versioned: true})
+	if got := f.Engine.State(testIndex, "u"); got != "deleted" {
+		t.Fatalf("replay of the deleting epoch: got %s, want deleted", got)
+	}
+	write(store.Op{Kind: "Pod", UID: "u", Doc: doc(2, 150), Epoch: 2, Version: 150, Versioned: true})
+	if got := f.Engine.State(testIndex, "u"); got != "2/150" {
+		t.Errorf("restored object: got %s, want 2/150", got)
+	}
+	write(store.Op{Kind: "Pod", UID: "u", Doc: doc(2, 160), Epoch: 2, Version: 160, Versioned: true})
+	if got := f.Engine.State(testIndex, "u"); got != "2/160" {
+		t.Errorf("its next change: got %s, want 2/160", got)
 	}
 }

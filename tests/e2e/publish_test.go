@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/tidwall/gjson"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -26,12 +27,15 @@ import (
 )
 
 // A topic whose max.message.bytes (64 KiB) is far below the collector's flag (2 MiB), and a ConfigMap
-// larger than that: the collector learns the topic's limit, dead-letters that ConfigMap's event under
-// its key in <topic>.dlq, counts it, and goes on publishing — the ConfigMap just under the limit, and
-// a change made afterwards, arrive. A Secret over the limit even when redacted (its size in the names
-// of its data keys, which redaction keeps) is dead-lettered the same way, and neither its value nor a
-// published Secret's is anywhere in the topic, the dead-letter topic or the collector's log.
-func TestCollectorDeadLettersEventsOverTheTopicLimit(t *testing.T) {
+// larger than that: the collector learns the topic's limit, publishes that ConfigMap without its data
+// (annotated kubesearch.io/truncated), counts it, and goes on publishing — the ConfigMap just under
+// the limit, and a change made afterwards, arrive whole; the large ConfigMap's deletion arrives too.
+// A ConfigMap whose annotations alone are over the limit is published as a DELETED without object
+// and dead-lettered under its key in <topic>.dlq. A Secret over the limit even when redacted (its
+// size in the names of its data keys, which redaction keeps) is published with the keys that fit,
+// and neither its value nor a published Secret's is anywhere in the topic, the dead-letter topic or
+// the collector's log.
+func TestCollectorTruncatesEventsOverTheTopicLimit(t *testing.T) {
 	const topicLimit = 64 << 10
 	env := testbed.Get(t)
 	cluster := env.Clusters[0]
@@ -48,8 +52,11 @@ func TestCollectorDeadLettersEventsOverTheTopicLimit(t *testing.T) {
 	// broker's MESSAGE_TOO_LARGE. Sizes are the data's; the event adds about 1 KiB.
 	random := make([]byte, 75<<10)
 	_, _ = rand.Read(random)
+	hugeMetadata := configMap("huge-metadata", "m")
+	hugeMetadata.Annotations = map[string]string{"example.com/notes": strings.Repeat("n", 70<<10)}
 	for _, cm := range []*corev1.ConfigMap{
 		configMap("small", "s"), configMap("huge", base64.StdEncoding.EncodeToString(random)), configMap("just-under", strings.Repeat("x", topicLimit-3<<10)),
+		hugeMetadata,
 	} {
 		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -113,9 +120,21 @@ spec:
 	if named(evs, envelope.Added, "small-secret") == nil {
 		t.Error("the small Secret was not published")
 	}
-	if named(evs, envelope.Added, "huge-secret") != nil {
-		t.Error("the Secret over the topic's limit was published")
+	truncated := func(ev *envelope.Event, fields string) {
+		t.Helper()
+		if ev == nil {
+			t.Error("not published")
+			return
+		}
+		ann := gjson.GetBytes(ev.Object, "metadata.annotations")
+		if ann.Get(`kubesearch\.io/truncated`).Str != "true" || !strings.HasPrefix(ann.Get(`kubesearch\.io/truncated-fields`).Str, fields) {
+			t.Errorf("%s published without the truncation annotations: %s", ev.Name, ann.Raw)
+		}
+		if len(ev.Object) > topicLimit {
+			t.Errorf("%s published with a %d-byte object", ev.Name, len(ev.Object))
+		}
 	}
+	truncated(named(evs, envelope.Added, "huge-secret"), "data.")
 	if named(evs, envelope.Added, "small") == nil {
 		t.Error("the small ConfigMap was not published")
 	}
@@ -124,29 +143,37 @@ spec:
 	} else if n := len(ev.Object); n < topicLimit-4<<10 {
 		t.Errorf("the ConfigMap just under the limit is %d bytes, not near %d: the test data is wrong", n, topicLimit)
 	}
-	if named(evs, envelope.Added, "huge") != nil {
-		t.Error("the ConfigMap over the topic's limit was published")
+	truncated(named(evs, envelope.Added, "huge"), "data")
+	if named(evs, envelope.Added, "huge-metadata") != nil {
+		t.Error("the ConfigMap whose metadata is over the topic's limit was published as ADDED")
+	}
+	if ev := named(evs, envelope.Deleted, "huge-metadata"); ev == nil || len(ev.Object) != 0 {
+		t.Error("the ConfigMap whose metadata is over the topic's limit was not published as a DELETED without object")
 	}
 
-	// The stream goes on after the drop.
+	// The stream goes on, and the large ConfigMap's deletion lands.
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), configMap("later", "l"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	log.waitFor(t, "the ConfigMap created after the drop", 30*time.Second, func(evs []*envelope.Event) bool {
-		return named(evs, envelope.Added, "later") != nil
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(t.Context(), "huge", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	evs = log.waitFor(t, "the ConfigMap created after the truncation, and the large one's deletion", 30*time.Second, func(evs []*envelope.Event) bool {
+		return named(evs, envelope.Added, "later") != nil && named(evs, envelope.Deleted, "huge") != nil
 	})
+	truncated(named(evs, envelope.Deleted, "huge"), "data")
 
 	letters := readDeadLetters(t, env.KafkaBrokers, topic+".dlq")
-	var found, foundSecret bool
+	var found bool
 	for _, m := range letters {
 		h := map[string]string{}
 		for _, x := range m.Headers {
 			h[x.Key] = string(x.Value)
 		}
-		if h["kubesearch-dlq-name"] == "huge-secret" {
-			foundSecret = h["kubesearch-dlq-reason"] == "message-too-large"
+		if h["kubesearch-dlq-name"] == "huge-secret" || h["kubesearch-dlq-name"] == "huge" {
+			t.Errorf("a dead letter for %s, which was published truncated", h["kubesearch-dlq-name"])
 		}
-		if h["kubesearch-dlq-name"] != "huge" {
+		if h["kubesearch-dlq-name"] != "huge-metadata" {
 			continue
 		}
 		found = true
@@ -158,10 +185,7 @@ spec:
 		}
 	}
 	if !found {
-		t.Fatalf("no dead letter for the huge ConfigMap in %s.dlq (%d letters)", topic, len(letters))
-	}
-	if !foundSecret {
-		t.Errorf("no message-too-large dead letter for the huge Secret in %s.dlq", topic)
+		t.Fatalf("no dead letter for the ConfigMap of huge metadata in %s.dlq (%d letters)", topic, len(letters))
 	}
 	// Every byte of the topic and the dead-letter topic (keys, headers, values), and the log.
 	var all []stream.Message
@@ -191,11 +215,18 @@ spec:
 	}
 
 	metrics := httpGet(t, base+"/metrics")
-	if n := metricSum(metrics, "kubesearch_collector_oversized_events_total"); n != 2 {
-		t.Errorf("oversized events counted %v, want 2 (the huge ConfigMap and Secret)", n)
+	// The huge ConfigMap's ADDED and DELETED, the huge Secret's ADDED, the ADDED of huge metadata.
+	if n := metricSum(metrics, "kubesearch_collector_oversized_events_total"); n != 4 {
+		t.Errorf("oversized events counted %v, want 4", n)
 	}
-	if !strings.Contains(metrics, fmt.Sprintf(`kubesearch_collector_oversized_events_total{cluster=%q,resource="configmaps"} 1`, cluster)) {
-		t.Errorf("oversized events not counted by cluster and resource:\n%s", metricText(metrics, "kubesearch_collector_oversized_events_total"))
+	for _, want := range []string{
+		fmt.Sprintf(`kubesearch_collector_oversized_events_total{cluster=%q,outcome="truncated",resource="configmaps"} 2`, cluster),
+		fmt.Sprintf(`kubesearch_collector_oversized_events_total{cluster=%q,outcome="deleted",resource="configmaps"} 1`, cluster),
+		fmt.Sprintf(`kubesearch_collector_oversized_events_total{cluster=%q,outcome="truncated",resource="secrets"} 1`, cluster),
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("no %s in the metrics", want)
+		}
 	}
 	if out := collector.output(); !strings.Contains(out, "topicLimit=65536") && !strings.Contains(out, `"topicLimit":65536`) {
 		t.Errorf("the collector did not log the topic's lower limit")

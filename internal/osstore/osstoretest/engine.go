@@ -16,8 +16,12 @@ import (
 
 // Engine keeps documents as OpenSearch's engine does for what the indexer relies on: external_gte
 // versions compared with live documents and with delete tombstones alike (tombstones never expire
-// here, as within index.gc_deletes), internal versioning, and compare-and-set on _seq_no. Documents
-// are kept under the name they were written to. It is safe for concurrent use.
+// here, as within index.gc_deletes), internal versioning (a tombstone's version + 1 over one), and
+// compare-and-set on _seq_no, which a tombstone never matches. As in OpenSearch a tombstone keeps
+// its version only, never a source, so nothing read back tells the epoch of the delete; _mget
+// answers found: false for it, and a _bulk item carries the _version a write left (a delete's, even
+// answered 404). Documents are kept under the name they were written to. It is safe for concurrent
+// use.
 type Engine struct {
 	mu    sync.Mutex
 	docs  map[key]*doc
@@ -56,6 +60,9 @@ type Result struct {
 	Status  int
 	ErrType string
 	Reason  string
+	// Version is the _version the write left (the document's, or a delete's tombstone's); 0 when
+	// it was refused.
+	Version int64
 }
 
 // Apply applies one write.
@@ -88,15 +95,15 @@ func (e *Engine) Apply(w Write) Result {
 		missing := cur == nil || cur.deleted
 		e.docs[k] = &doc{version: next, deleted: true, seqNo: e.seqNo, primaryTerm: 1}
 		if missing {
-			return Result{Status: 404}
+			return Result{Status: 404, Version: next}
 		}
-		return Result{Status: 200}
+		return Result{Status: 200, Version: next}
 	}
 	e.docs[k] = &doc{version: next, seqNo: e.seqNo, primaryTerm: 1, source: w.Doc}
 	if cur == nil || cur.deleted {
-		return Result{Status: 201}
+		return Result{Status: 201, Version: next}
 	}
-	return Result{Status: 200}
+	return Result{Status: 200, Version: next}
 }
 
 // Stored is a live document.

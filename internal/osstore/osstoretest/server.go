@@ -193,6 +193,8 @@ func (f *Server) bulk(body []byte) map[string]any {
 		item := map[string]any{"_index": w.Index, "_id": w.ID, "status": r.Status}
 		if r.ErrType != "" {
 			item["error"] = map[string]any{"type": r.ErrType, "reason": r.Reason}
+		} else {
+			item["_version"] = r.Version
 		}
 		items = append(items, map[string]any{act: item})
 	}

@@ -574,6 +574,23 @@ func writeCases() []Case {
 			r.write(envelope.Deleted, d)
 			r.expectStored("after the delete", l, nil)
 		}},
+		{"an object restored in a newer epoch passes its delete's tombstone", func(r *R) {
+			// A member restored from an etcd snapshot lists, in a new epoch and at a lower
+			// resourceVersion, an object deleted within index.gc_deletes before the restore.
+			l := r.c.lease("prod-eu", "lease-restored", "node-2", modified)
+			r.write(envelope.Added, l)
+			d := l.clone()
+			d.ResourceVersion = r.c.rv("prod-eu")
+			r.write(envelope.Deleted, d)
+			r.writeRaw("a replay of the deleting epoch's ADDED", envelope.Added, l)
+			r.expectStored("after the replay", l, nil)
+			back := l.clone()
+			back.Epoch, back.ResourceVersion = Epoch+1, "2"
+			r.write(envelope.Added, back)
+			r.expectStored("after the restored member's list", back, back)
+			r.writeRaw("a replay of the old epoch after the restore", envelope.Added, l)
+			r.expectStored("after the late replay", back, back)
+		}},
 		{"unversioned writes replace whatever is stored", func(r *R) {
 			u := r.c.lease("prod-eu", "lease-unversioned", "node-3", modified)
 			u.ResourceVersion = "x7"
