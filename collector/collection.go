@@ -234,6 +234,10 @@ func (lw *listWatch) path() []string {
 }
 
 func (lw *listWatch) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+	if err := lw.wentBack(ctx, options.ResourceVersion); err != nil {
+		lw.c.status.failed(fmt.Errorf("watch %s: %w", lw.c.scope.gvr.Resource, err))
+		return nil, err
+	}
 	w, err := lw.resource().Watch(ctx, options)
 	if err != nil {
 		lw.c.status.failed(fmt.Errorf("watch %s: %w", lw.c.scope.gvr.Resource, err))
@@ -241,6 +245,32 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, options metav1.ListOp
 	}
 	lw.c.status.running()
 	return w, nil
+}
+
+// wentBack answers 410 Gone when the member's resourceVersion is below the one a watch would start
+// from: its etcd was restored from a backup without --bump-revision, or the cluster rebuilt.
+// kube-apiserver accepts a watch from a resourceVersion it has not reached and sends nothing until its
+// counter passes it, so every change until then would be skipped without a word. The 410 makes the
+// reflector list again: a new epoch in the member's new numbering, which the epoch rule carries
+// through the index and the watch caches. Asking costs a consistent list of one object per watch
+// the reflector starts (every few minutes per collection); when it fails the watch goes ahead and
+// meets the same trouble itself.
+func (lw *listWatch) wentBack(ctx context.Context, from string) error {
+	seen, err := strconv.ParseInt(from, 10, 64)
+	if err != nil || seen <= 0 {
+		return nil
+	}
+	page, err := lw.c.raw.Get().AbsPath(lw.path()...).Param("limit", "1").DoRaw(ctx)
+	if err != nil {
+		return nil
+	}
+	now, err := strconv.ParseInt(gjson.GetBytes(page, "metadata.resourceVersion").String(), 10, 64)
+	if err != nil || now >= seen {
+		return nil
+	}
+	lw.c.log.Warn("the member's resourceVersions went back (etcd restored or the cluster rebuilt): listing again",
+		"cluster", lw.c.scope.cluster, "gvr", lw.c.scope.gvr.String(), "namespace", lw.c.scope.namespace, "seen", seen, "now", now)
+	return apierrors.NewResourceExpired(fmt.Sprintf("the member is at resourceVersion %d, below the %d already seen: its etcd was restored or the cluster rebuilt", now, seen))
 }
 
 // statusError is the member's own Status when a raw request failed with one: the discovery client

@@ -1,0 +1,71 @@
+package collector
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubesearch/kubesearch/internal/registry"
+)
+
+// TestWatchFromAPositionTheMemberHasNotReached: kube-apiserver accepts a watch from a
+// resourceVersion it has not reached (a member whose etcd was restored from a backup) and sends
+// nothing until its counter passes it; the collector asks first and answers 410, so the reflector
+// lists again in the member's new numbering instead of skipping every change until then.
+func TestWatchFromAPositionTheMemberHasNotReached(t *testing.T) {
+	var memberRV atomic.Int64
+	var watches atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/namespaces/shop/configmaps" {
+			http.NotFound(w, r)
+			return
+		}
+		if r.URL.Query().Get("watch") != "" {
+			watches.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK) // a watch that sends nothing, as kube-apiserver's does
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"%d"},"items":[]}`, memberRV.Load())
+	}))
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &collection{
+		scope:  scope{cluster: "member1", gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespace: "shop"},
+		client: dynamic.NewForConfigOrDie(cfg), raw: disc.RESTClient(), log: slog.New(slog.DiscardHandler),
+		status: newStatusEntry(registry.ResourceStatus{}, nil),
+	}
+	lw := &listWatch{c: c}
+
+	memberRV.Store(150) // restored: below the 5000 the reflector saw
+	if _, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "5000"}); !apierrors.IsResourceExpired(err) {
+		t.Errorf("watch from 5000 of a member at 150: %v, want 410 Expired", err)
+	}
+	if watches.Load() != 0 {
+		t.Error("the watch was started anyway")
+	}
+	memberRV.Store(5200) // the ordinary case: the member is at or past the position
+	w, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "5000"})
+	if err != nil {
+		t.Fatalf("watch from 5000 of a member at 5200: %v", err)
+	}
+	w.Stop()
+	if watches.Load() != 1 {
+		t.Errorf("%d watches started, want 1", watches.Load())
+	}
+}
