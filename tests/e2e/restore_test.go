@@ -104,7 +104,9 @@ func testMemberRestored(t *testing.T, env *testbed.Env, f fleet, p *queryPipelin
 	oldRV := held.GetResourceVersion()
 	// A watch open across the restore, from the position the informer also holds.
 	open := make(chan []watchEvent, 1)
-	go func() { open <- readWatch(t, p.base+view+"/api/v1/namespaces/"+f.shop+"/configmaps?watch=1&resourceVersion="+oldRV, 4*time.Minute) }()
+	go func() {
+		open <- readWatch(t, p.base+view+"/api/v1/namespaces/"+f.shop+"/configmaps?watch=1&resourceVersion="+oldRV, 4*time.Minute)
+	}()
 
 	env.RestoreEtcd(t, "member1", backup)
 	if rv := memberRV(); rv >= mustInt(t, oldRV) {
