@@ -292,14 +292,17 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 		for _, w := range warnings {
 			c.Writer.Header().Add("Warning", warningHeader(w))
 		}
-		q.Versions = true
+		q.Versions = s.cache == nil // else cover finds the position
+		s.cover(c.Request.Context(), res, vec, s.listingClusters(res, clusters))
 	}
 	page, ok := s.searchOrFail(c, q)
 	if !ok {
 		return
 	}
-	if q.Versions {
-		vec.raise(page.Versions, s.listingClusters(res, clusters))
+	if vec != nil {
+		if q.Versions {
+			vec.raise(page.Versions, s.listingClusters(res, clusters))
+		}
 		rv = vec.encode(r.view)
 		q.Versions = false
 	}
@@ -606,11 +609,11 @@ func parseRV(s string, vw view) (rvVector, error) {
 }
 
 // raise lifts the vector's members to the newest resourceVersions a snapshot shows of them (a
-// page's Versions). A watermark moves only once its events are stored and searchable, after the
-// documents themselves; a LIST's resourceVersion taken from the watermarks alone would make a
-// watch from it repeat the events the list already showed. Members re-listing are left out: a
-// re-list writes objects in key order, not resourceVersion order, so the newest shown says
-// nothing of the older ones still to come.
+// page's Versions), for a query API without a watch cache: no watch can then resume from the
+// position, and a LIST's resourceVersion is no older than what it showed. With one, cover finds
+// a position a watch can resume from (the newest resourceVersion shown may be above an event not
+// yet searchable). Members re-listing are left out: a re-list writes objects in key order, not
+// resourceVersion order, so the newest shown says nothing of the older ones still to come.
 func (v rvVector) raise(shown map[string]int64, listing map[string]bool) {
 	for c, rv := range shown {
 		if cur, ok := v[c]; ok && rv > cur && !listing[c] {

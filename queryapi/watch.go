@@ -380,7 +380,9 @@ func (w *watcher) positions() map[store.Pair]int64 {
 // snapshot, as a LIST would.
 func (w *watcher) initialEvents(ctx context.Context) error {
 	q := *w.q
-	q.Limit, q.Versions, q.Drain = query.MaxLimit, true, true
+	q.Limit, q.Drain = query.MaxLimit, true
+	w.s.cover(ctx, w.res, w.pos, w.s.listingClusters(w.res, w.clusters))
+	w.from = maps.Clone(w.pos)
 	for {
 		sctx, cancel := context.WithTimeout(ctx, w.s.opts.RequestTimeout)
 		page, err := w.s.store.Search(sctx, &q)
@@ -388,11 +390,6 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if q.Versions {
-			w.pos.raise(page.Versions, w.s.listingClusters(w.res, w.clusters)) // the snapshot's (see rvVector.raise)
-			w.from = maps.Clone(w.pos)
-		}
-		q.Versions = false
 		for _, it := range page.Items {
 			cl := clusterOf(it)
 			rv, _ := strconv.ParseInt(gjson.GetBytes(it, "metadata.resourceVersion").Str, 10, 64)

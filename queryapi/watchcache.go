@@ -795,3 +795,25 @@ func groupResourceOf(p store.Pair) string {
 	}
 	return p.Resource + "." + p.Group
 }
+
+// eventsAfter are the pair's events above rv that the window holds, at most max, oldest first (in
+// resourceVersion order). ok is false when that cannot be the whole story: the window's floor is
+// above rv (events after it were dropped), a list is in progress (its events come in key order)
+// or began before the window, or the member went back.
+func (c *watchCache) eventsAfter(p store.Pair, rv int64, limit int) (evs []*cacheEvent, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready || c.floor[p] > rv || c.truncated[p] || len(c.relisting[p]) > 0 || c.renumbered[p] != nil {
+		return nil, false
+	}
+	for _, e := range c.win.since(p, 0) {
+		if e.rv <= rv || e.relisting() {
+			continue
+		}
+		if len(evs) == limit {
+			break
+		}
+		evs = append(evs, e)
+	}
+	return evs, true
+}

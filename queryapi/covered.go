@@ -1,0 +1,106 @@
+package queryapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
+)
+
+// maxCoverEvents bounds the events one LIST checks against the index: a prefix of them still
+// gives a position (up to where the prefix is covered).
+const maxCoverEvents = 1000
+
+// cover lifts vec's members — the index's watermarks, below which everything the stream carried is
+// searchable — as far as the index shows every later event the watch cache holds of them: the
+// position a LIST reports is one a watch can resume from without a gap. The newest resourceVersion
+// a snapshot shows would claim more than that when writes become visible out of order: shards
+// refresh on their own, and a `_bulk` item retried after a later one succeeded (429, a conflict
+// resolved in a second pass). Searchability only grows, so what this finds covered before the
+// LIST's search is covered in the search's snapshot too; the snapshot may show newer states, which a
+// watch from the position sends again (a repeat, never a gap). Without a watch cache there are no
+// watches to miss anything: the watermarks stand.
+func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listing map[string]bool) {
+	if s.cache == nil {
+		return
+	}
+	type pending struct {
+		cluster string
+		events  []*cacheEvent
+	}
+	var todo []pending
+	names := map[string]bool{}
+	budget := maxCoverEvents
+	for cl, wm := range vec {
+		if listing[cl] || budget == 0 {
+			continue
+		}
+		evs, ok := s.cache.eventsAfter(store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource}, wm, budget)
+		if !ok || len(evs) == 0 {
+			continue
+		}
+		budget -= len(evs)
+		todo = append(todo, pending{cl, evs})
+		for _, e := range evs {
+			names[gjson.GetBytes(e.obj, "metadata.name").Str] = true
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	q := &query.Query{Resources: []query.Resource{{Resource: res.Resource, Group: res.Group}}, MetadataOnly: true,
+		Limit: query.MaxLimit, Now: time.Now()}
+	for _, p := range todo {
+		q.Clusters = append(q.Clusters, p.cluster)
+	}
+	for n := range names {
+		q.Names = append(q.Names, n)
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
+	defer cancel()
+	page, err := s.store.Search(sctx, q)
+	if err != nil {
+		s.log.Debug("a LIST's position stays at the watermarks: the index could not be asked what it shows", "err", err)
+		return
+	}
+	if page.Continue != "" {
+		s.store.Release(ctx, page.Continue) // more objects of those names than one page: not judged
+		return
+	}
+	shown := map[string]int64{} // cluster/uid → resourceVersion searchable now
+	for _, it := range page.Items {
+		m := gjson.GetManyBytes(it, "metadata.uid", "metadata.resourceVersion")
+		shown[clusterOf(it)+"/"+m[0].Str] = m[1].Int()
+	}
+	for _, p := range todo {
+		vec[p.cluster] = max(vec[p.cluster], coveredPrefix(p.cluster, p.events, shown))
+	}
+}
+
+// coveredPrefix is the resourceVersion of the last event of a prefix of evs (oldest first) whose
+// every event the index shows — the object at that state or a newer one, or gone when the event, or
+// a later one of the stream, is its deletion; 0 when the first is not shown.
+func coveredPrefix(cluster string, evs []*cacheEvent, shown map[string]int64) int64 {
+	deletedAt := map[string]int64{}
+	for _, e := range evs {
+		if e.typ == watch.Deleted {
+			deletedAt[e.uid] = e.rv
+		}
+	}
+	var at int64
+	for _, e := range evs {
+		rv, present := shown[cluster+"/"+e.uid]
+		switch {
+		case present && rv >= e.rv:
+		case !present && deletedAt[e.uid] >= e.rv:
+		default:
+			return at
+		}
+		at = e.rv
+	}
+	return at
+}
