@@ -212,14 +212,15 @@ type queryPipeline struct {
 	base               string // the query API
 }
 
-func startQueryPipeline(t *testing.T, env *testbed.Env, registries string) *queryPipeline {
+func startQueryPipeline(t *testing.T, env *testbed.Env, registries string, indexerArgs ...string) *queryPipeline {
 	t.Helper()
 	p := &queryPipeline{env: env, registries: registries, topic: uniqueName("query"), prefix: uniqueName("qe2e")}
 	tailTopic(t, env.KafkaBrokers, p.topic) // creates the topic
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p.indexer = startProcess(t, "indexer", "indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
-		"--topic", p.topic, "--group", p.topic+"-indexer", "--opensearch-addresses", env.OpenSearchURL,
-		"--index-prefix", p.prefix, "--listen", addr, "--batch-interval", "100ms", "--watermark-interval", "500ms")
+	args := append([]string{"indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
+		"--topic", p.topic, "--group", p.topic + "-indexer", "--opensearch-addresses", env.OpenSearchURL,
+		"--index-prefix", p.prefix, "--listen", addr, "--batch-interval", "100ms", "--watermark-interval", "500ms"}, indexerArgs...)
+	p.indexer = startProcess(t, "indexer", args...)
 	waitHTTP(t, "http://"+addr+"/readyz", 2*time.Minute)
 	var collectorBase string
 	p.collector, collectorBase = startCollector(t, env, registries, p.topic, "--page-size", "500")
