@@ -173,14 +173,19 @@ func (s *Server) visibleClusters(subj subject) []string {
 // nonResourceURLs grants the path may read it.
 func authorizeURL(c *gin.Context) {
 	subj := subjectOf(c)
-	// The rule first: it asks no member, and a scraper it grants must not wait for reviews.
-	if (subj.policy != nil && subj.policy.AllowedURL(subj.user, c.Request.URL.Path)) || subj.scope(authz.VerbGet, &query.Query{}) == nil {
+	if subj.mayGetURL(c.Request.URL.Path) {
 		c.Next()
 		return
 	}
 	writeStatus(c, http.StatusForbidden, metav1.StatusReasonForbidden,
 		fmt.Sprintf("forbidden: User %q cannot get path %q", subj.user.Name, c.Request.URL.Path), nil)
 	c.Abort()
+}
+
+// mayGetURL says whether the subject may get an operational path (see authorizeURL).
+func (s subject) mayGetURL(path string) bool {
+	// The rule first: it asks no member, and a scraper it grants must not wait for reviews.
+	return (s.policy != nil && s.policy.AllowedURL(s.user, path)) || s.scope(authz.VerbGet, &query.Query{}) == nil
 }
 
 // forbidden answers 403 like a kube-apiserver: what was asked, and that this subject may not.

@@ -69,6 +69,11 @@ func (s *Server) facade(c *gin.Context) {
 		writeStatusObject(c, errStatus)
 		return
 	}
+	review := s.selfReview(r)
+	if c.Request.Method == http.MethodPost && review != nil {
+		review(c, r)
+		return
+	}
 	if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
 		writeStatus(c, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			fmt.Sprintf("%s is not allowed: kubesearch serves a read-only copy of the fleet; change objects in their member cluster", c.Request.Method), nil)

@@ -287,6 +287,39 @@ func TestSecurity(t *testing.T) {
 		}
 	})
 
+	t.Run("kubectl auth can-i and whoami answer the subject's reads, and no writes", func(t *testing.T) {
+		k := facadeKubectlAs(t, env, base, caFile, "alice-token-"+suffix)
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"list", "configmaps", "-n", nsA}, "yes"},
+			{[]string{"watch", "deployments.apps", "-n", nsA}, "yes"},
+			{[]string{"list", "configmaps", "-n", nsB}, "no"},
+			{[]string{"get", "pods", "-n", nsA}, "no"},
+			{[]string{"delete", "configmaps", "-n", nsA}, "no - kubesearch serves a read-only copy of the fleet; change objects in their member cluster"},
+			{[]string{"--server", base + "/clusters/" + members[1], "list", "configmaps", "-n", nsA}, "no"},
+		} {
+			// can-i exits 1 for "no": the answer is what it prints.
+			out, _ := k.run(t.Context(), append([]string{"auth", "can-i"}, c.args...)...)
+			if got := strings.TrimSpace(out); got != c.want {
+				t.Errorf("kubectl auth can-i %s as alice: %q, want %q", strings.Join(c.args, " "), got, c.want)
+			}
+		}
+		list := k.mustRun(t, "auth", "can-i", "--list", "-n", nsA)
+		if !strings.Contains(list, "configmaps ") || !strings.Contains(list, "[get list watch]") || strings.Contains(list, "pods") {
+			t.Errorf("kubectl auth can-i --list -n %s as alice:\n%s", nsA, list)
+		}
+		who := k.mustRun(t, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}")
+		if who != "alice" {
+			t.Errorf("kubectl auth whoami: %q, want alice", who)
+		}
+		root := facadeKubectlAs(t, env, base, caFile, "admin-token-"+suffix)
+		if out, _ := root.run(t.Context(), "auth", "can-i", "create", "deployments.apps", "-n", nsA); !strings.HasPrefix(out, "no - kubesearch serves a read-only copy") {
+			t.Errorf("kubectl auth can-i create as root on a read-only facade: %q, want no", out)
+		}
+	})
+
 	t.Run("kubectl in every view", func(t *testing.T) {
 		k := facadeKubectlAs(t, env, base, caFile, "alice-token-"+suffix)
 		if got := rows(k.mustRun(t, "get", "configmaps", "-A", "--no-headers")); len(got) != 3 {
