@@ -74,7 +74,10 @@ func (s *Server) facade(c *gin.Context) {
 		review(c, r)
 		return
 	}
-	if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
+	// A subresource (exec, attach, portforward, log, eviction) is not served whatever the method:
+	// kubectl exec falls back from a WebSocket GET to a SPDY POST, and the second answer must be
+	// the first's "not served, ask the member", not the write refusal.
+	if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead && r.sub == "" {
 		writeStatus(c, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			fmt.Sprintf("%s is not allowed: kubesearch serves a read-only copy of the fleet; change objects in their member cluster", c.Request.Method), nil)
 		return

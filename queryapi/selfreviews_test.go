@@ -119,3 +119,19 @@ func TestSelfSubjectRulesReviewAndWhoami(t *testing.T) {
 		t.Errorf("whoami: %d %s", code, body)
 	}
 }
+
+// TestSubresourcesNotServedWhateverTheMethod: kubectl exec, attach, cp and port-forward get the
+// subresource's "not served, ask the member" for their SPDY POST too, not the write refusal.
+func TestSubresourcesNotServedWhateverTheMethod(t *testing.T) {
+	url, _ := tenantWorld(t, true, tenantPolicy)
+	for _, sub := range []string{"exec", "attach", "portforward", "eviction"} {
+		code, body := postJSON(t, url+"/clusters/member1/api/v1/namespaces/shop/pods/web-1/"+sub, "admin-token", map[string]any{})
+		if code != http.StatusNotFound || !bytes.Contains(body, []byte("ask the member cluster")) {
+			t.Errorf("POST pods/web-1/%s: %d %s, want 404 saying it is not served", sub, code, body)
+		}
+	}
+	// A subject that may not read the pods gets 403, as for a GET: nothing said of what exists.
+	if code, body := postJSON(t, url+"/clusters/member2/api/v1/namespaces/shop/pods/web-1/exec", "alice-token", map[string]any{}); code != http.StatusForbidden {
+		t.Errorf("alice's POST exec in member2: %d %s, want 403", code, body)
+	}
+}

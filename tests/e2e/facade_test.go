@@ -264,6 +264,17 @@ func TestFacade(t *testing.T) {
 		if _, err := env.KubectlOutput(t.Context(), "member1", nil, "get", "configmap", "web-config-0", "-n", f.shop); err != nil {
 			t.Errorf("the member lost the object: %v", err)
 		}
+		// exec, attach, port-forward: "not served, ask the member" for the WebSocket GET and the
+		// SPDY POST kubectl falls back to, never the write refusal.
+		pod := strings.TrimPrefix(strings.TrimSpace(strings.Split(k.mustRun(t, "--context", "kubesearch-member1", "get", "pods", "-n", f.shop, "-o", "name"), "\n")[0]), "pod/")
+		for _, args := range [][]string{{"exec", pod, "--", "true"}, {"attach", pod}, {"port-forward", "pod/" + pod, "18080:80"}} {
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			_, err := k.run(ctx, append([]string{"--context", "kubesearch-member1", "-n", f.shop}, args...)...)
+			cancel()
+			if err == nil || !strings.Contains(err.Error(), "ask the member cluster") || strings.Contains(err.Error(), "not allowed") {
+				t.Errorf("kubectl %s through the facade: %v, want the subresource's \"ask the member cluster\"", args[0], err)
+			}
+		}
 	})
 
 	t.Run("watch", func(t *testing.T) { testFacadeWatch(t, env, f, p, k) })
