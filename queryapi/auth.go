@@ -27,7 +27,7 @@ const subjectKey = "kubesearch.subject"
 
 // unauthenticatedPaths answer without credentials: probes must work for the kubelet, and say
 // nothing about the fleet.
-var unauthenticatedPaths = map[string]bool{"/healthz": true, "/readyz": true}
+var unauthenticatedPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true}
 
 // authenticate is the middleware that makes every request a subject's: a 401 Status without
 // credentials it accepts (unless anonymous access is on), a 503 when the token reviewer is away.

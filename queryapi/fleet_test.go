@@ -114,7 +114,7 @@ func TestOpenAPIListsEveryParameter(t *testing.T) {
 	if strings.Join(names, ",") != strings.Join(query.Params, ",") {
 		t.Errorf("openapi.json lists %v; the parser accepts %v", names, query.Params)
 	}
-	for _, path := range []string{PathFleet, PathClusters, "/healthz", "/readyz", "/metrics", "/openapi.json"} {
+	for _, path := range []string{PathFleet, PathClusters, "/healthz", "/livez", "/readyz", "/metrics", "/openapi.json"} {
 		if _, ok := doc.Paths[path]["get"]; !ok {
 			t.Errorf("openapi.json lacks GET %s", path)
 		}

@@ -45,7 +45,10 @@ func (s *Server) routes() *gin.Engine {
 	e.GET(PathSearch, s.search)
 	e.GET(PathFleet, s.fleetStatus)
 	e.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openAPI) })
-	e.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
+	// /livez as kube-apiserver names its liveness probe since 1.16; /healthz for older probes.
+	for _, p := range []string{"/healthz", "/livez"} {
+		e.GET(p, func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
+	}
 	e.GET("/readyz", func(c *gin.Context) {
 		err := s.fleet.ready()
 		if err == nil && s.kafka != nil && !s.catalog.isSynced() {

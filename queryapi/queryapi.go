@@ -35,7 +35,7 @@ import (
 
 // Options configure the query API.
 type Options struct {
-	// ListenAddr serves the API, /healthz, /readyz, /metrics and /openapi.json.
+	// ListenAddr serves the API, /healthz, /livez, /readyz, /metrics and /openapi.json.
 	ListenAddr string
 	// OpenSearchAddresses are node URLs.
 	OpenSearchAddresses []string

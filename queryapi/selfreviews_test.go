@@ -135,3 +135,16 @@ func TestSubresourcesNotServedWhateverTheMethod(t *testing.T) {
 		t.Errorf("alice's POST exec in member2: %d %s, want 403", code, body)
 	}
 }
+
+// TestLivez: kube-apiserver's liveness path, unauthenticated like /healthz.
+func TestLivez(t *testing.T) {
+	url, _ := tenantWorld(t, false, tenantPolicy)
+	resp, err := http.Get(url + "/livez")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /livez without credentials: %d", resp.StatusCode)
+	}
+}

@@ -27,7 +27,7 @@ func kubeconfigCommand(env lookupEnv) *cobra.Command {
 		GroupID: toolsGroup,
 		Short:   "Print a kubeconfig for the query API's Kubernetes facade",
 		Long: `Print a kubeconfig for the query API's Kubernetes facade on stdout: a context for the whole fleet,
-one for the qualified view (names prefixed with their cluster) and one per member cluster the query
+one for the qualified view (names suffixed with their cluster: <name>_<cluster>) and one per member cluster the query
 API knows, asked of it at --server. Credentials are read from files and written into the kubeconfig
 (a token) or referenced by absolute path (a client certificate and key).`,
 		Example: `  # The fleet of a local query API as one cluster for kubectl
