@@ -32,6 +32,12 @@ ks_pid="" build_pid=""
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
+  # Ctrl-C of `make run | tee run.log` stops tee too: writing to its pipe must neither kill this
+  # cleanup (SIGPIPE, ignored by the children too) nor stop it on a failed write (set -e). What is
+  # left to say goes nowhere when the terminal's pipe is gone.
+  set +e
+  trap '' PIPE
+  say "stopping (status $status)" 2>/dev/null || exec >/dev/null 2>&1
   if [[ -n $build_pid ]]; then # interrupted while building: stop the go build and its compilers
     kill -TERM -- "-$build_pid" 2>/dev/null || true
     wait "$build_pid" 2>/dev/null || true
@@ -69,6 +75,14 @@ kubectl="$BIN_DIR/kubectl"
 clusters=()
 for ((m = 1; m <= members; m++)); do clusters+=("member$m"); done
 
+# crds_established KUBECONFIG DIR succeeds once every CRD of DIR has the condition Established=True.
+crds_established() {
+  local crd
+  for crd in $("$kubectl" --kubeconfig "$1" get -f "$2" -o name); do
+    [[ $("$kubectl" --kubeconfig "$1" get "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}') == True ]] || return 1
+  done
+}
+
 say "loading the sample workloads of demo/workloads"
 for name in "${clusters[@]}"; do
   kc="$demo_dir/$name/kubeconfig"
@@ -77,7 +91,10 @@ for name in "${clusters[@]}"; do
   [[ -d $dir ]] || continue
   if [[ -d $dir/crds ]]; then
     "$kubectl" --kubeconfig "$kc" apply -f "$dir/crds/" >/dev/null
-    "$kubectl" --kubeconfig "$kc" wait --for condition=Established --timeout 60s -f "$dir/crds/" >/dev/null
+    # Polled rather than `kubectl wait --for condition=Established`, which fails outright on a CRD
+    # whose status the apiserver has not filled in yet (a busy machine).
+    wait_for "$name's CRDs Established" 300 crds_established "$kc" "$dir/crds/" ||
+      { say "$name's CRDs were not Established within 5 minutes"; exit 1; }
   fi
   "$kubectl" --kubeconfig "$kc" apply -f "$dir/" >/dev/null
 done
@@ -113,15 +130,17 @@ if [[ -z $listen ]]; then
 fi
 url=http://$listen
 say "starting kubesearch standalone on $url"
+# Its log goes to a file: the terminal keeps the queries to paste readable.
+ks_log=$demo_dir/kubesearch.log
 "$root/bin/kubesearch" standalone --kubeconfig "$demo_dir/kubeconfig" --registry "$root/demo/registry.yaml" \
-  --data-dir "$demo_dir/data" --listen "$listen" --log-level "${KUBESEARCH_DEMO_LOG_LEVEL:-info}" &
+  --data-dir "$demo_dir/data" --listen "$listen" --log-level "${KUBESEARCH_DEMO_LOG_LEVEL:-info}" >"$ks_log" 2>&1 &
 ks_pid=$!
 # Recorded like the members, so down.sh stops it too should this script itself be killed.
 echo "$ks_pid $(proc_start "$ks_pid")" > "$PID_DIR/kubesearch.pid"
 
 ready() { curl -sf "$url/readyz"; }
 until ready >/dev/null 2>&1; do
-  kill -0 "$ks_pid" 2>/dev/null || { wait "$ks_pid" || true; say "kubesearch exited before it was ready"; exit 1; }
+  kill -0 "$ks_pid" 2>/dev/null || { wait "$ks_pid" || true; say "kubesearch exited before it was ready; the end of its log:"; tail -n 30 "$ks_log" >&2; exit 1; }
   (( $(date +%s) - built < 600 )) || { say "kubesearch not ready after 10 minutes"; exit 1; }
   sleep 0.2
 done
@@ -139,7 +158,8 @@ q="$url/v1alpha1/search"
 cat <<EOF
 
 ==> kubesearch is ready at $url: ${#clusters[@]} member clusters (${clusters[*]}), built in $((built - started))s, ready $((now - built))s later.
-    Paste these into another terminal; Ctrl-C here stops everything.
+    Paste these into another terminal; Ctrl-C here stops everything. kubesearch logs to
+    $ks_log (tail -f it to follow).
 
 # Where does app "web" run? One Deployment per member:
 curl -s '$q?resources=deployments.apps&labelSelector=app.kubernetes.io/name%3Dweb&metadataOnly=true'$by_cluster
@@ -173,4 +193,8 @@ kubectl --context kubesearch-member3 get pods -n payments
 # Ctrl-C here stops kubesearch and the member clusters.
 EOF
 
-wait "$ks_pid"
+if ! wait "$ks_pid"; then
+  say "kubesearch stopped; the end of its log:"
+  tail -n 30 "$ks_log" >&2
+  exit 1
+fi

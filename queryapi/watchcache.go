@@ -237,7 +237,9 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 		}
 	}
 	if len(uncommitted) > 0 {
-		c.log.Warn("the indexers have committed nothing on these partitions: the watch cache reads them from their start (is --indexer-group the indexers' --group?)",
+		// Normal on a fresh install (and in the standalone mode's first start); a wrong group
+		// makes every start replay the whole topic, which is slow, not wrong.
+		c.log.Info("the indexers have committed nothing on these partitions yet: the watch cache reads them from their start (if this repeats at every start, check that --indexer-group is the indexers' --group)",
 			"indexerGroup", indexerGroup, "topic", topic, "partitions", uncommitted)
 	}
 	wms, err := src.Watermarks(ctx)
