@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -33,6 +34,9 @@ type collection struct {
 	pageSize int64
 	log      *slog.Logger
 	metrics  *metrics
+	// notFound, when set, learns that a list answered 404: the kind may no longer be served (a CRD
+	// deleted), which only the member's discovery can tell; the reflector retries meanwhile.
+	notFound func()
 }
 
 // run blocks until ctx is done. The reflector retries lists and watches with backoff on its own.
@@ -108,6 +112,9 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 	for pg := range pages {
 		if pg.err != nil {
 			c.status.failed(fmt.Errorf("list %s: %w", c.scope.gvr.Resource, pg.err))
+			if apierrors.IsNotFound(pg.err) && c.notFound != nil {
+				c.notFound()
+			}
 			return nil, pg.err
 		}
 		page := pg.body
@@ -219,18 +226,20 @@ func listTotal(page []byte, read int, last bool) int64 {
 	return 0
 }
 
-// path is the REST path of the scope's collection: /api/v1/... for the core group, /apis/<group>/...
-// otherwise, with /namespaces/<ns> when the scope is one namespace.
-func (lw *listWatch) path() []string {
-	sc := lw.c.scope
-	p := []string{"/apis", sc.gvr.Group, sc.gvr.Version}
-	if sc.gvr.Group == "" {
-		p = []string{"/api", sc.gvr.Version}
+// path is the REST path of the scope's collection.
+func (lw *listWatch) path() []string { return resourcePath(lw.c.scope.gvr, lw.c.scope.namespace) }
+
+// resourcePath is the REST path of a resource's collection: /api/v1/... for the core group,
+// /apis/<group>/... otherwise, with /namespaces/<ns> when namespace is set.
+func resourcePath(gvr schema.GroupVersionResource, namespace string) []string {
+	p := []string{"/apis", gvr.Group, gvr.Version}
+	if gvr.Group == "" {
+		p = []string{"/api", gvr.Version}
 	}
-	if sc.namespace != "" {
-		p = append(p, "namespaces", sc.namespace)
+	if namespace != "" {
+		p = append(p, "namespaces", namespace)
 	}
-	return append(p, sc.gvr.Resource)
+	return append(p, gvr.Resource)
 }
 
 func (lw *listWatch) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
@@ -241,6 +250,9 @@ func (lw *listWatch) WatchWithContext(ctx context.Context, options metav1.ListOp
 	w, err := lw.resource().Watch(ctx, options)
 	if err != nil {
 		lw.c.status.failed(fmt.Errorf("watch %s: %w", lw.c.scope.gvr.Resource, err))
+		if apierrors.IsNotFound(err) && lw.c.notFound != nil {
+			lw.c.notFound()
+		}
 		return nil, err
 	}
 	lw.c.status.running()

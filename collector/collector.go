@@ -383,7 +383,7 @@ func (c *Collector) apply(ctx context.Context, from, to registry.Plan) {
 			}
 			purges = append(purges, e)
 		}
-		if err := c.purge(ctx, ch.Cluster, purges); err != nil {
+		if err := c.purge(ctx, ch.Cluster, purges, "selection left every registry"); err != nil {
 			if ctx.Err() != nil {
 				return // shutting down; the ledger keeps the selections, and the next start purges them
 			}
@@ -427,9 +427,10 @@ func (c *Collector) apply(ctx context.Context, from, to registry.Plan) {
 
 // purge publishes the PURGE of each entry, after the collections of these selections stopped (see
 // gate), waits until Kafka acknowledged them, and only then drops them from the ledger. A purge cut
-// short (SIGTERM while Kafka is away, a crash) leaves them in the ledger, and the next start purges
-// them again: PURGE is idempotent.
-func (c *Collector) purge(ctx context.Context, cluster string, entries []registry.SelectionRecord) error {
+// short (SIGTERM while Kafka is away, a crash) leaves them in the ledger, and the next start (or,
+// for a kind the member stopped serving, the next reconcile) purges them again: PURGE is
+// idempotent. why says in the log what made the selection go.
+func (c *Collector) purge(ctx context.Context, cluster string, entries []registry.SelectionRecord, why string) error {
 	if len(entries) == 0 {
 		return nil
 	}
@@ -442,7 +443,7 @@ func (c *Collector) purge(ctx context.Context, cluster string, entries []registr
 		}
 		ev := &envelope.Event{V: envelope.Version, Type: envelope.Purge, Cluster: cluster, Group: e.Group, Version: e.Version,
 			Resource: e.Resource, Kind: e.Kind, Namespace: e.Namespace, Epoch: epoch, ObservedAt: time.Now().UTC()}
-		c.log.Info("selection left every registry, purging", "cluster", cluster, "selection", e.Key().String(), "resource", e.Resource)
+		c.log.Info(why+", purging", "cluster", cluster, "selection", e.Key().String(), "resource", e.Resource)
 		if err := c.pub.Publish(ctx, ev); err != nil {
 			return fmt.Errorf("publish purge of %s: %w", e.Key(), err)
 		}
@@ -464,7 +465,7 @@ func (c *Collector) purgeForgotten(ctx context.Context) error {
 	slices.Sort(clusters)
 	for _, cl := range clusters {
 		c.log.Info("the ledger holds selections no registry selects any more", "cluster", cl, "selections", len(forgotten[cl]))
-		if err := c.purge(ctx, cl, forgotten[cl]); err != nil {
+		if err := c.purge(ctx, cl, forgotten[cl], "selection left every registry"); err != nil {
 			return err
 		}
 	}

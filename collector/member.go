@@ -2,12 +2,14 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -28,19 +30,29 @@ type member struct {
 	c        *Collector
 	log      *slog.Logger
 	dynamic  dynamic.Interface
-	discover discovery.DiscoveryInterface
+	discover discoverer
 	// raw lists pages as bytes, so a page is never decoded whole (see listWatch).
 	raw rest.Interface
 	// openapi reads the member's OpenAPI v3 documents (see openapi.go).
 	openapi openapi.ClientWithContext
 
-	kick chan struct{} // the selections changed: reconcile now
+	kick chan struct{} // the selections changed, or a collection met a 404: reconcile now
+
+	// reachable says the last discovery reached the member (owned by run's goroutine). Until one
+	// did, since the start or an outage, a partial discovery is no evidence that a kind is gone: a
+	// kube-apiserver that is starting serves discovery before every group is back.
+	reachable bool
 
 	mu         sync.Mutex
 	selections map[registry.SelectionKey]registry.Selection
 	statuses   map[registry.SelectionKey]*statusEntry
 	running    map[registry.SelectionKey]*running
 	resolved   map[registry.SelectionKey]resolved // last discovery result, kept for PURGE
+}
+
+// discoverer is what a member asks of its discovery client.
+type discoverer interface {
+	ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error)
 }
 
 type running struct {
@@ -156,15 +168,17 @@ func (m *member) run(ctx context.Context) {
 	}
 }
 
-// reconcile resolves every selection through discovery and starts, restarts or stops collections.
+// reconcile resolves every selection through discovery and starts, restarts or stops collections,
+// and purges the selections the member authoritatively no longer serves (see purgeNotServed).
 func (m *member) reconcile(ctx context.Context) error {
 	_, lists, err := m.discover.ServerGroupsAndResources()
 	if err != nil && len(lists) == 0 {
+		m.reachable = false
 		err = fmt.Errorf("discovery: %w", err)
 		m.mu.Lock()
 		for k, st := range m.statuses {
 			// A collection that already runs keeps its own state: its reflector reports its failures.
-			if _, ok := m.running[k]; !ok {
+			if _, ok := m.running[k]; !ok && !st.isPurged() {
 				st.failed(err)
 			}
 		}
@@ -172,9 +186,13 @@ func (m *member) reconcile(ctx context.Context) error {
 		return err
 	}
 	// A partial discovery failure (one aggregated API down) still resolves everything else.
-	served := indexResources(lists)
+	d := newDiscovered(lists, err, m.reachable)
+	m.reachable = true
 
-	starts := m.settle(served)
+	starts, gone := m.settle(d)
+	// Purged before anything starts, and without m.mu: a PURGE waits for Kafka, and /status must
+	// answer. A purge that failed is tried again by the next reconcile; the rest go on meanwhile.
+	purgeErr := m.purgeNotServed(ctx, gone)
 	// The ledger learns of a collection before it publishes anything, so a restart purges it once it
 	// is no longer selected. Written without m.mu: it waits for Kafka, and /status must answer.
 	for _, st := range starts {
@@ -191,7 +209,47 @@ func (m *member) reconcile(ctx context.Context) error {
 		}
 		m.start(ctx, st.key, sel, st.res)
 	}
-	return nil
+	return purgeErr
+}
+
+// discovered is one discovery of the member that reached it: what it serves, and how far the
+// absence of a kind from it is evidence that the member does not serve the kind.
+type discovered struct {
+	served map[groupKind][]servedResource
+	// failed is, by API group, why discovering it failed: a kind missing from such a group may well
+	// be served. partial, when set, is why discovery was incomplete with no group named; then no
+	// group's answer is trusted.
+	failed  map[string]error
+	partial error
+	// conclusive says an absence from a group whose discovery did not fail is evidence: discovery
+	// was complete, or only partial with the member reached by the discovery before it too.
+	conclusive bool
+}
+
+func newDiscovered(lists []*metav1.APIResourceList, err error, reachedBefore bool) discovered {
+	d := discovered{served: indexResources(lists), conclusive: err == nil}
+	var gdf *discovery.ErrGroupDiscoveryFailed
+	switch {
+	case err == nil:
+	case errors.As(err, &gdf):
+		d.failed = map[string]error{}
+		for gv, gerr := range gdf.Groups {
+			d.failed[gv.Group] = fmt.Errorf("discovery of %s failed: %w", gv, gerr)
+		}
+		d.conclusive = reachedBefore
+	default:
+		d.partial = fmt.Errorf("discovery incomplete: %w", err)
+	}
+	return d
+}
+
+// unsure is why discovery's answer for group is no evidence of what the member serves in it; nil
+// when discovery answered for the group.
+func (d discovered) unsure(group string) error {
+	if d.partial != nil {
+		return d.partial
+	}
+	return d.failed[group]
 }
 
 // toStart is a collection that settle found missing.
@@ -203,21 +261,41 @@ type toStart struct {
 
 func (t toStart) entry(cluster string) registry.SelectionRecord { return t.res.record(t.key) }
 
+// notServed is a selection the member's discovery says it does not serve (why, in kubectl's words).
+type notServed struct {
+	key registry.SelectionKey
+	why string
+}
+
 // settle resolves every selection against what the member serves, stops the collections that must
-// stop (unservable, unselected, or resolved differently) and returns those to start.
-func (m *member) settle(served map[groupKind][]servedResource) []toStart {
+// stop (unservable, unselected, or resolved differently) and returns those to start, and those the
+// member does not serve by a discovery conclusive enough to purge them on.
+func (m *member) settle(d discovered) (starts []toStart, gone []notServed) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var starts []toStart
 	for k, sel := range m.selections {
-		res, reason := resolve(served, sel)
+		res, reason := resolve(d.served, sel)
 		st := m.statuses[k]
 		r, isRunning := m.running[k]
 		if reason != "" {
+			if why := d.unsure(sel.Group); why != nil {
+				// The group's discovery failed: the kind may be served as before. A running
+				// collection goes on (its reflector reports its own failures); it is not stopped
+				// nor called unserved on no evidence.
+				if !isRunning && !st.isPurged() {
+					st.failed(why)
+				}
+				continue
+			}
 			if isRunning {
 				m.stop(k, r)
 			}
-			st.failed(fmt.Errorf("%s", reason))
+			if !st.isPurged() {
+				st.failed(fmt.Errorf("%s", reason))
+			}
+			if d.conclusive {
+				gone = append(gone, notServed{key: k, why: reason})
+			}
 			continue
 		}
 		m.resolved[k] = res
@@ -234,18 +312,79 @@ func (m *member) settle(served map[groupKind][]servedResource) []toStart {
 			m.stop(k, r)
 		}
 	}
-	return starts
+	return starts, gone
+}
+
+// purgeNotServed purges the selections of gone that the ledger says may have documents, each once
+// the member confirms it: a list of the resource last collected answers 404. That list is what
+// tells a kind that is gone from a kube-apiserver that is starting, whose discovery may not show its
+// CRDs yet but which answers 503, not 404, until every path is installed; and it keeps a CRD being
+// deleted collected while its objects finalize (discovery and lists still serve it; each deletion
+// arrives as a DELETED), so the PURGE comes only after the last of them. The PURGE is the one a
+// selection leaving every registry gets (Collector.purge), after its collection stopped (settle).
+// An error is returned only when the PURGE could not be published; the ledger then keeps the
+// selection and the next reconcile tries again.
+func (m *member) purgeNotServed(ctx context.Context, gone []notServed) error {
+	for _, g := range gone {
+		e, known := m.c.ledger.entry(m.cluster.Name, g.key)
+		if !known || e.Resource == "" {
+			continue // nothing of it may be indexed: never collected, or purged already
+		}
+		m.mu.Lock()
+		st := m.statuses[g.key]
+		m.mu.Unlock()
+		if st == nil {
+			continue // no longer selected: apply purges it
+		}
+		if err := m.confirmGone(ctx, e); err != nil {
+			m.log.Warn("discovery no longer lists a selected kind, but the member does not confirm it is gone: not purged",
+				"selection", g.key.String(), "resource", e.Resource, "err", err)
+			st.failed(fmt.Errorf("%s; not purged: %w", g.why, err))
+			continue
+		}
+		if err := m.c.purge(ctx, m.cluster.Name, []registry.SelectionRecord{e}, "the member no longer serves the selected kind"); err != nil {
+			st.failed(fmt.Errorf("%s; purge pending: %w", g.why, err))
+			return fmt.Errorf("purge %s, no longer served: %w", g.key, err)
+		}
+		st.purged(g.why)
+	}
+	return nil
+}
+
+// confirmGone asks the member for the resource e was collected from; nil when it answers 404.
+func (m *member) confirmGone(ctx context.Context, e registry.SelectionRecord) error {
+	gvr := schema.GroupVersionResource{Group: e.Group, Version: e.Version, Resource: e.Resource}
+	_, err := m.raw.Get().AbsPath(resourcePath(gvr, e.Namespace)...).Param("limit", "1").DoRaw(ctx)
+	switch {
+	case err == nil:
+		return fmt.Errorf("list %s still answers", gvr)
+	case apierrors.IsNotFound(err):
+		return nil
+	default:
+		return fmt.Errorf("list %s: %w", gvr, err)
+	}
+}
+
+// rediscover makes run reconcile now: a collection's list answered 404, so its kind may be gone
+// (a CRD deleted), and the member's discovery says whether it is.
+func (m *member) rediscover() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
 }
 
 func (m *member) start(ctx context.Context, k registry.SelectionKey, sel registry.Selection, res resolved) {
 	st := m.statuses[k]
-	st.update(func(r *registry.ResourceStatus) { r.Version, r.Resource = res.gvr.Version, res.gvr.Resource })
+	st.update(func(r *registry.ResourceStatus) {
+		r.Version, r.Resource, r.PurgedAt = res.gvr.Version, res.gvr.Resource, nil // served again: listed in a new epoch
+	})
 	sc := scope{cluster: m.cluster.Name, gvr: res.gvr, kind: res.kind, namespace: sel.Namespace,
 		redact: sel.IsSecret() && !sel.SecretData}
 	cctx, cancel := context.WithCancel(ctx)
 	col := &collection{
 		scope: sc, client: m.dynamic, raw: m.raw, status: st, pageSize: m.c.opts.PageSize, metrics: m.c.metrics,
-		log: m.log.With("gvr", res.gvr.String(), "namespace", sel.Namespace),
+		log: m.log.With("gvr", res.gvr.String(), "namespace", sel.Namespace), notFound: m.rediscover,
 	}
 	g := newGate(m.c.pub, cancel)
 	col.store = newStore(cctx, sc, g, m.c.epochs, st)

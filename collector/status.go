@@ -75,6 +75,28 @@ func (s *statusEntry) failed(err error) {
 	s.mu.Unlock()
 }
 
+// reasonNotServed starts the reason of a selection purged because the member stopped serving it.
+const reasonNotServed = "not served by the member: purged: "
+
+// purged records that the member no longer serves the selection (why, as discovery put it) and
+// that its documents were purged. The row keeps saying so until the kind is served again.
+func (s *statusEntry) purged(why string) {
+	s.update(func(r *registry.ResourceStatus) {
+		now := s.now().UTC()
+		r.State, r.Reason, r.Listing, r.TotalNum, r.PurgedAt = registry.StateFailed, reasonNotServed+why, false, 0, &now
+	})
+	s.mu.Lock()
+	s.settled = true
+	s.unpublished = nil
+	s.mu.Unlock()
+}
+
+func (s *statusEntry) isPurged() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.row.PurgedAt != nil
+}
+
 // refused records an object that can never be published.
 func (s *statusEntry) refused(key, reason string) {
 	s.mu.Lock()

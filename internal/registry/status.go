@@ -44,6 +44,10 @@ type ResourceStatus struct {
 	Listing   bool  `json:"listing,omitempty"`
 	Listed    int   `json:"listed,omitempty"`
 	ListTotal int64 `json:"listTotal,omitempty"`
+	// PurgedAt is set while the member does not serve the resource any more (its CRD deleted, its
+	// API version removed) and says when its documents were purged; State is then Failed and Reason
+	// says why. It goes when the resource is served again.
+	PurgedAt *time.Time `json:"purgedAt,omitempty"`
 }
 
 // Settled reports whether the row's collection has listed once or failed: what a first sync waits for.
