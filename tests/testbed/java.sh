@@ -69,27 +69,9 @@ _java_provision() {
   ) 9>"$dir.lock"
 }
 
-# _java_wait NAME DESC TIMEOUT CMD... is lib.sh's wait_for, but gives up at once, showing the end of the
-# service's log, when the service's process has died (a JVM that fails to start would otherwise be
-# waited on for the whole timeout).
-_java_wait() {
-  local name=$1 desc=$2 timeout=$3; shift 3
-  local deadline=$((SECONDS + timeout)) pid
-  read -r pid _ < "$PID_DIR/$name.pid" || return 1
-  until "$@" >/dev/null 2>&1; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      log "ERROR: $name exited while waiting for $desc; end of $LOG_DIR/$name.log:"
-      tail -n 30 "$LOG_DIR/$name.log" >&2
-      return 1
-    fi
-    if ((SECONDS >= deadline)); then
-      log "ERROR: timed out after ${timeout}s waiting for $desc; end of $LOG_DIR/$name.log:"
-      tail -n 30 "$LOG_DIR/$name.log" >&2
-      return 1
-    fi
-    sleep 0.2
-  done
-}
+# _java_wait NAME DESC STALL CMD... waits for a JVM service as lib.sh's wait_service does: given up at
+# once when it has died, when its log has been quiet for STALL seconds, or after 4 × STALL.
+_java_wait() { wait_service "$@"; }
 
 # _port_open PORT succeeds when something accepts TCP connections on 127.0.0.1:PORT.
 _port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

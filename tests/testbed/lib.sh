@@ -77,6 +77,26 @@ wait_for() {
   done
 }
 
+# wait_service NAME DESC STALL CMD... polls CMD until it succeeds, while service NAME makes progress:
+# it gives up at once when a started service has died, when NAME's log has not grown for STALL seconds,
+# or after 4 × STALL in all. On a busy machine a service starts slower but keeps logging as it goes, so
+# the bound follows the machine's pace instead of a wall clock a loaded machine overruns.
+wait_service() {
+  local name=$1 desc=$2 stall=$3; shift 3
+  local log_file="$LOG_DIR/$name.log" start=$SECONDS last=$SECONDS size seen=-1
+  until "$@" >/dev/null 2>&1; do
+    dead_services && return 1
+    size=$(stat -c %s "$log_file" 2>/dev/null || echo 0)
+    if [[ $size != "$seen" ]]; then seen=$size last=$SECONDS; fi
+    if (( SECONDS - last >= stall || SECONDS - start >= 4 * stall )); then
+      log "gave up waiting for $desc after $((SECONDS - start))s ($name's log quiet for $((SECONDS - last))s); the end of $log_file:"
+      tail -n 30 "$log_file" >&2
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
 # dead_services succeeds (and shows the end of its log) when a started service has died, so a wait
 # fails at once with the reason instead of running into its timeout.
 dead_services() {

@@ -83,7 +83,7 @@ for ((m = 1; m <= MEMBERS; m++)); do
     --quota-backend-bytes $((8 * 1024 * 1024 * 1024)) --unsafe-no-fsync --log-level warn
 done
 for name in "${clusters[@]}"; do
-  wait_for "$name etcd" 60 curl -sf "http://127.0.0.1:${etcd_port[$name]}/health"
+  wait_service "$name-etcd" "$name etcd" 60 curl -sf "http://127.0.0.1:${etcd_port[$name]}/health"
 done
 
 for name in "${clusters[@]}"; do
@@ -119,7 +119,7 @@ done
 
 api_ready() { curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $admin_token" "https://127.0.0.1:$1/readyz"; }
 for name in "${clusters[@]}"; do
-  wait_for "$name kube-apiserver /readyz" 120 api_ready "${api_port[$name]}"
+  wait_service "$name-apiserver" "$name kube-apiserver /readyz" 120 api_ready "${api_port[$name]}"
 done
 
 for name in "${clusters[@]}"; do
