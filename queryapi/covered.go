@@ -33,7 +33,7 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 		events  []*cacheEvent
 	}
 	var todo []pending
-	names := map[string]bool{}
+	names, namespaces := map[string]bool{}, map[string]bool{}
 	budget := maxCoverEvents
 	for cl, wm := range vec {
 		if listing[cl] || budget == 0 {
@@ -47,18 +47,24 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 		todo = append(todo, pending{cl, evs})
 		for _, e := range evs {
 			names[gjson.GetBytes(e.obj, "metadata.name").Str] = true
+			namespaces[e.ns] = true
 		}
 	}
 	if len(todo) == 0 {
 		return
 	}
 	q := &query.Query{Resources: []query.Resource{{Resource: res.Resource, Group: res.Group}}, MetadataOnly: true,
-		Limit: query.MaxLimit, Now: time.Now()}
+		Limit: query.MaxLimit, Now: time.Now(), Peek: true}
 	for _, p := range todo {
 		q.Clusters = append(q.Clusters, p.cluster)
 	}
 	for n := range names {
 		q.Names = append(q.Names, n)
+	}
+	if !namespaces[""] { // a cluster-scoped resource has no namespace to narrow by
+		for ns := range namespaces {
+			q.Namespaces = append(q.Namespaces, ns)
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
 	defer cancel()
@@ -67,9 +73,8 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 		s.log.Debug("a LIST's position stays at the watermarks: the index could not be asked what it shows", "err", err)
 		return
 	}
-	if page.Continue != "" {
-		s.store.Release(ctx, page.Continue) // more objects of those names than one page: not judged
-		return
+	if page.Total > int64(len(page.Items)) {
+		return // more objects of those names than one page: not judged
 	}
 	shown := map[string]int64{} // cluster/uid → resourceVersion searchable now
 	for _, it := range page.Items {

@@ -808,8 +808,18 @@ func (c *watchCache) eventsAfter(p store.Pair, rv int64, limit int) (evs []*cach
 	if !c.ready || c.floor[p] > rv || c.truncated[p] || len(c.relisting[p]) > 0 || c.renumbered[p] != nil {
 		return nil, false
 	}
-	for _, e := range c.win.since(p, 0) {
-		if e.rv <= rv || e.relisting() {
+	if c.head[p] <= rv {
+		return nil, true // the common case: the index has everything the stream has
+	}
+	// From the newest back to the first at or below rv: the events above a watermark are the
+	// window's last few, and the lock this holds is every watch's.
+	all := c.win.since(p, 0)
+	i := len(all)
+	for i > 0 && (all[i-1].rv > rv || all[i-1].relisting()) {
+		i--
+	}
+	for _, e := range all[i:] {
+		if e.relisting() {
 			continue
 		}
 		if len(evs) == limit {

@@ -71,7 +71,7 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 		r.Close()
 		return nil, err
 	}
-	if len(page) <= q.Limit {
+	if len(page) <= q.Limit || q.Peek {
 		res.Took = time.Since(start)
 		return res, r.Close()
 	}

@@ -42,9 +42,12 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 		return s.next(ctx, q)
 	}
 	body := Compile(q)
-	if len(q.Names) > 0 {
+	if len(q.Names) > 0 || q.Peek {
 		res, _, err := s.firstPageLive(ctx, q, body)
-		if err != nil || res.Total <= int64(len(res.Items)) {
+		if err != nil || q.Peek || res.Total <= int64(len(res.Items)) {
+			if res != nil && q.Peek {
+				res.Continue = ""
+			}
 			return res, err
 		}
 		// More than a page after all (names used widely): page it like any other.

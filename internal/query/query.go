@@ -82,6 +82,10 @@ type Query struct {
 	// token to a client: its snapshot may take the share no client token takes, and is never
 	// closed to make room (store.Limits). It is not a parameter, and selects nothing.
 	Drain bool `json:"-"`
+	// Peek says the server reads the first page only and never continues it (a lookup of its own):
+	// no snapshot is opened or held for it, Continue is always empty, and Total says whether more
+	// matched. It is not a parameter.
+	Peek bool `json:"-"`
 }
 
 // Costly says the query costs more than its matches: a fuzzy name is a case-insensitive

@@ -369,8 +369,16 @@ func snapshotLimits(r *R) {
 	if res, _, err := r.search("alice's answer of one page", one); r.noError("one page", err) {
 		r.expect(res.Continue == "", "%d pods do not fit one page of 1000", res.Total)
 	}
+	// The server's own lookups (Query.Peek) read one page and hold nothing: no token, and none of
+	// alice's closed for it.
+	peek := r.parse(pods)
+	peek.Subject, peek.Peek = "alice", true
+	if res, _, err := r.search("alice's peek", peek); r.noError("peek", err) {
+		r.expect(res.Continue == "" && res.Total > 1 && len(res.Items) == 1,
+			"a peek: continue %q, total %d, %d items; want no token, every match counted, one page", res.Continue, res.Total, len(res.Items))
+	}
 	for i, q := range alice {
-		next(fmt.Sprintf("alice's token %d after an answer of one page", i), q, "")
+		next(fmt.Sprintf("alice's token %d after an answer of one page and a peek", i), q, "")
 	}
 	alice = append(alice, first("alice's first page past her share", "alice", false))
 	next("alice's least recently used token", alice[0], "ErrExpired")
