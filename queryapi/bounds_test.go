@@ -345,6 +345,18 @@ func TestSourceIPv6Prefixes(t *testing.T) {
 			t.Errorf("%s refused for the others' floods", other)
 		}
 	}
+	// A provider's /32 (2001:db9::/32), one /64 in each of 65,536 /48s: at most 1,025 states, so
+	// about a hundred such allocations, not one, fill the default table of 100,000.
+	wide, _ := sourceLimiter(Options{SourceRateLimit: 1, SourceRateBurst: 5, MaxTrackedSources: 100_000})
+	for i := range 65_536 {
+		admitted(wide, fmt.Sprintf("[2001:db9:%x::1]:443", i))
+	}
+	if n := len(wide.sources.states); n > 1025 {
+		t.Errorf("a /32's /48s hold %d states, want at most 1,025", n)
+	}
+	if _, _, _, who := wide.admitSource(sourceOf("[2001:db9:ffff:ff::1]:443")); who != "2001:db9::/32" {
+		t.Errorf("a refusal in the /32 names %q", who)
+	}
 }
 
 // Over HTTP: a flood of addresses past the table gets 429s naming the shared budget, while a

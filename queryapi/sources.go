@@ -60,17 +60,15 @@ func (s source) String() string {
 }
 
 // IPv6 sources are aggregated further once a prefix holds many of them: a /56 (a home or small
-// site's delegation) whose /64s hold sourcesPer56 states of their own, or a /48 (a site's) whose
-// sources hold sourcesPer48, gives each further /64 inside it the prefix's one state. So one
-// holder of a /48 has at most sourcesPer48+1 budgets, however many of its 2^16 /64s it uses,
-// while the /64s seen first keep theirs.
-const (
-	sourcesPer56 = 16
-	sourcesPer48 = 64
-)
+// site's delegation) whose /64s hold 16 states of their own, a /48 (a site's) holding 64, a /40
+// holding 256 or a /32 (a provider's allocation) holding 1,024 gives each further /64 inside it the
+// prefix's one state. So one holder of a /32 has at most 1,025 budgets however many of its 2^32
+// /64s it uses — filling the default table takes about a hundred /32s — while the sources seen first
+// keep theirs.
+var prefixLevels = [...]struct{ bits, max int }{{56, 16}, {48, 64}, {40, 256}, {32, 1024}}
 
 // sourceLimits are a bucket's token buckets (nil: no bound) and open connections. The bucket is
-// a source, an IPv6 prefix holding many (sourcesPer56), or the overflow (sourceTable).
+// a source, an IPv6 prefix holding many (prefixLevels), or the overflow (sourceTable).
 type sourceLimits struct {
 	key                source
 	overflow           bool // shared by the sources the table had no room for
@@ -142,7 +140,7 @@ func (t *sourceTable) segment(s *sourceLimits) *list.List {
 }
 
 // bucketOf is the key of src's state: its own, or that of the narrowest IPv6 prefix holding it
-// that has one, or that prefix if it holds as many states as it may (sourcesPer56, sourcesPer48).
+// that has one, or the widest prefix holding as many states as it may (prefixLevels).
 func (t *sourceTable) bucketOf(src source) source {
 	p := netip.Prefix(src)
 	if !p.Addr().Is6() || p.Bits() != 64 {
@@ -151,18 +149,15 @@ func (t *sourceTable) bucketOf(src source) source {
 	if _, ok := t.states[src]; ok {
 		return src
 	}
-	p56, p48 := widen(p, 56), widen(p, 48)
-	if _, ok := t.states[p56]; ok {
-		return p56
+	for _, l := range prefixLevels {
+		if w := widen(p, l.bits); t.states[w] != nil {
+			return w
+		}
 	}
-	if _, ok := t.states[p48]; ok {
-		return p48
-	}
-	switch {
-	case t.within[p48] >= sourcesPer48:
-		return p48
-	case t.within[p56] >= sourcesPer56:
-		return p56
+	for i := len(prefixLevels) - 1; i >= 0; i-- {
+		if w := widen(p, prefixLevels[i].bits); t.within[w] >= prefixLevels[i].max {
+			return w
+		}
 	}
 	return src
 }
@@ -240,17 +235,17 @@ func (t *sourceTable) forget(s *sourceLimits) {
 	t.countWithin(s.key, -1)
 }
 
-// countWithin counts key's state in the IPv6 /56 and /48 holding it.
+// countWithin counts key's state in the IPv6 prefixes of prefixLevels holding it.
 func (t *sourceTable) countWithin(key source, n int) {
 	p := netip.Prefix(key)
 	if !p.Addr().Is6() {
 		return
 	}
-	for _, bits := range [...]int{56, 48} {
-		if p.Bits() <= bits {
+	for _, l := range prefixLevels {
+		if p.Bits() <= l.bits {
 			continue
 		}
-		w := widen(p, bits)
+		w := widen(p, l.bits)
 		if t.within[w] += n; t.within[w] <= 0 {
 			delete(t.within, w)
 		}
