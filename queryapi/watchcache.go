@@ -491,6 +491,7 @@ func (c *watchCache) apply(ev *envelope.Event) {
 		if r := c.renumbered[pair]; r != nil {
 			r.issue(rv) // where LISTs and bookmarks put clients, whether or not an event carries it
 		}
+		wake(c.subs[pair]) // the pair's position moved, even when nothing vanished
 		for uid, st := range c.objects[pair] {
 			if st.epoch < ev.Epoch && (ev.Namespace == "" || st.ns == ev.Namespace) {
 				delete(c.objects[pair], uid)
