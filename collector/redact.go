@@ -14,7 +14,9 @@ const RedactedAnnotation = "kubesearch.io/data-redacted"
 //     immutable, a boolean;
 //   - the keys of data with every value "" ("which Secret holds tls.crt" stays answerable, the
 //     Table's Data column stays right, and the object still decodes as a corev1.Secret), never
-//     stringData, which the API server folds into data and never returns;
+//     stringData, which the API server folds into data and never returns; except data.release of a
+//     Helm release Secret, rebuilt from the allow-list of sanitizedHelmRelease and marked with
+//     HelmReleaseSanitizedAnnotation, so helm list answers which chart versions run where;
 //   - the metadata fields of harmlessSecretMetadata, and of the annotations only those of
 //     harmlessSecretAnnotation, plus RedactedAnnotation saying why the rest is missing.
 //
@@ -30,10 +32,21 @@ func redactedSecret(in map[string]any) map[string]any {
 	if b, ok := in["immutable"].(bool); ok {
 		out["immutable"] = b
 	}
+	sanitized := false
 	if data, ok := in["data"].(map[string]any); ok {
 		keys := make(map[string]any, len(data))
 		for k := range data {
 			keys[k] = ""
+		}
+		// Helm keeps its release record in a Secret; blanked, helm list shows an empty table and says
+		// nothing. So the record is published rebuilt from the allow-list of sanitizedHelmRelease,
+		// and one that does not decode as a release is blanked like any other value: the error is
+		// dropped on purpose, blanking is its handling, and its text may quote what it failed on.
+		if s, ok := data["release"].(string); ok && out["type"] == helmReleaseSecretType {
+			if rel, err := sanitizedHelmRelease(s); err == nil {
+				keys["release"] = rel
+				sanitized = true
+			}
 		}
 		out["data"] = keys
 	}
@@ -53,6 +66,9 @@ func redactedSecret(in map[string]any) map[string]any {
 		}
 	}
 	ann[RedactedAnnotation] = "true"
+	if sanitized {
+		ann[HelmReleaseSanitizedAnnotation] = "true"
+	}
 	meta["annotations"] = ann
 	out["metadata"] = meta
 	return out

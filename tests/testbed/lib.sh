@@ -4,6 +4,7 @@
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.7.0   # the etcd server k8s.io/kubernetes $K8S_VERSION pins
 KWOK_VERSION=v0.8.0
+HELM_VERSION=v3.22.0  # the e2e's Helm client (build-helm.sh), not part of the running test bed
 KAFKA_VERSION=4.4.0
 OPENSEARCH_VERSION=2.19.6
 
@@ -11,6 +12,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TOOLS_DIR="$ROOT/tests/tools"
 CACHE_DIR=${KUBESEARCH_CACHE:-$HOME/.cache/kubesearch}
 BIN_DIR="$CACHE_DIR/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+HELM_BIN_DIR="$CACHE_DIR/bin/helm-$HELM_VERSION" # apart from BIN_DIR: adding Helm rebuilds no Kubernetes
 STATE_DIR=${KUBESEARCH_TESTBED_DIR:-$ROOT/.testbed}
 LOG_DIR="$STATE_DIR/logs"
 PID_DIR="$STATE_DIR/pids"
