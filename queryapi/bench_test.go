@@ -36,7 +36,8 @@ func benchPod(b *testing.B, typ envelope.Type, rv string) *envelope.Event {
 // written as the line the client reads. The watch resumed from a resourceVersion, as informers
 // do, so the object's previous state is looked up in the window. Views: the fleet view (the
 // object's resourceVersion becomes the watch's vector), a one-cluster view (the object as stored),
-// and the fleet view as a Table (kubectl get -w).
+// the fleet view as a Table (kubectl get -w), and the qualified view (the object, its owner and
+// its node renamed <name>_<cluster>).
 func BenchmarkWatchEvent(b *testing.B) {
 	const cluster = "member-eu-1"
 	c := newWatchCache(slog.New(slog.DiscardHandler), 1000, 64<<20)
@@ -69,6 +70,7 @@ func BenchmarkWatchEvent(b *testing.B) {
 		{"fleet", view{}, ""},
 		{"cluster", view{cluster: cluster}, ""},
 		{"fleet-table", view{}, "application/json;as=Table;g=meta.k8s.io;v=v1"},
+		{"qualified", view{qualified: true}, ""},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			out, st := newRenderer(bc.accept, "", res, bc.view)

@@ -23,7 +23,7 @@ import (
 )
 
 // fakeStore answers searches from objects in memory: the filters the facade sets (resource,
-// clusters, namespaces, names), sorted by namespace, name, cluster, paged by an offset token.
+// clusters, namespaces, names, field selectors), sorted by namespace, name, cluster, paged by an offset token.
 type fakeStore struct {
 	mu      sync.Mutex
 	objects []fakeObject
@@ -35,9 +35,14 @@ type fakeStore struct {
 type fakeObject struct {
 	cluster, group, resource, namespace, name string
 	rv                                        int64
+	// body is the stored object when set; else a Pod of that name.
+	body string
 }
 
 func (o fakeObject) json() json.RawMessage {
+	if o.body != "" {
+		return json.RawMessage(o.body)
+	}
 	return json.RawMessage(fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":%q,"namespace":%q,"uid":"uid-%s-%s-%s","resourceVersion":"%d","creationTimestamp":"2026-11-30T10:00:00Z","labels":{"app.kubernetes.io/name":"web"},"annotations":{"resource.karmada.io/cached-from-cluster":%q}},"spec":{"containers":[{"name":"app","image":"nginx:1.27"}]}}`,
 		o.name, o.namespace, o.cluster, o.namespace, o.name, o.rv, o.cluster))
 }
@@ -60,7 +65,8 @@ func (f *fakeStore) Search(_ context.Context, q *query.Query) (*store.Result, er
 			(len(q.Clusters) > 0 && !slices.Contains(q.Clusters, o.cluster)) ||
 			(len(q.Namespaces) > 0 && !slices.Contains(q.Namespaces, o.namespace)) ||
 			(len(q.Names) > 0 && !slices.Contains(q.Names, o.name)) ||
-			!q.Scope.Allows(o.cluster, o.namespace, o.group, o.resource) {
+			!q.Scope.Allows(o.cluster, o.namespace, o.group, o.resource) ||
+			(len(q.Fields) > 0 && !matches(&query.Query{Fields: q.Fields}, o.json())) {
 			continue
 		}
 		match = append(match, o)

@@ -141,31 +141,12 @@ func (s *Server) baseQuery(c *gin.Context, r *facadeRequest, res apiResource, se
 	}
 	subjectOf(c).restrictView(q, verb, clusters)
 	if r.qualified {
-		unqualifyNames(q)
+		unqualifyFields(q, referencesOf(res.Group, res.Resource))
 	}
 	// kube-apiserver lists in key order, namespace then name; across members the cluster breaks
 	// the tie, so one name's copies are listed side by side.
 	q.Sort = []query.Sort{{Field: query.SortNamespace}, {Field: query.SortName}, {Field: query.SortCluster}}
 	return q, nil
-}
-
-// unqualifyNames turns metadata.name=<name>_<cluster> of the qualified view into the stored name
-// and the cluster (what kubectl get NAME --watch, rollout status and wait send). A name without a
-// cluster matches nothing there, as no qualified name lacks one.
-func unqualifyNames(q *query.Query) {
-	for i, f := range q.Fields {
-		if f.Key != "metadata.name" || f.Op != query.Equals || len(f.Values) != 1 {
-			continue
-		}
-		base, cluster, ok := splitQualified(f.Values[0])
-		if !ok || !slices.Contains(q.Clusters, cluster) {
-			q.Clusters = []string{}
-			q.Names = []string{f.Values[0]} // matches nothing: keeps the query valid and empty
-			continue
-		}
-		q.Fields[i].Values = []string{base}
-		q.Clusters = []string{cluster}
-	}
 }
 
 // get answers a GET by name: the object if exactly one cluster of the view has it, 409 naming the

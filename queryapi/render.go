@@ -40,12 +40,17 @@ type renderer struct {
 	tableVersion  string
 	includeObject metav1.IncludeObjectPolicy
 	table         printer
+	// refs are the references the qualified view renames in the resource's objects.
+	refs []reference
 }
 
 // newRenderer picks the first shape of the Accept header the facade serves, as kube-apiserver
 // negotiates: Table, PartialObjectMetadata(List), or the objects as JSON.
 func newRenderer(accept, includeObject string, res apiResource, v view) (*renderer, *metav1.Status) {
 	o := &renderer{res: res, view: v, includeObject: metav1.IncludeMetadata}
+	if v.qualified {
+		o.refs = referencesOf(res.Group, res.Resource)
+	}
 	switch metav1.IncludeObjectPolicy(includeObject) {
 	case "":
 	case metav1.IncludeNone, metav1.IncludeMetadata, metav1.IncludeObject:
@@ -89,7 +94,9 @@ func (o *renderer) object(stored []byte) ([]byte, error) {
 }
 
 // objectAt is a stored object as the view shows it at the resourceVersion rv: a watch event's
-// object carries the watch's whole position, so a client resuming from it misses nothing.
+// object carries the watch's whole position, so a client resuming from it misses nothing. The
+// qualified view renames the object and its references to other objects of its member
+// (references.go).
 func (o *renderer) objectAt(stored []byte, rv rvVector) ([]byte, error) {
 	if !o.view.vector() {
 		return stored, nil
@@ -99,12 +106,14 @@ func (o *renderer) objectAt(stored []byte, rv rvVector) ([]byte, error) {
 	if name.Index == 0 {
 		return nil, fmt.Errorf("%w: no metadata.name", errNoStore)
 	}
-	var edits []edit
+	edits := make([]edit, 0, 4)
 	if oldRV.Index > 0 {
 		edits = append(edits, edit{oldRV.Index, len(oldRV.Raw), strconv.Quote(rv.encode(o.view))})
 	}
 	if o.view.qualified {
-		edits = append(edits, edit{name.Index, len(name.Raw), strconv.Quote(name.Str + qualifiedSeparator + clusterOf(stored))})
+		cluster := clusterOf(stored)
+		edits = append(edits, edit{name.Index, len(name.Raw), strconv.Quote(name.Str + qualifiedSeparator + cluster)})
+		edits = qualifyReferences(stored, cluster, o.refs, edits)
 	}
 	return splice(stored, edits), nil
 }
@@ -115,14 +124,20 @@ type edit struct {
 	with  string
 }
 
-// splice applies edits found on the same original, whatever their order.
+// splice applies edits found on the same original, whatever their order, into one new slice.
 func splice(b []byte, edits []edit) []byte {
-	slices.SortFunc(edits, func(x, y edit) int { return y.at - x.at })
-	out := slices.Clone(b)
+	slices.SortFunc(edits, func(x, y edit) int { return x.at - y.at })
+	size := len(b)
 	for _, e := range edits {
-		out = slices.Concat(out[:e.at], []byte(e.with), out[e.at+e.n:])
+		size += len(e.with) - e.n
 	}
-	return out
+	out := make([]byte, 0, size)
+	last := 0
+	for _, e := range edits {
+		out = append(append(out, b[last:e.at]...), e.with...)
+		last = e.at + e.n
+	}
+	return append(out, b[last:]...)
 }
 
 // listHead writes everything of a list answer before its first item.

@@ -277,6 +277,7 @@ func TestFacade(t *testing.T) {
 		}
 	})
 
+	t.Run("qualified references", func(t *testing.T) { testQualifiedReferences(t, env, f, p, k) })
 	t.Run("watch", func(t *testing.T) { testFacadeWatch(t, env, f, p, k) })
 	t.Run("member1's etcd restored from a backup", func(t *testing.T) { testMemberRestored(t, env, f, p) }) // last: member1 goes back
 }
