@@ -153,7 +153,8 @@ func (s *Server) baseQuery(c *gin.Context, r *facadeRequest, res apiResource, se
 // clusters when several do.
 func (s *Server) get(c *gin.Context, r *facadeRequest, res apiResource, out *renderer) {
 	name := r.name
-	q, err := s.baseQuery(c, r, res, nil, authz.VerbGet, s.viewClusters(subjectOf(c), authz.VerbGet, r, res))
+	clusters := s.viewClusters(subjectOf(c), authz.VerbGet, r, res)
+	q, err := s.baseQuery(c, r, res, nil, authz.VerbGet, clusters)
 	if err != nil {
 		writeParamErrors(c, err)
 		return
@@ -165,7 +166,9 @@ func (s *Server) get(c *gin.Context, r *facadeRequest, res apiResource, out *ren
 	}
 	if r.qualified {
 		base, cluster, ok := splitQualified(name)
-		if !ok {
+		if !ok || !slices.Contains(clusters, cluster) {
+			// A cluster the subject may not get the resource in is answered as one that does not
+			// exist, without a search: its freshness warnings would name it.
 			notFound()
 			return
 		}

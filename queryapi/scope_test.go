@@ -158,8 +158,10 @@ func TestRestrictedAnswersIgnoreHiddenClusters(t *testing.T) {
 		{"/api/v1/pods", ""},                 // across namespaces
 		{"/api/v1/pods?limit=1", ""},         // one page
 		{"/api/v1/pods?resourceVersion=0", "application/json;as=Table;v=v1;g=meta.k8s.io"},
-		{"/api/v1/namespaces/shop/pods/web-1", ""},     // GET
-		{"/qualified/api/v1/namespaces/shop/pods", ""}, // the qualified view's vector
+		{"/api/v1/namespaces/shop/pods/web-1", ""},                   // GET
+		{"/qualified/api/v1/namespaces/shop/pods", ""},               // the qualified view's vector
+		{"/qualified/api/v1/namespaces/shop/pods/web-1_member2", ""}, // a GET naming the hidden member
+		{"/qualified/api/v1/namespaces/shop/pods/web-1_member1", ""},
 		{"/apis", aggregated},                             // versions and short names
 		{"/apis/example.com", ""},                         // the group's versions
 		{"/apis/example.com/v2/widgets", ""},              // the hidden member's version
