@@ -585,7 +585,11 @@ func (c *Collector) handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"items": c.Status()})
+		body := map[string]any{"items": c.Status()}
+		if w := c.Warnings(); len(w) > 0 {
+			body["warnings"] = w
+		}
+		_ = enc.Encode(body)
 	})))
 	return mux
 }

@@ -41,6 +41,8 @@ type member struct {
 	statuses   map[registry.SelectionKey]*statusEntry
 	running    map[registry.SelectionKey]*running
 	resolved   map[registry.SelectionKey]resolved // last discovery result, kept for PURGE
+	// identity is the uid of the member's kube-system namespace, "" while unknown (identity.go).
+	identity string
 }
 
 type running struct {
@@ -173,6 +175,7 @@ func (m *member) reconcile(ctx context.Context) error {
 	}
 	// A partial discovery failure (one aggregated API down) still resolves everything else.
 	served := indexResources(lists)
+	m.readIdentity(ctx)
 
 	starts := m.settle(served)
 	// The ledger learns of a collection before it publishes anything, so a restart purges it once it
