@@ -181,6 +181,10 @@ type Collector struct {
 	// apply waits for Kafka.
 	viewMu sync.RWMutex
 	view   []*member
+
+	// warned: the members that look like one cluster, as logged already (identity.go).
+	warnedMu sync.Mutex
+	warned   map[string]bool
 }
 
 type memberRun struct {

@@ -29,19 +29,31 @@ func (m *member) readIdentity(ctx context.Context) {
 		m.log.Debug("cannot read the kube-system namespace; duplicate registrations of this member go unnoticed", "err", err)
 		return
 	}
-	uid := string(ns.GetUID())
-	m.mu.Lock()
-	changed := uid != "" && uid != m.identity
-	if changed {
+	if uid := string(ns.GetUID()); uid != "" {
+		m.mu.Lock()
 		m.identity = uid
+		m.mu.Unlock()
 	}
-	m.mu.Unlock()
-	if !changed {
-		return
-	}
-	for _, w := range m.c.sameClusters() {
-		if slices.Contains(w.names, m.cluster.Name) {
-			m.log.Warn(w.String(), "kubeSystemUID", w.uid, "clusters", w.names)
+	m.c.logSameClusters()
+}
+
+// logSameClusters logs each group of members that look like one cluster once per process: members
+// learn their identities in any order, some before the collector's view lists them all, so every
+// reconcile asks again.
+func (c *Collector) logSameClusters() {
+	for _, s := range c.sameClusters() {
+		msg := s.String()
+		c.warnedMu.Lock()
+		seen := c.warned[msg]
+		if !seen {
+			if c.warned == nil {
+				c.warned = map[string]bool{}
+			}
+			c.warned[msg] = true
+		}
+		c.warnedMu.Unlock()
+		if !seen {
+			c.log.Warn(msg, "kubeSystemUID", s.uid, "clusters", s.names)
 		}
 	}
 }

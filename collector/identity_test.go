@@ -34,6 +34,9 @@ func TestSameClusterWarning(t *testing.T) {
 	for _, m := range c.view {
 		m.readIdentity(t.Context())
 	}
+	if len(c.warned) != 1 {
+		t.Errorf("logged %v; want the one group once", c.warned)
+	}
 	got := c.Warnings()
 	if len(got) != 1 || !strings.HasPrefix(got[0], "member1 and member1-copy look like the same cluster: kube-system uid ks-1; every object is indexed under each name") {
 		t.Fatalf("warnings %q; want one naming member1 and member1-copy", got)

@@ -175,9 +175,9 @@ spec:
 	if len(warnings) != 1 || !strings.HasPrefix(warnings[0].Str, "member1 and member1-copy look like the same cluster: kube-system uid ") {
 		t.Errorf("/status warnings %s; want one naming member1 and member1-copy", gjson.GetBytes(status, "warnings").Raw)
 	}
-	if !strings.Contains(p.collector.output(), "look like the same cluster") {
-		t.Error("the collector did not log that member1 and member1-copy look like the same cluster")
-	}
+	pollUntil(t, "the collector to log that member1 and member1-copy look like the same cluster", 30*time.Second, func(context.Context) (bool, error) {
+		return strings.Contains(p.collector.output(), "member1 and member1-copy look like the same cluster"), nil
+	})
 
 	// The facade's one-cluster views answer each name's object; the fleet view sees the name twice.
 	base := p.startQueryAPI(t, "--stale-after", "3s", "--poll-interval", "500ms")
