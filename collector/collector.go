@@ -181,6 +181,10 @@ type Collector struct {
 	// apply waits for Kafka.
 	viewMu sync.RWMutex
 	view   []*member
+
+	// warned: the members that look like one cluster, as logged already (identity.go).
+	warnedMu sync.Mutex
+	warned   map[string]bool
 }
 
 type memberRun struct {
@@ -586,7 +590,11 @@ func (c *Collector) handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"items": c.Status()})
+		body := map[string]any{"items": c.Status()}
+		if w := c.Warnings(); len(w) > 0 {
+			body["warnings"] = w
+		}
+		_ = enc.Encode(body)
 	})))
 	return mux
 }

@@ -48,6 +48,8 @@ type member struct {
 	statuses   map[registry.SelectionKey]*statusEntry
 	running    map[registry.SelectionKey]*running
 	resolved   map[registry.SelectionKey]resolved // last discovery result, kept for PURGE
+	// identity is the uid of the member's kube-system namespace, "" while unknown (identity.go).
+	identity string
 }
 
 // discoverer is what a member asks of its discovery client.
@@ -188,6 +190,7 @@ func (m *member) reconcile(ctx context.Context) error {
 	// A partial discovery failure (one aggregated API down) still resolves everything else.
 	d := newDiscovered(lists, err, m.reachable)
 	m.reachable = true
+	m.readIdentity(ctx)
 
 	starts, gone := m.settle(d)
 	// Purged before anything starts, and without m.mu: a PURGE waits for Kafka, and /status must

@@ -359,9 +359,9 @@ func (c *consumer) decode(m stream.Message) *item {
 			it.dead = &deadLetter{msg: m, reason: ReasonMalformedObject, err: err.Error(), index: c.indexOf(ev.Kind)}
 			return it
 		}
-		it.op = &store.Op{Kind: ev.Kind, UID: ev.UID, Doc: doc, Epoch: ev.Epoch}
+		it.op = &store.Op{Kind: ev.Kind, Cluster: ev.Cluster, UID: ev.UID, Doc: doc, Epoch: ev.Epoch}
 	case envelope.Deleted:
-		it.op = &store.Op{Delete: true, Kind: ev.Kind, UID: ev.UID, Epoch: ev.Epoch}
+		it.op = &store.Op{Delete: true, Kind: ev.Kind, Cluster: ev.Cluster, UID: ev.UID, Epoch: ev.Epoch}
 	default:
 		return it
 	}

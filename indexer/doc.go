@@ -16,9 +16,9 @@
 //     of it is written (or dead-lettered). Batches are applied one at a time, in order; the next one
 //     is decoded (documents built) while the previous one is written. On shutdown the batches in
 //     flight are written and committed.
-//   - Writes (osstore.Store.Write): `index` and `delete` operations with _id = uid, version =
-//     resourceVersion and version_type external_gte, so a replayed or late event never overwrites
-//     newer state and replaying the topic leaves the index as it was. resourceVersions that are not
+//   - Writes (osstore.Store.Write): `index` and `delete` operations with _id = cluster/uid
+//     (store.DocID), version = resourceVersion and version_type external_gte, so a replayed or late
+//     event never overwrites newer state and replaying the topic leaves the index as it was. resourceVersions that are not
 //     integers (some aggregated APIs) are written without versioning, logged and counted.
 //   - The epoch rule: a version conflict is resolved by reading the stored document's epoch and
 //     resourceVersion. A newer epoch wins whatever the resourceVersions say (a member rebuilt under

@@ -23,6 +23,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/osstore/osstoretest"
 	"github.com/kubesearch/kubesearch/internal/stream"
+	"github.com/kubesearch/kubesearch/mappings"
 )
 
 // testStream is a test event stream: a kfake cluster with the event topic, and a writer partitioning
@@ -208,7 +209,7 @@ func TestIndexerEndToEnd(t *testing.T) {
 
 	// A pod of an earlier list that the member deleted while nothing watched.
 	osrv.AddAlias("kubernetes-pod")
-	osrv.Engine.Apply(osstoretest.Write{Index: "kubernetes-pod", ID: "gone", Versioned: true, Version: 3,
+	osrv.Engine.Apply(osstoretest.Write{Index: "kubernetes-pod", ID: "m1/gone", Versioned: true, Version: 3,
 		Doc: []byte(`{"cluster":"m1","group":"","resource":"pods","namespace":"shop","uid":"gone","epoch":1,"resourceVersion":3}`)})
 
 	bad := stream.Message{Key: []byte("m1//pods"), Value: []byte(`{"v":1,"type":"ADDED"`)}
@@ -228,8 +229,8 @@ func TestIndexerEndToEnd(t *testing.T) {
 	r := startIndexer(t, s, srv.URL)
 	eng := osrv.Engine
 	state := func() string {
-		return fmt.Sprintf("u1=%s u2=%s gone=%s c1=%s c2=%s", eng.State("kubernetes-pod", "u1"), eng.State("kubernetes-pod", "u2"),
-			eng.State("kubernetes-pod", "gone"), eng.State("kubernetes-configmap", "c1"), eng.State("kubernetes-configmap", "c2"))
+		return fmt.Sprintf("u1=%s u2=%s gone=%s c1=%s c2=%s", eng.State("kubernetes-pod", "m1/u1"), eng.State("kubernetes-pod", "m1/u2"),
+			eng.State("kubernetes-pod", "m1/gone"), eng.State("kubernetes-configmap", "m2/c1"), eng.State("kubernetes-configmap", "m2/c2"))
 	}
 	const want = "u1=2/13 u2=2/11 gone=deleted c1=deleted c2=7/8"
 	ends := s.ends(t, 2)
@@ -265,7 +266,7 @@ func TestIndexerEndToEnd(t *testing.T) {
 	if !osrv.HasTemplate("kubernetes") {
 		t.Error("index template not installed")
 	}
-	for _, idx := range []string{"kubernetes-configmap-v1", "kubesearch-state"} {
+	for _, idx := range []string{fmt.Sprintf("kubernetes-configmap-v%d", mappings.Version), "kubesearch-state"} {
 		if !osrv.HasIndex(idx) {
 			t.Errorf("index %s not created", idx)
 		}
@@ -362,11 +363,11 @@ func TestIndexerWaitsForOpenSearch(t *testing.T) {
 
 	osrv.SetBulkDown(false)
 	eventually(t, 30*time.Second, func() bool {
-		return osrv.Engine.State("kubernetes-pod", "u1") == "2/10" && osrv.Engine.State("kubernetes-pod", "u2") == "2/11" &&
+		return osrv.Engine.State("kubernetes-pod", "m1/u1") == "2/10" && osrv.Engine.State("kubernetes-pod", "m1/u2") == "2/11" &&
 			s.committed(t, "indexers", 1)[0] == 2
 	}, func() string {
-		return fmt.Sprintf("u1 %s, u2 %s, committed %v", osrv.Engine.State("kubernetes-pod", "u1"),
-			osrv.Engine.State("kubernetes-pod", "u2"), s.committed(t, "indexers", 1))
+		return fmt.Sprintf("u1 %s, u2 %s, committed %v", osrv.Engine.State("kubernetes-pod", "m1/u1"),
+			osrv.Engine.State("kubernetes-pod", "m1/u2"), s.committed(t, "indexers", 1))
 	})
 	r.shutdown(t)
 }
@@ -402,8 +403,8 @@ func TestIndexerShutdownFlushes(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if osrv.Engine.State("kubernetes-pod", "u1") != "2/10" || osrv.Engine.State("kubernetes-pod", "u2") != "2/11" {
-		t.Errorf("batch in flight not written on shutdown: u1 %s u2 %s", osrv.Engine.State("kubernetes-pod", "u1"), osrv.Engine.State("kubernetes-pod", "u2"))
+	if osrv.Engine.State("kubernetes-pod", "m1/u1") != "2/10" || osrv.Engine.State("kubernetes-pod", "m1/u2") != "2/11" {
+		t.Errorf("batch in flight not written on shutdown: u1 %s u2 %s", osrv.Engine.State("kubernetes-pod", "m1/u1"), osrv.Engine.State("kubernetes-pod", "m1/u2"))
 	}
 	if c := s.committed(t, "indexers", 1); c[0] != 2 {
 		t.Errorf("committed %v, want offset 2", c)
@@ -436,8 +437,8 @@ func TestPurgeThenRelistKeepsUnchangedObjects(t *testing.T) {
 	startIndexer(t, s, srv.URL)
 	eng := osrv.Engine
 	state := func() string {
-		return fmt.Sprintf("a=%s b=%s c=%s", eng.State("kubernetes-configmap", "ua"), eng.State("kubernetes-configmap", "ub"),
-			eng.State("kubernetes-configmap", "uc"))
+		return fmt.Sprintf("a=%s b=%s c=%s", eng.State("kubernetes-configmap", "m1/ua"), eng.State("kubernetes-configmap", "m1/ub"),
+			eng.State("kubernetes-configmap", "m1/uc"))
 	}
 	const want = "a=4/10 b=4/11 c=4/12"
 	end := s.ends(t, 1)[0]
@@ -469,7 +470,7 @@ func TestRestoredMemberRelistsDeletedObject(t *testing.T) {
 	startIndexer(t, s, srv.URL)
 	eng := osrv.Engine
 	state := func() string {
-		return fmt.Sprintf("a=%s b=%s", eng.State("kubernetes-configmap", "ua"), eng.State("kubernetes-configmap", "ub"))
+		return fmt.Sprintf("a=%s b=%s", eng.State("kubernetes-configmap", "m1/ua"), eng.State("kubernetes-configmap", "m1/ub"))
 	}
 	const want = "a=2/150 b=deleted"
 	end := s.ends(t, 1)[0]

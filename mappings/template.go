@@ -17,8 +17,9 @@ import (
 // template's "version" and "_meta.version" and to the mapping's "_meta.version", so an indexer can
 // tell both an older template and an index created from one (GET <index>/_mapping carries the
 // mapping's _meta). Bump it with any change of the mapping; a test keeps the file and this constant
-// in step.
-const Version = 1
+// in step. Version 2 keys documents by (cluster, uid) (store.DocID) instead of uid alone: the roll
+// to it re-keys the documents it copies.
+const Version = 2
 
 // baseName is the unprefixed start of every index and template name.
 const baseName = "kubernetes"

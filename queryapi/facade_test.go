@@ -121,7 +121,7 @@ func newFacadeServerWithCache(t *testing.T, st *fakeStore) (string, *Server) {
 	return srv.URL, s
 }
 
-func newFacadeTestServer(t *testing.T, st *fakeStore) (*httptest.Server, *Server) {
+func newFacadeTestServer(t *testing.T, st searcher) (*httptest.Server, *Server) {
 	t.Helper()
 	wms := []store.Watermark{
 		{Cluster: "member1", Resource: "pods", Kind: "Pod", ResourceVersion: 500},

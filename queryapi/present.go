@@ -14,10 +14,10 @@ import (
 // them (ADDED) from one the client never had.
 //
 // It is kept small because a watch keeps it for its whole life (up to a day) and a subject may
-// run many: an object is a 64-bit hash of its uid and its resourceVersion, 16 bytes in a slice
-// sorted once the initial events are sent, where a map of uid strings took about 170. Objects
-// that arrive later go to a small map, merged into the slice as it grows. Two uids of one watch
-// sharing a hash (about 1 in 10^9 for 100,000 objects) would be taken for one object.
+// run many: an object is a 64-bit hash of its id (store.DocID: cluster and uid — a uid repeats
+// across members registered twice or cloned) and its resourceVersion, 16 bytes in a slice sorted
+// once the initial events are sent, where a map of uid strings took about 170. Objects that arrive
+// later go to a small map, merged into the slice as it grows. Two ids of one watch sharing a hash (about 1 in 10^9 for 100,000 objects) would be taken for one object.
 //
 // Each subject's watches together hold at most a budget of objects (watchObjects): past it, a
 // watch stops tracking and judges events as a watch resumed from a resourceVersion does, by the

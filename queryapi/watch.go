@@ -393,8 +393,7 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 		for _, it := range page.Items {
 			cl := clusterOf(it)
 			rv, _ := strconv.ParseInt(gjson.GetBytes(it, "metadata.resourceVersion").Str, 10, 64)
-			uid := gjson.GetBytes(it, "metadata.uid").Str
-			w.hold(uid, rv)
+			w.hold(store.DocID(cl, gjson.GetBytes(it, "metadata.uid").Str), rv)
 			w.send(watch.Added, it, rvVector{cl: rv})
 		}
 		if !w.flush() {
@@ -424,8 +423,9 @@ func (w *watcher) event(e *cacheEvent) {
 		return // the client had it when the watch started
 	}
 	w.pos[e.pair.Cluster] = max(w.pos[e.pair.Cluster], e.stable)
+	id := store.DocID(e.pair.Cluster, e.uid) // a uid is unique within one member only
 	if w.present != nil {
-		if seen, ok := w.present.get(e.uid); ok && e.typ != watch.Deleted && e.rv != 0 && e.rv <= seen {
+		if seen, ok := w.present.get(id); ok && e.typ != watch.Deleted && e.rv != 0 && e.rv <= seen {
 			return // the initial events showed this state or a newer one
 		}
 	}
@@ -433,7 +433,7 @@ func (w *watcher) event(e *cacheEvent) {
 	wasKnown, had := false, false
 	switch {
 	case w.present != nil:
-		_, had = w.present.get(e.uid)
+		_, had = w.present.get(id)
 		wasKnown = true
 	case e.typ == watch.Added:
 	default:
@@ -465,9 +465,9 @@ func (w *watcher) event(e *cacheEvent) {
 	}
 	if w.present != nil {
 		if typ == watch.Deleted {
-			w.present.remove(e.uid)
+			w.present.remove(id)
 		} else {
-			w.hold(e.uid, e.rv)
+			w.hold(id, e.rv)
 		}
 	}
 	w.send(typ, e.obj, w.pos)

@@ -11,9 +11,9 @@
 //     "missing or empty" are term queries.
 //   - Queries: one compiler (compile.go) from the query model to bleve queries, clause for clause
 //     as osstore's compile.go. A search (search.go) reads one index snapshot: every match is
-//     found, sorted (missing values last, uid tiebreaker), counted (exact totals, exact facets)
-//     and, when more than a page matches, held with its snapshot for the signed continue token
-//     until the keep-alive passes, the last page, or Release. Items are the stored objects written
+//     found, sorted (missing values last, uid and cluster tiebreakers), counted (exact totals,
+//     exact facets) and, when more than a page matches, held with its snapshot for the signed
+//     continue token until the keep-alive passes, the last page, or Release. Items are the stored objects written
 //     as OpenSearch's filtered _source writes them (source.go).
 //   - Writes (write.go) keep OpenSearch's external versioning and osstore's epoch rule, with
 //     tombstones; DeleteOlder and DeleteAll collect garbage as osstore's gc.go. Every batch is

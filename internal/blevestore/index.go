@@ -116,8 +116,8 @@ type stored struct {
 	judged bool
 }
 
-// docID is the bleve id of a document: OpenSearch's (index, _id).
-func docID(kind, uid string) string { return indexOf(kind) + "\x00" + uid }
+// docID is the bleve id of a document: OpenSearch's (index, _id), id being store.DocID.
+func docID(kind, id string) string { return indexOf(kind) + "\x00" + id }
 
 func indexOf(kind string) string { return strings.ToLower(kind) }
 

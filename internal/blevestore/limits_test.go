@@ -21,6 +21,18 @@ func TestContractSnapshotLimits(t *testing.T) {
 	storetest.RunCase(t, s, storetest.SnapshotLimitsCase)
 }
 
+// TestContractSameUID runs the contract's case of one uid in two members (a member registered
+// under two names, members cloned from one etcd snapshot): a document each, and neither's delete
+// or SYNC touches the other's.
+func TestContractSameUID(t *testing.T) {
+	s, err := New(Options{Dir: t.TempDir(), TokenKey: testKey, KeepAlive: storetest.KeepAlive, Limits: storetest.Limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.RunCase(t, s, storetest.SameUIDCase)
+}
+
 // TestSnapshotsPerSubject: a poller of limit=1 first pages holds at most its share of snapshots
 // (each holds the sorted matches of its query), and closes its own, not another subject's.
 func TestSnapshotsPerSubject(t *testing.T) {

@@ -361,8 +361,8 @@ func score(ctx context.Context, r index.IndexReader, text string, hits []hit) er
 	return err
 }
 
-// compareHits orders by the sort keys, missing values last in either direction, then by uid as
-// osstore's tiebreaker (and by the index's own id for the same uid in two kinds); relevance sorts
+// compareHits orders by the sort keys, missing values last in either direction, then by uid and
+// cluster as osstore's tiebreaker (and by the index's own id for the same uid in two kinds); relevance sorts
 // by score first, highest first.
 func compareHits(sorts []query.Sort, relevance bool) func(a, b hit) int {
 	if len(sorts) == 0 && !relevance {
@@ -405,6 +405,9 @@ func compareHits(sorts []query.Sort, relevance bool) func(a, b hit) int {
 			}
 		}
 		if c := strings.Compare(a.uid, b.uid); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.cluster, b.cluster); c != 0 {
 			return c
 		}
 		return bytes.Compare(a.iid, b.iid)

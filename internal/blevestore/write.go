@@ -55,7 +55,7 @@ func (s *Store) Write(ctx context.Context, ops []store.Op) ([]store.Failure, err
 			failed = append(failed, store.Failure{Pos: i, Err: "action_request_validation_exception: if _id is specified it must not be empty"})
 			continue
 		}
-		id := docID(o.Kind, o.UID)
+		id := docID(o.Kind, o.ID())
 		cur := current(id)
 		version, ok := nextVersion(o, cur)
 		if !ok {

@@ -289,8 +289,9 @@ func timeRange(now time.Time, from, to *query.Instant) map[string]any {
 	return r
 }
 
-// compileSort ends every sort with uid, unique per document, so search_after never skips or repeats
-// a document between pages.
+// compileSort ends every sort with uid and cluster, unique per document (a uid is unique within one
+// member only: a member registered twice, or members cloned from one etcd snapshot, repeat them),
+// so search_after never skips or repeats a document between pages.
 func compileSort(q *query.Query) []any {
 	var out []any
 	sorts := q.Sort
@@ -310,7 +311,8 @@ func compileSort(q *query.Query) []any {
 		// them first ascending and last descending.
 		out = append(out, map[string]any{s.Field: map[string]any{"order": order, "missing": "_last"}})
 	}
-	return append(out, map[string]any{document.FieldUID: map[string]any{"order": "asc"}})
+	return append(out, map[string]any{document.FieldUID: map[string]any{"order": "asc"}},
+		map[string]any{document.FieldCluster: map[string]any{"order": "asc"}})
 }
 
 func compileSource(q *query.Query) map[string]any {

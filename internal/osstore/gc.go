@@ -72,7 +72,8 @@ func purgeFilter(sel store.Selection) []any {
 
 // gcSearch is one page of the documents matching filter, after the sort values of the last hit of
 // the page before (nil for the first): ids, concrete indices and versions only, in (uid, index)
-// order — total even when an alias reaches several indices holding the same uid.
+// order — total even when an alias reaches several indices holding the same uid. Every filter fixes
+// the cluster, and a document's id is (cluster, uid), so no two hits of one index share a uid.
 func gcSearch(filter []any, size int, after json.RawMessage) map[string]any {
 	body := map[string]any{
 		"size":             size,

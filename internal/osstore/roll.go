@@ -30,7 +30,8 @@ import (
 //  1. create the new index "<alias>-v<Version>" hidden;
 //  2. block writes to the old indices, so nothing changes under the copy (an older indexer still
 //     running retries its blocked writes; see classify), and refresh them;
-//  3. copy every document, rebuilt by this build from the object it stores, with its _version;
+//  3. copy every document, rebuilt by this build from the object it stores, with its _version,
+//     under its id (store.DocID: a document of an older version's index may have another id);
 //  4. hide the old indices too (still reached through the alias);
 //  5. in one atomic _aliases request, move the alias from the old indices to the new one;
 //  6. unhide the new index;
@@ -294,7 +295,7 @@ func (s *Store) copyDocuments(ctx context.Context, o store.SetupOptions, p rollP
 			if err != nil {
 				return copied, fmt.Errorf("%w: %s/%s: %v", errRollAborted, h.Get("_index").Str, h.Get("_id").Str, err)
 			}
-			ops = append(ops, &op{pos: len(ops), action: actionIndex, index: p.target, id: h.Get("_id").Str, doc: doc,
+			ops = append(ops, &op{pos: len(ops), action: actionIndex, index: p.target, id: rolledID(h), doc: doc,
 				versioned: true, version: h.Get("_version").Int()})
 			size += len(doc)
 			if size >= o.BatchBytes {
@@ -316,6 +317,19 @@ func (s *Store) copyDocuments(ctx context.Context, o store.SetupOptions, p rollP
 		scrollID = cmp.Or(page.id, scrollID)
 	}
 	return copied, nil
+}
+
+// rolledID is the _id of a copied document in the new index: store.DocID of its cluster and uid.
+// Indices of mapping version 1 kept documents under the uid alone, so a member registered under two
+// names overwrote its own documents (issue 23 item 5); the roll to version 2 re-keys them. A
+// document that lacks either field keeps its _id.
+func rolledID(h gjson.Result) string {
+	src := h.Get("_source")
+	cluster, uid := src.Get(document.FieldCluster).Str, src.Get(document.FieldUID).Str
+	if cluster == "" || uid == "" {
+		return h.Get("_id").Str
+	}
+	return store.DocID(cluster, uid)
 }
 
 // takeLease waits until this indexer holds the roll lease of p, or until the alias has moved to the

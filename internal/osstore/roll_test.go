@@ -313,27 +313,35 @@ func TestRoll(t *testing.T) {
 	if f.leaseSeq == 0 || f.lease != nil {
 		t.Errorf("roll lease: taken %d times, released: %v; want taken and released", f.leaseSeq, f.lease == nil)
 	}
-	// Every document is written to the target with the _version it had, rebuilt to the same bytes.
+	// Every document is written to the target with the _version it had, rebuilt to the same bytes,
+	// under its (cluster, uid) id: the old index kept it under the uid alone (mapping version 1).
 	if len(f.bulks) != 1 {
 		t.Fatalf("%d _bulk requests, want 1", len(f.bulks))
 	}
 	lines := strings.Split(strings.TrimSpace(f.bulks[0]), "\n")
+	if len(lines) != 2*len(f.docs) {
+		t.Fatalf("%d documents copied, want %d", len(lines)/2, len(f.docs))
+	}
 	for i := 0; i < len(lines); i += 2 {
 		meta := gjson.Get(lines[i], "index")
-		id := meta.Get("_id").Str
-		if meta.Get("_index").Str != "k-pod-v1" || meta.Get("version").Int() != int64(40+len(id)) || meta.Get("version_type").Str != "external_gte" {
-			t.Errorf("bulk action %s: want index k-pod-v1, version %d, external_gte", lines[i], 40+len(id))
+		uid := gjson.Get(lines[i+1], "uid").Str
+		want := store.DocID(gjson.Get(lines[i+1], "cluster").Str, uid)
+		if meta.Get("_id").Str != want {
+			t.Errorf("bulk action %s: want _id %s", lines[i], want)
 		}
-		if lines[i+1] != string(f.docs[id]) {
-			t.Errorf("document %s rebuilt differently:\n%.300s\nwant\n%.300s", id, lines[i+1], f.docs[id])
+		if meta.Get("_index").Str != "k-pod-v1" || meta.Get("version").Int() != int64(40+len(uid)) || meta.Get("version_type").Str != "external_gte" {
+			t.Errorf("bulk action %s: want index k-pod-v1, version %d, external_gte", lines[i], 40+len(uid))
+		}
+		if lines[i+1] != string(f.docs[uid]) {
+			t.Errorf("document %s rebuilt differently:\n%.300s\nwant\n%.300s", uid, lines[i+1], f.docs[uid])
 		}
 	}
 }
 
 func TestRollAbortsOnRefusedDocument(t *testing.T) {
 	f, ix := newRollFake(t)
-	for id := range f.docs {
-		f.refuse[id] = true
+	for _, doc := range f.docs {
+		f.refuse[store.DocID(gjson.GetBytes(doc, "cluster").Str, gjson.GetBytes(doc, "uid").Str)] = true
 		break
 	}
 	_, err := ix.roll(t.Context(), rollOfPods)

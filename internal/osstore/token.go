@@ -31,7 +31,8 @@ type token struct {
 	Expires int64 `json:"exp"`
 }
 
-const tokenVersion = 1
+// tokenVersion 2: the sort ends with (uid, cluster), one value more than version 1's.
+const tokenVersion = 2
 
 // tokenCodec signs the backend's tokens (package pagetoken) and checks their content.
 type tokenCodec struct{ pagetoken.Codec }

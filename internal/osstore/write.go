@@ -15,7 +15,8 @@ import (
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
-// Write applies ops in order — index and delete operations in _bulk requests, with _id = uid,
+// Write applies ops in order — index and delete operations in _bulk requests, with _id =
+// store.DocID(cluster, uid),
 // version = resourceVersion and version_type external_gte, to the index of each op's kind — and
 // returns those OpenSearch will never accept, by their position in ops. What OpenSearch cannot take
 // now (429, 5xx, 401, 403, a write block) is retried with backoff, those items only; a version
@@ -23,21 +24,27 @@ import (
 // 413) is split down to the op at fault. Write returns an error only when ctx ends first, with some
 // ops possibly unwritten.
 func (s *Store) Write(ctx context.Context, ops []store.Op) ([]store.Failure, error) {
-	batch := make([]*op, len(ops))
+	batch := make([]*op, 0, len(ops))
+	var refused []store.Failure
 	for i, o := range ops {
-		b := &op{pos: i, action: actionIndex, index: mappings.IndexName(s.index.Prefix, o.Kind), id: o.UID, doc: o.Doc,
+		if o.UID == "" {
+			// The _id would not be empty (DocID prefixes the cluster), so OpenSearch would take it.
+			refused = append(refused, store.Failure{Pos: i, Err: "action_request_validation_exception: if _id is specified it must not be empty"})
+			continue
+		}
+		b := &op{pos: i, action: actionIndex, index: mappings.IndexName(s.index.Prefix, o.Kind), id: o.ID(), doc: o.Doc,
 			epoch: o.Epoch, versioned: o.Versioned, version: o.Version}
 		if o.Delete {
 			b.action, b.doc = actionDelete, nil
 		}
-		batch[i] = b
+		batch = append(batch, b)
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	failed, err := s.writer.write(ctx, batch)
-	out := make([]store.Failure, len(failed))
-	for i, f := range failed {
-		out[i] = store.Failure{Pos: f.op.pos, Err: f.err}
+	out := refused
+	for _, f := range failed {
+		out = append(out, store.Failure{Pos: f.op.pos, Err: f.err})
 	}
 	slices.SortFunc(out, func(a, b store.Failure) int { return a.Pos - b.Pos })
 	return out, err

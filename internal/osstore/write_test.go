@@ -380,7 +380,7 @@ func TestWriteReportsFailuresByPosition(t *testing.T) {
 	f := newFakeEngine()
 	s.writer.docs = f
 	f.fail = func(o *op) (itemResult, bool) {
-		if o.id == "bad1" || o.id == "bad2" {
+		if o.id == store.DocID("", "bad1") || o.id == store.DocID("", "bad2") {
 			return itemResult{status: 400, errType: "mapper_parsing_exception", reason: "failed to parse field [podIP]"}, true
 		}
 		return itemResult{}, false
@@ -399,13 +399,13 @@ func TestWriteReportsFailuresByPosition(t *testing.T) {
 	if len(failed) != 2 || failed[0].Pos != 1 || failed[1].Pos != 3 || !strings.Contains(failed[0].Err, "mapper_parsing_exception") {
 		t.Fatalf("failures: %+v, want positions 1 and 3", failed)
 	}
-	if got := f.state("team1-kubernetes-pod", "ok"); got != "1/1" {
+	if got := f.state("team1-kubernetes-pod", store.DocID("", "ok")); got != "1/1" {
 		t.Errorf("ok: %s", got)
 	}
-	if got := f.state("team1-kubernetes-configmap", "ok2"); got != "1/1" {
+	if got := f.state("team1-kubernetes-configmap", store.DocID("", "ok2")); got != "1/1" {
 		t.Errorf("ok2: %s", got)
 	}
-	if got := f.state("team1-kubernetes-pod", "gone"); got != "deleted" {
+	if got := f.state("team1-kubernetes-pod", store.DocID("", "gone")); got != "deleted" {
 		t.Errorf("gone: %s", got)
 	}
 }
@@ -482,15 +482,75 @@ func TestStoreWriteRestoredObject(t *testing.T) {
 	write(store.Op{Kind: "Pod", UID: "u", Doc: doc(1, 4000), Epoch: 1, Version: 4000, Versioned: true})
 	write(store.Op{Delete: true, Kind: "Pod", UID: "u", Epoch: 1, Version: 5000, Versioned: true})
 	write(store.Op{Kind: "Pod", UID: "u", Doc: doc(1, 4000), Epoch: 1, Version: 4000, Versioned: true})
-	if got := f.Engine.State(testIndex, "u"); got != "deleted" {
+	if got := f.Engine.State(testIndex, store.DocID("", "u")); got != "deleted" {
 		t.Fatalf("replay of the deleting epoch: got %s, want deleted", got)
 	}
 	write(store.Op{Kind: "Pod", UID: "u", Doc: doc(2, 150), Epoch: 2, Version: 150, Versioned: true})
-	if got := f.Engine.State(testIndex, "u"); got != "2/150" {
+	if got := f.Engine.State(testIndex, store.DocID("", "u")); got != "2/150" {
 		t.Errorf("restored object: got %s, want 2/150", got)
 	}
 	write(store.Op{Kind: "Pod", UID: "u", Doc: doc(2, 160), Epoch: 2, Version: 160, Versioned: true})
-	if got := f.Engine.State(testIndex, "u"); got != "2/160" {
+	if got := f.Engine.State(testIndex, store.DocID("", "u")); got != "2/160" {
 		t.Errorf("its next change: got %s, want 2/160", got)
+	}
+}
+
+// TestStoreWriteSameUIDTwoClusters: one member registered under two names (or members cloned from
+// one etcd snapshot) publishes objects of the same uid under two cluster names. Each keeps its
+// document: a write of one never replaces the other's, a delete of one leaves the other, and a
+// SYNC of one cluster's scope never deletes the other's (issue 23 item 5).
+func TestStoreWriteSameUIDTwoClusters(t *testing.T) {
+	f := osstoretest.New()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	s, err := New(Options{Addresses: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	doc := func(cluster string, epoch, rv int64) []byte {
+		return fmt.Appendf(nil, `{"cluster":%q,"group":"","resource":"pods","kind":"Pod","namespace":"shop","uid":"u","epoch":%d,"resourceVersion":%d}`,
+			cluster, epoch, rv)
+	}
+	op := func(cluster string, epoch, rv int64) store.Op {
+		return store.Op{Kind: "Pod", Cluster: cluster, UID: "u", Doc: doc(cluster, epoch, rv), Epoch: epoch, Version: rv, Versioned: true}
+	}
+	write := func(ops ...store.Op) {
+		t.Helper()
+		if failed, err := s.Write(t.Context(), ops); err != nil || len(failed) > 0 {
+			t.Fatalf("write: failed %v, err %v", failed, err)
+		}
+	}
+	states := func() string {
+		return f.Engine.State(testIndex, store.DocID("member1", "u")) + " " + f.Engine.State(testIndex, store.DocID("member1-copy", "u"))
+	}
+	// The copy's resourceVersions are the same member's: equal, then ahead of the first name's.
+	write(op("member1", 1, 100), op("member1-copy", 2, 100))
+	if got := states(); got != "1/100 2/100" {
+		t.Fatalf("after both lists: %s, want 1/100 2/100", got)
+	}
+	write(op("member1-copy", 2, 120))
+	if got := states(); got != "1/100 2/120" {
+		t.Errorf("after a change seen by the copy first: %s, want 1/100 2/120", got)
+	}
+	write(store.Op{Delete: true, Kind: "Pod", Cluster: "member1-copy", UID: "u", Epoch: 2, Version: 130, Versioned: true})
+	if got := states(); got != "1/100 deleted" {
+		t.Errorf("after the copy's delete: %s, want 1/100 deleted", got)
+	}
+	write(op("member1-copy", 3, 140))
+	scope := func(cluster string) store.ListScope {
+		return store.ListScope{Pair: store.Pair{Cluster: cluster, Resource: "pods"}, Kind: "Pod"}
+	}
+	if n, err := s.DeleteOlder(t.Context(), scope("member1-copy"), 3); err != nil || n != 0 {
+		t.Errorf("SYNC of the copy's list: deleted %d, %v; want 0", n, err)
+	}
+	if got := states(); got != "1/100 3/140" {
+		t.Errorf("after the copy's SYNC: %s, want 1/100 3/140", got)
+	}
+	if n, err := s.DeleteOlder(t.Context(), scope("member1"), 4); err != nil || n != 1 {
+		t.Errorf("SYNC of member1's next list, which did not see u: deleted %d, %v; want 1", n, err)
+	}
+	if got := states(); got != "deleted 3/140" {
+		t.Errorf("after member1's SYNC: %s, want deleted 3/140", got)
 	}
 }

@@ -45,9 +45,12 @@ var (
 type Op struct {
 	// Delete removes the document; otherwise Doc replaces it.
 	Delete bool
-	// Kind is the object's kind, which names its index; UID is the document's id.
-	Kind string
-	UID  string
+	// Kind is the object's kind, which names its index. Cluster and UID name the document (DocID):
+	// a uid is unique within one member only — a member registered under two names, or members
+	// cloned from one etcd snapshot, have objects with the same uid.
+	Kind    string
+	Cluster string
+	UID     string
 	// Doc is the document (package document), one line of JSON; nil for a delete.
 	Doc []byte
 	// Epoch is the epoch of the event: an op of a newer epoch replaces the stored state whatever the
@@ -61,6 +64,14 @@ type Op struct {
 	Version   int64
 	Versioned bool
 }
+
+// DocID is the id of the document of the object uid of cluster, in the index of its kind: the
+// member's name, "/", the uid. Every backend keys documents by it, so two members' objects never
+// overwrite each other whatever their uids. "/" cannot occur in a member's name (a DNS label).
+func DocID(cluster, uid string) string { return cluster + "/" + uid }
+
+// ID is the id of the op's document (DocID).
+func (o Op) ID() string { return DocID(o.Cluster, o.UID) }
 
 // Failure is an op the backend will never accept (a mapping conflict, say): the op at position Pos
 // of the slice written, and why in the backend's words.

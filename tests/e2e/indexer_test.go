@@ -84,7 +84,7 @@ type doc struct {
 	object                       []byte
 }
 
-// docs returns every document of one kind of one cluster (in one namespace when ns is set).
+// docs returns every document of one kind of one cluster (in one namespace when ns is set), by uid.
 func (p *pipeline) docs(t *testing.T, kind, cluster, ns string) (map[string]doc, error) {
 	t.Helper()
 	filter := []any{map[string]any{"term": map[string]any{"cluster": cluster}}}
@@ -111,7 +111,7 @@ func (p *pipeline) docs(t *testing.T, kind, cluster, ns string) (map[string]doc,
 			return nil, fmt.Errorf("document %s: %w", h.ID, err)
 		}
 		src := gjson.ParseBytes(h.Source)
-		out[h.ID] = doc{id: h.ID, cluster: src.Get("cluster").String(), namespace: src.Get("namespace").String(),
+		out[src.Get("uid").String()] = doc{id: h.ID, cluster: src.Get("cluster").String(), namespace: src.Get("namespace").String(),
 			name: src.Get("name").String(), resourceVersion: src.Get("resourceVersion").Int(), object: obj}
 	}
 	return out, nil
@@ -145,6 +145,8 @@ func (p *pipeline) indexProblems(t *testing.T) []string {
 				switch {
 				case !ok:
 					problems = append(problems, fmt.Sprintf("%s %s %s/%s: not indexed", cluster, gvr.Resource, it.GetNamespace(), it.GetName()))
+				case d.id != cluster+"/"+string(it.GetUID()):
+					problems = append(problems, fmt.Sprintf("%s %s %s/%s: indexed as _id %s, want cluster/uid", cluster, gvr.Resource, it.GetNamespace(), it.GetName(), d.id))
 				case fmt.Sprint(d.resourceVersion) != it.GetResourceVersion():
 					problems = append(problems, fmt.Sprintf("%s %s %s/%s: indexed at rv %d, member at %s", cluster, gvr.Resource, it.GetNamespace(), it.GetName(), d.resourceVersion, it.GetResourceVersion()))
 				case gjson.GetBytes(d.object, `metadata.annotations.resource\.karmada\.io/cached-from-cluster`).String() != cluster:
@@ -182,7 +184,7 @@ func (p *pipeline) waitIndexMatchesMembers(t *testing.T, what string, timeout ti
 }
 
 // Objects created, updated and deleted in the members appear, change and disappear in
-// kubernetes-<kind>, with _id = uid and the cache-source annotation; objects deleted while the
+// kubernetes-<kind>, with _id = cluster/uid and the cache-source annotation; objects deleted while the
 // collector was down are gone after its restart; a 1.4 MiB ConfigMap is indexed; dotted label keys are
 // searchable by pair and by existence, and `app` next to `app.kubernetes.io/name` causes no conflict.
 func TestIndexerMirrorsMembers(t *testing.T) {
@@ -450,7 +452,7 @@ func indexSnapshot(t *testing.T, env *testbed.Env, prefix string) map[string]str
 		if err != nil {
 			t.Fatal(err)
 		}
-		alias := strings.TrimSuffix(h.Get("_index").String(), "-v1")
+		alias := strings.TrimSuffix(h.Get("_index").String(), fmt.Sprintf("-v%d", mappings.Version))
 		out[alias+"/"+h.Get("_id").String()] = h.Get("_version").String() + " " + string(obj)
 	}
 	if total := gjson.GetBytes(body, "hits.total.value").Int(); int(total) != len(out) {

@@ -59,13 +59,13 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 		current := osstore.VersionedIndexName(alias)
 		if strings.HasSuffix(alias, "-configmap") {
 			// A bare concrete index named like the alias.
-			copyIndex(t, env, current, alias+"-stage", strip)
+			copyIndex(t, env, current, alias+"-stage", strip, true)
 			mustHTTP(t, "DELETE", env.OpenSearchURL+"/"+current, "")
-			copyIndex(t, env, alias+"-stage", alias, nil)
+			copyIndex(t, env, alias+"-stage", alias, nil, false)
 			mustHTTP(t, "DELETE", env.OpenSearchURL+"/"+alias+"-stage", "")
 			continue
 		}
-		copyIndex(t, env, current, alias+old, strip)
+		copyIndex(t, env, current, alias+old, strip, true)
 		mustHTTP(t, "POST", env.OpenSearchURL+"/_aliases", fmt.Sprintf(
 			`{"actions":[{"add":{"index":%q,"alias":%q,"is_write_index":true}},{"remove_index":{"index":%q}}]}`, alias+old, alias, current))
 	}
@@ -301,8 +301,9 @@ func resolveAliases(t *testing.T, env *testbed.Env, prefix string) []string {
 }
 
 // copyIndex copies every document of from into to (created from the template) with its _version,
-// leaving out the top-level fields strip names.
-func copyIndex(t *testing.T, env *testbed.Env, from, to string, strip []string) {
+// leaving out the top-level fields strip names; byUID gives each the _id mapping version 1 gave it,
+// its uid alone (the roll to version 2 re-keys them by cluster and uid).
+func copyIndex(t *testing.T, env *testbed.Env, from, to string, strip []string, byUID bool) {
 	t.Helper()
 	mustHTTP(t, "POST", env.OpenSearchURL+"/"+from+"/_refresh", "")
 	page := mustHTTP(t, "POST", env.OpenSearchURL+"/"+from+"/_search?scroll=2m", `{"size":500,"sort":["_doc"],"version":true}`)
@@ -322,7 +323,11 @@ func copyIndex(t *testing.T, env *testbed.Env, from, to string, strip []string) 
 				delete(src, k)
 			}
 			doc, _ := json.Marshal(src)
-			fmt.Fprintf(&body, `{"index":{"_index":%q,"_id":%q,"version":%d,"version_type":"external_gte"}}`+"\n%s\n", to, h.Get("_id").Str, h.Get("_version").Int(), doc)
+			id := h.Get("_id").Str
+			if byUID {
+				id = gjson.GetBytes(doc, "uid").Str
+			}
+			fmt.Fprintf(&body, `{"index":{"_index":%q,"_id":%q,"version":%d,"version_type":"external_gte"}}`+"\n%s\n", to, id, h.Get("_version").Int(), doc)
 		}
 		resp := mustHTTP(t, "POST", env.OpenSearchURL+"/_bulk", body.String())
 		if gjson.GetBytes(resp, "errors").Bool() {

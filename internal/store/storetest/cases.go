@@ -323,6 +323,9 @@ func tokenCases() []Case {
 // SnapshotLimitsCase names the case of the snapshot bounds (store.Limits).
 const SnapshotLimitsCase = "snapshots are bounded per subject and kept for the server's own lists"
 
+// SameUIDCase names the case of two members with objects of the same uid (store.DocID).
+const SameUIDCase = "two members with objects of the same uid keep a document each"
+
 // snapshotLimits: a subject that keeps first pages of limit 1 (each holding a snapshot) past its
 // share closes its least recently used one, whose token is ErrExpired, and no other subject's; an
 // answer of one page holds none; continue tokens of clients hold three quarters of the backend's
@@ -675,7 +678,7 @@ func writeCases() []Case {
 			r.record("Write(modified, deleted)", failed, err)
 			r.noError("write", err)
 			r.refresh(map[string]bool{"Lease": true})
-			r.c.remove(func(o *Object) bool { return o.UID == m.UID })
+			r.c.remove(func(o *Object) bool { return o.id() == m.id() })
 			r.expectStored("after the modify and delete", m, nil)
 		}},
 		{"objects after the writes", func(r *R) {
@@ -763,6 +766,39 @@ func gcCases() []Case {
 		}},
 		{"PURGE of nothing deletes nothing", func(r *R) {
 			deleteAll(r, store.Selection{Cluster: "nowhere", Kind: "Pod"})
+		}},
+		{SameUIDCase, func(r *R) {
+			// One member registered under two names, or members cloned from one etcd snapshot:
+			// the same uid in two clusters, and since the clone, different objects (issue 23
+			// item 5). Neither's write, delete or SYNC touches the other's document.
+			eu := r.c.configMap("prod-eu", "twins", "settings", map[string]string{"example.com/twin": "eu"}, map[string]any{"region": "eu"})
+			st := r.c.configMap("staging", "twins", "settings", map[string]string{"example.com/twin": "staging"}, map[string]any{"region": "staging"})
+			st.UID = eu.UID
+			eu.Epoch, st.Epoch = Epoch, Epoch
+			r.write(envelope.Added, eu, st) // one batch
+			r.expectStored("prod-eu's", eu, eu)
+			r.expectStored("staging's", st, st)
+			both := params("fieldSelector", "metadata.uid="+eu.UID)
+			check(r, both)
+
+			gone := st.clone()
+			gone.ResourceVersion = r.c.rv("staging")
+			r.write(envelope.Deleted, gone)
+			r.expectStored("prod-eu's after staging's delete", eu, eu)
+			r.expectStored("staging's after its delete", st, nil)
+
+			back := st.clone()
+			back.Epoch, back.ResourceVersion = Epoch+1, r.c.rv("staging")
+			r.write(envelope.Added, back)
+			twins := func(cluster string) store.ListScope {
+				return store.ListScope{Pair: store.Pair{Cluster: cluster, Resource: "configmaps"}, Kind: "ConfigMap", Namespace: "twins"}
+			}
+			deleteOlder(r, twins("staging"), Epoch+1)
+			r.expectStored("prod-eu's after staging's SYNC", eu, eu)
+			deleteOlder(r, twins("prod-eu"), Epoch+1)
+			r.expectStored("prod-eu's after its own SYNC", eu, nil)
+			r.expectStored("staging's after prod-eu's SYNC", back, back)
+			check(r, both)
 		}},
 		{"counts after garbage collection", func(r *R) { r.counts(nil) }},
 		{"everything after garbage collection", func(r *R) {

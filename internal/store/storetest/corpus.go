@@ -59,6 +59,9 @@ func (o *Object) Key() string {
 	return o.Cluster + "/" + o.Kind + "/" + o.Namespace + "/" + o.Name
 }
 
+// id is the object's document id (store.DocID).
+func (o *Object) id() string { return store.DocID(o.Cluster, o.UID) }
+
 // Pair is the object's pair.
 func (o *Object) Pair() store.Pair {
 	return store.Pair{Cluster: o.Cluster, Group: o.Group, Resource: o.Resource}
@@ -167,9 +170,9 @@ func Ops(evs ...*envelope.Event) ([]store.Op, error) {
 			if err != nil {
 				return nil, err
 			}
-			op = store.Op{Kind: ev.Kind, UID: ev.UID, Doc: doc, Epoch: ev.Epoch}
+			op = store.Op{Kind: ev.Kind, Cluster: ev.Cluster, UID: ev.UID, Doc: doc, Epoch: ev.Epoch}
 		case envelope.Deleted:
-			op = store.Op{Delete: true, Kind: ev.Kind, UID: ev.UID, Epoch: ev.Epoch}
+			op = store.Op{Delete: true, Kind: ev.Kind, Cluster: ev.Cluster, UID: ev.UID, Epoch: ev.Epoch}
 		default:
 			return nil, fmt.Errorf("storetest: a %s event is a marker, not a write", ev.Type)
 		}
@@ -428,13 +431,14 @@ func (c *Corpus) find(key string) *Object {
 	return nil
 }
 
-// put records o as the live state of its uid (replacing the one before).
+// put records o as the live state of its (cluster, uid) (replacing the one before): a uid is
+// unique within one member only.
 func (c *Corpus) put(o *Object) {
-	if i, ok := c.pos[o.UID]; ok {
+	if i, ok := c.pos[o.id()]; ok {
 		c.objects[i] = o
 		return
 	}
-	c.pos[o.UID] = len(c.objects)
+	c.pos[o.id()] = len(c.objects)
 	c.objects = append(c.objects, o)
 }
 
@@ -453,7 +457,7 @@ func (c *Corpus) remove(gone func(*Object) bool) int {
 	c.objects = kept
 	clear(c.pos)
 	for i, o := range c.objects {
-		c.pos[o.UID] = i
+		c.pos[o.id()] = i
 	}
 	return n
 }

@@ -230,7 +230,7 @@ func (r *R) write(typ envelope.Type, objs ...*Object) {
 	r.writeOps(ops)
 	for i, o := range objs {
 		if typ == envelope.Deleted {
-			r.c.remove(func(x *Object) bool { return x.UID == o.UID })
+			r.c.remove(func(x *Object) bool { return x.id() == o.id() })
 			continue
 		}
 		o.setDoc(ops[i].Doc)
@@ -432,12 +432,12 @@ func (r *R) expectItems(items []Item, want []*Object, unordered, metadataOnly bo
 			got[j:min(j+3, len(got))], exp[j:min(j+3, len(exp))])
 		return
 	}
-	byUID := map[string]*Object{}
+	byKey := map[string]*Object{}
 	for _, o := range want {
-		byUID[o.UID] = o
+		byKey[o.UID+" "+o.Key()] = o
 	}
 	for _, it := range items {
-		o := byUID[it.UID]
+		o := byKey[it.UID+" "+it.Key]
 		if metadataOnly {
 			stored, _ := mappings.StoredObject(o.doc)
 			var keys []string
