@@ -291,6 +291,13 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 		q.Versions = false
 	}
 	s.addWarnings(c, q, page.Warnings)
+	if r.cluster == "" && !r.qualified && out.shape != shapeTable {
+		if dup := repeatedName(page.Items); dup != "" {
+			c.Writer.Header().Add("Warning", warningHeader(fmt.Sprintf(
+				"names repeat across clusters in this list (%s): a client keying objects by namespace and name (informers, controller-runtime, k9s) keeps one of each; list the qualified view (/qualified/, context %s) or one cluster's view",
+				dup, ContextQualified)))
+		}
+	}
 	cont := ""
 	if limit > 0 && page.Continue != "" {
 		cont = encodeContinue(rv, page.Continue)
@@ -627,6 +634,23 @@ func (v rvVector) reaches(o rvVector) bool {
 		}
 	}
 	return true
+}
+
+// repeatedName names the first namespace/name that two clusters' objects of a page share, "" if
+// none. Facade lists sort by namespace, name, cluster, so such objects are neighbours: the clients
+// that merge them (informers key by namespace/name) get a Warning with the page that holds both. A
+// Table (kubectl get) shows the CLUSTER column and gets none.
+func repeatedName(items []json.RawMessage) string {
+	var prevKey, prevCluster string
+	for _, it := range items {
+		m := gjson.GetManyBytes(it, "metadata.namespace", "metadata.name")
+		key, cl := m[0].Str+"/"+m[1].Str, clusterOf(it)
+		if key == prevKey && cl != prevCluster {
+			return fmt.Sprintf("%s in %s and %s", strings.TrimPrefix(key, "/"), prevCluster, cl)
+		}
+		prevKey, prevCluster = key, cl
+	}
+	return ""
 }
 
 func splitQualified(name string) (base, cluster string, ok bool) {
