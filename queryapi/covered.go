@@ -35,11 +35,24 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 	var todo []pending
 	names, namespaces := map[string]bool{}, map[string]bool{}
 	budget := maxCoverEvents
+	fresh := rvVector(nil)
 	for cl, wm := range vec {
 		if listing[cl] || budget == 0 {
 			continue
 		}
-		evs, ok := s.cache.eventsAfter(store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource}, wm, budget)
+		pair := store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource}
+		evs, ok, below := s.cache.eventsAfter(pair, wm, budget)
+		if below && fresh == nil {
+			// The fleet status polls the watermarks every PollInterval: the window may start
+			// above what it last read (a query API just started, an indexer just caught up). The
+			// index's own watermarks are covered by definition; read once per LIST, when needed.
+			fresh = s.freshWatermarks(ctx, res)
+		}
+		if below && fresh[cl] > wm {
+			wm = fresh[cl]
+			vec[cl] = wm
+			evs, ok, _ = s.cache.eventsAfter(pair, wm, budget)
+		}
 		if !ok || len(evs) == 0 {
 			continue
 		}
@@ -84,6 +97,22 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 	for _, p := range todo {
 		vec[p.cluster] = max(vec[p.cluster], coveredPrefix(p.cluster, p.events, shown))
 	}
+}
+
+// freshWatermarks are the resource's watermarks per cluster as the index holds them now; empty
+// when they cannot be read (the caller keeps what it has).
+func (s *Server) freshWatermarks(ctx context.Context, res apiResource) rvVector {
+	out := rvVector{}
+	wms, err := s.fleet.readWatermarks(ctx)
+	if err != nil {
+		return out
+	}
+	for _, w := range wms {
+		if w.Group == res.Group && w.Resource == res.Resource {
+			out[w.Cluster] = w.ResourceVersion
+		}
+	}
+	return out
 }
 
 // coveredPrefix is the resourceVersion of the last event of a prefix of evs (oldest first) whose

@@ -1,6 +1,7 @@
 package queryapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 // podEvent is the stream's event of fakeObject o (same uid and object).
@@ -60,5 +62,21 @@ func TestListPositionIsCoveredByTheIndex(t *testing.T) {
 	st.objects = []fakeObject{a, b}
 	if got := position(); got != "540" {
 		t.Errorf("c's deletion searchable: position %s, want 540", got)
+	}
+}
+
+// TestListPositionNotBelowTheWindow: the fleet status reads the watermarks every PollInterval, so
+// right after a start what it holds may be below where the watch window begins; a LIST then reads
+// the index's watermarks afresh instead of handing out a position every watch answers 410.
+func TestListPositionNotBelowTheWindow(t *testing.T) {
+	base, s := newFacadeServerWithCache(t, &fakeStore{}) // the fleet status read member1's pods at 500
+	pair := store.Pair{Cluster: "member1", Resource: "pods"}
+	s.cache.floor[pair], s.cache.head[pair], s.cache.stable[pair] = 600, 600, 600 // seeded at 600 since
+	s.fleet.readWatermarks = func(context.Context) ([]store.Watermark, error) {
+		return []store.Watermark{{Cluster: "member1", Resource: "pods", Kind: "Pod", ResourceVersion: 600}}, nil
+	}
+	code, _, body := fetch(t, "GET", base+"/clusters/member1/api/v1/namespaces/shop/pods?resourceVersion=0", "")
+	if got := gjson.GetBytes(body, "metadata.resourceVersion").Str; code != 200 || got != "600" {
+		t.Errorf("LIST: %d, position %s, want the index's 600 (500 is below the window: every watch from it is 410)", code, got)
 	}
 }

@@ -799,18 +799,21 @@ func groupResourceOf(p store.Pair) string {
 	return p.Resource + "." + p.Group
 }
 
-// eventsAfter are the pair's events above rv that the window holds, at most max, oldest first (in
-// resourceVersion order). ok is false when that cannot be the whole story: the window's floor is
-// above rv (events after it were dropped), a list is in progress (its events come in key order)
-// or began before the window, or the member went back.
-func (c *watchCache) eventsAfter(p store.Pair, rv int64, limit int) (evs []*cacheEvent, ok bool) {
+// eventsAfter are the pair's events above rv that the window holds, at most limit, oldest first (in
+// resourceVersion order). ok is false when that cannot be the whole story: the cache is not ready,
+// the window's floor is above rv (below says stale: a newer rv may do), a list is in progress (its
+// events come in key order) or began before the window, or the member went back.
+func (c *watchCache) eventsAfter(p store.Pair, rv int64, limit int) (evs []*cacheEvent, ok, below bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.ready || c.floor[p] > rv || c.truncated[p] || len(c.relisting[p]) > 0 || c.renumbered[p] != nil {
-		return nil, false
+	if !c.ready || c.floor[p] > rv {
+		return nil, false, true
+	}
+	if c.truncated[p] || len(c.relisting[p]) > 0 || c.renumbered[p] != nil {
+		return nil, false, false
 	}
 	if c.head[p] <= rv {
-		return nil, true // the common case: the index has everything the stream has
+		return nil, true, false // the common case: the index has everything the stream has
 	}
 	// From the newest back to the first at or below rv: the events above a watermark are the
 	// window's last few, and the lock this holds is every watch's.
@@ -828,5 +831,5 @@ func (c *watchCache) eventsAfter(p store.Pair, rv int64, limit int) (evs []*cach
 		}
 		evs = append(evs, e)
 	}
-	return evs, true
+	return evs, true, false
 }

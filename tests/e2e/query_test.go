@@ -204,6 +204,9 @@ func (c queryCorpus) registries(t *testing.T) string {
 
 // queryPipeline is a collector, an indexer and a query API over indices of their own.
 type queryPipeline struct {
+	// owner is the test that started the pipeline: a component it restarts from a subtest lives as
+	// long as the pipeline, not as the subtest (whose end would stop it for the tests after).
+	owner              *testing.T
 	env                *testbed.Env
 	registries         string
 	topic, prefix      string
@@ -214,7 +217,7 @@ type queryPipeline struct {
 
 func startQueryPipeline(t *testing.T, env *testbed.Env, registries string, indexerArgs ...string) *queryPipeline {
 	t.Helper()
-	p := &queryPipeline{env: env, registries: registries, topic: uniqueName("query"), prefix: uniqueName("qe2e")}
+	p := &queryPipeline{owner: t, env: env, registries: registries, topic: uniqueName("query"), prefix: uniqueName("qe2e")}
 	tailTopic(t, env.KafkaBrokers, p.topic) // creates the topic
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	args := append([]string{"indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
@@ -244,7 +247,7 @@ func (p *queryPipeline) restartCollector(t *testing.T, meanwhile func()) {
 	p.collector.kill()
 	meanwhile()
 	addr := strings.TrimSuffix(strings.TrimPrefix(p.collectorStatus, "http://"), "/status")
-	p.collector, _ = startCollector(t, p.env, p.registries, p.topic, "--page-size", "500", "--listen", addr)
+	p.collector, _ = startCollector(p.owner, p.env, p.registries, p.topic, "--page-size", "500", "--listen", addr)
 	waitHTTP(t, "http://"+addr+"/readyz", 3*time.Minute)
 }
 

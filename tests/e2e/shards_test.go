@@ -32,6 +32,12 @@ func TestListThenWatchOnThreeShards(t *testing.T) {
 	env := testbed.Get(t)
 	f := seedFleet(t, env)
 	p := startQueryPipeline(t, env, f.registries(t), "--index-shards", "3")
+	listThenWatchUnderChurn(t, env, f, p)
+}
+
+// listThenWatchUnderChurn starts list-then-watch clients of member1's ConfigMaps at random moments
+// of a steady churn and requires every one to end with exactly the member's ConfigMaps.
+func listThenWatchUnderChurn(t *testing.T, env *testbed.Env, f fleet, p *queryPipeline) {
 	cms := kubernetes.NewForConfigOrDie(env.RESTConfig(t, "member1")).CoreV1().ConfigMaps(f.shop)
 	view := p.base + "/clusters/member1/api/v1/namespaces/" + f.shop + "/configmaps"
 	waitHTTP(t, view, time.Minute)
