@@ -46,7 +46,10 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 			// The fleet status polls the watermarks every PollInterval: the window may start
 			// above what it last read (a query API just started, an indexer just caught up). The
 			// index's own watermarks are covered by definition; read once per LIST, when needed.
-			fresh = s.freshWatermarks(ctx, res)
+			fresh, _ = s.freshWatermarks(ctx, res) // unreadable: the positions stay as they are
+			if fresh == nil {
+				fresh = rvVector{}
+			}
 		}
 		if below && fresh[cl] > wm {
 			wm = fresh[cl]
@@ -99,20 +102,20 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 	}
 }
 
-// freshWatermarks are the resource's watermarks per cluster as the index holds them now; empty
-// when they cannot be read (the caller keeps what it has).
-func (s *Server) freshWatermarks(ctx context.Context, res apiResource) rvVector {
-	out := rvVector{}
+// freshWatermarks are the resource's watermarks per cluster as the index holds them now, read
+// past the fleet status, which polls them every PollInterval.
+func (s *Server) freshWatermarks(ctx context.Context, res apiResource) (rvVector, error) {
 	wms, err := s.fleet.readWatermarks(ctx)
 	if err != nil {
-		return out
+		return nil, err
 	}
+	out := rvVector{}
 	for _, w := range wms {
 		if w.Group == res.Group && w.Resource == res.Resource {
 			out[w.Cluster] = w.ResourceVersion
 		}
 	}
-	return out
+	return out, nil
 }
 
 // coveredPrefix is the resourceVersion of the last event of a prefix of evs (oldest first) whose

@@ -491,15 +491,10 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 			return nil, nil, newStatus(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, "gave up waiting for the index: "+err.Error())
 		}
 		// Read afresh: the fleet status polls every PollInterval, too slow to wait on.
-		if fresh, err := s.fleet.readWatermarks(ctx); err == nil {
+		if fresh, err := s.freshWatermarks(ctx, res); err == nil {
 			have = rvVector{}
 			for _, cl := range clusters {
-				have[cl] = 0
-				for _, w := range fresh {
-					if w.Cluster == cl && w.Group == res.Group && w.Resource == res.Resource {
-						have[cl] = w.ResourceVersion
-					}
-				}
+				have[cl] = fresh[cl] // 0: nothing of it searchable yet
 			}
 		}
 	}
