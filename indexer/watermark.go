@@ -147,7 +147,10 @@ func (w *watermarks) synced(ev *envelope.Event, partition int) {
 	if s.Synced && ev.Epoch <= s.Epoch {
 		return // a replayed marker
 	}
-	rv, _ := parseRV(ev.ListResourceVersion)
+	rv, numbered := parseRV(ev.ListResourceVersion)
+	if shown := max(s.written, s.ResourceVersion); numbered && s.Synced && rv < shown {
+		s.Ceiling = max(s.Ceiling, shown) // the member went back: a new numbering starts at rv
+	}
 	s.Epoch, s.Listing, s.Synced = ev.Epoch, false, true
 	s.written, s.ResourceVersion = rv, rv
 	if ev.Namespace == "" {
@@ -204,6 +207,10 @@ func (w *watermarks) refreshed(kinds []string) {
 		for _, s := range p.scopes {
 			if s.written != s.ResourceVersion {
 				s.ResourceVersion = s.written
+				p.dirty = true
+			}
+			if s.Ceiling > 0 && s.ResourceVersion > s.Ceiling {
+				s.Ceiling = 0 // the new numbering passed the old: every old position is below it
 				p.dirty = true
 			}
 		}

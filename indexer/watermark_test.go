@@ -78,6 +78,20 @@ func TestWatermarkLifecycle(t *testing.T) {
 	w.written(ev(envelope.Added, "", 300, "4"), 0)
 	w.synced(ev(envelope.Sync, "", 300, "6"), 0)
 	step("rebuilt member: its own, lower resourceVersions", 6, false)
+	ceiling := func(name string, want int64) {
+		t.Helper()
+		if got := wmOf(w).Scopes[0].Ceiling; got != want {
+			t.Errorf("%s: ceiling %d, want %d", name, got, want)
+		}
+	}
+	ceiling("the old numbering's highest position is kept", 25)
+	w.written(ev(envelope.Modified, "", 300, "24"), 0)
+	w.refreshed([]string{"Pod"})
+	ceiling("below the old numbering's highest", 25)
+	w.written(ev(envelope.Modified, "", 300, "26"), 0)
+	w.refreshed([]string{"Pod"})
+	ceiling("the new numbering passed the old", 0)
+	step("past the old numbering", 26, false)
 
 	w.written(ev(envelope.Added, "", 400, "x"), 0)
 	w.synced(ev(envelope.Sync, "", 400, "not-a-number"), 0)

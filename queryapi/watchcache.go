@@ -305,6 +305,7 @@ func (c *watchCache) seedWatermarksLocked(wms []store.Watermark) {
 				c.scopesOf(p)[s.Namespace] = &scopeState{epoch: s.Epoch, newest: s.Epoch, seen: s.ResourceVersion}
 			}
 		}
+		c.seedRenumberingLocked(w)
 	}
 }
 

@@ -192,6 +192,34 @@ func (c *watchCache) learnLocked(p store.Pair, sc *scopeState, rv int64) {
 	r.ceiling = max(r.ceiling, rv)
 }
 
+// seedRenumberingLocked starts the judgement of old positions for a pair whose member went back
+// before this process started, as the index remembers it (store.WatermarkScope.Ceiling): the
+// stream's replay may no longer hold the old numbering's events that learnLocked tells it by.
+// What the new numbering issued before the start is known only as far as the watermarks and the
+// replayed events show: a client's position of the new numbering below the ceiling and between
+// them is 410 too — a re-list it did not need, never a gap.
+func (c *watchCache) seedRenumberingLocked(w store.Watermark) {
+	var ceiling int64
+	for _, s := range w.Scopes {
+		ceiling = max(ceiling, s.Ceiling)
+	}
+	if ceiling == 0 {
+		return
+	}
+	p := w.Pair()
+	c.gens[p]++
+	r := &renumbering{ceiling: ceiling, issued: map[int64]struct{}{}}
+	r.issue(w.ResourceVersion)
+	for _, s := range w.Scopes {
+		r.issue(s.ResourceVersion)
+		if sc := c.scopesOf(p)[s.Namespace]; sc != nil && s.Ceiling > 0 {
+			// In the new numbering; the pair's other scopes come over as they list again.
+			sc.gen, sc.wentBackAt = c.gens[p], sc.epoch
+		}
+	}
+	c.renumbered[p] = r
+}
+
 // oldReachedLocked notes that the numbering the pair's member left reached rv.
 func (c *watchCache) oldReachedLocked(p store.Pair, rv int64) {
 	if r := c.renumbered[p]; r != nil {

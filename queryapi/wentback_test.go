@@ -343,3 +343,37 @@ func TestWatchCacheEvictsTheOldNumbering(t *testing.T) {
 		t.Errorf("start at the old 5000: %v, want errTooOld", err)
 	}
 }
+
+// TestWatchCacheStartsLongAfterAMemberWentBack: the stream no longer holds the old numbering (its
+// retention passed, or the replay starts after it), so only the index remembers it (the scope's
+// ceiling): a position of the old numbering is 410, not a wait for the member to reach it (504).
+func TestWatchCacheStartsLongAfterAMemberWentBack(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ceiling int64
+		want    error // of a start at 5000
+	}{
+		{"the index remembers", 5000, errTooOld},
+		{"nothing remembered: a position ahead", 0, errTooNew},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newWatchCache(slog.New(slog.DiscardHandler), 1000, 1<<20)
+			c.seedWatermarksLocked([]store.Watermark{{Cluster: "member1", Resource: "configmaps", Kind: "ConfigMap", ResourceVersion: 155, Epoch: 2,
+				Scopes: []store.WatermarkScope{{Namespace: "shop", ResourceVersion: 155, Epoch: 2, Synced: true, Ceiling: tc.ceiling}}}})
+			c.apply(cmEvent(envelope.Modified, "b", 160, 2))
+			c.apply(cmEvent(envelope.Added, "c", 170, 2))
+			c.replaying, c.ready = false, true
+			if _, err := startSoon(t, c, map[store.Pair]int64{cmPair: 5000}); !errors.Is(err, tc.want) {
+				t.Errorf("start at the old 5000: %v, want %v", err, tc.want)
+			}
+			for _, rv := range []int64{155, 160, 170} {
+				if _, err := startSoon(t, c, map[store.Pair]int64{cmPair: rv}); err != nil {
+					t.Errorf("start at %d of the new numbering: %v", rv, err)
+				}
+			}
+			if _, err := startSoon(t, c, map[store.Pair]int64{cmPair: 6000}); !errors.Is(err, errTooNew) {
+				t.Errorf("start at 6000, above the old numbering: %v, want errTooNew", err)
+			}
+		})
+	}
+}

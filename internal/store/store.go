@@ -126,6 +126,12 @@ type WatermarkScope struct {
 	Listing         bool   `json:"listing"`
 	// Synced is false until the scope's first SYNC marker was seen.
 	Synced bool `json:"synced"`
+	// Ceiling is, after the scope's member went back (a list below what the scope showed: etcd
+	// restored, the cluster rebuilt), the highest resourceVersion of the numbering it left, until
+	// the new numbering passes it; 0 otherwise. A query API started later tells by it that a
+	// client's position up to it is of the old numbering (410, list again) and not one ahead of
+	// the stream (a wait, then 504).
+	Ceiling int64 `json:"ceiling,omitempty"`
 }
 
 // Pair is the watermark's pair.
