@@ -112,6 +112,7 @@ type object struct {
 	Rules []struct {
 		APIGroups       []string `json:"apiGroups"`
 		Resources       []string `json:"resources"`
+		ResourceNames   []string `json:"resourceNames"`
 		NonResourceURLs []string `json:"nonResourceURLs"`
 		Verbs           []string `json:"verbs"`
 	} `json:"rules"`
@@ -217,7 +218,10 @@ func TestChartInvariants(t *testing.T) {
 					checkConfigChecksum(t, o.Metadata.Name, objs, d)
 				case "ClusterRole", "Role":
 					for _, r := range o.Rules {
-						if !slices.Equal(r.Verbs, []string{"get", "list", "watch"}) && !(len(r.NonResourceURLs) > 0 && slices.Equal(r.Verbs, []string{"get"})) {
+						// Reading: get, list and watch; get alone of paths, or of named objects (the
+						// member's kube-system namespace, its identity).
+						named := len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0
+						if !slices.Equal(r.Verbs, []string{"get", "list", "watch"}) && !(named && slices.Equal(r.Verbs, []string{"get"})) {
 							t.Errorf("%s %s: rule %+v grants more than reading", o.Kind, o.Metadata.Name, r)
 						}
 						if slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") {
@@ -461,13 +465,16 @@ func TestChartCollectorRBACFollowsRegistries(t *testing.T) {
 			for _, g := range r.APIGroups {
 				for _, res := range r.Resources {
 					key := o.Kind + "/" + o.Metadata.Namespace
+					if len(r.ResourceNames) > 0 {
+						res += fmt.Sprint(r.ResourceNames)
+					}
 					got[key] = append(got[key], g+"/"+res)
 				}
 			}
 		}
 	}
 	want := map[string][]string{
-		"ClusterRole/":     {"/namespaces", "/pods", "apps/deployments", "networking.k8s.io/ingresses"},
+		"ClusterRole/":     {"/namespaces", "/namespaces[kube-system]", "/pods", "apps/deployments", "networking.k8s.io/ingresses"},
 		"Role/kube-system": {"/configmaps"},
 	}
 	for k := range want {
