@@ -140,8 +140,8 @@ func (o *Options) Validate() error {
 	if o.Index.Shards < 0 {
 		add("--index-shards: must not be negative, got %d", o.Index.Shards)
 	}
-	if o.Index.Replicas < 0 {
-		add("--index-replicas: must not be negative, got %d", o.Index.Replicas)
+	if o.Index.Replicas < mappings.AutoReplicas {
+		add("--index-replicas: must be auto or a number of replicas, got %d", o.Index.Replicas)
 	}
 	if o.Index.RefreshInterval > 0 && o.Index.RefreshInterval%time.Millisecond != 0 {
 		add("--index-refresh-interval: OpenSearch counts in whole milliseconds, got %s", o.Index.RefreshInterval)

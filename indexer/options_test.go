@@ -53,8 +53,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"unknown sasl", func(o *Options) { o.Kafka.SASLMechanism = "gssapi" }, []string{`--kafka-sasl-mechanism: want plain, scram-sha-256 or scram-sha-512, got "gssapi"`}},
 		{"credentials without sasl", func(o *Options) { o.Kafka.UsernameFile = "u" }, []string{"need --kafka-sasl-mechanism"}},
 		{"index settings", func(o *Options) {
-			o.Index.Prefix, o.Index.Shards, o.Index.Replicas, o.Index.RefreshInterval = "Team", -1, -1, 1500*time.Microsecond
-		}, []string{"--index-prefix:", "--index-shards: must not be negative", "--index-replicas: must not be negative", "--index-refresh-interval: OpenSearch counts in whole milliseconds"}},
+			o.Index.Prefix, o.Index.Shards, o.Index.Replicas, o.Index.RefreshInterval = "Team", -1, -2, 1500*time.Microsecond
+		}, []string{"--index-prefix:", "--index-shards: must not be negative", "--index-replicas: must be auto or a number", "--index-refresh-interval: OpenSearch counts in whole milliseconds"}},
 		{"batching", func(o *Options) {
 			o.BatchSize, o.BatchBytes, o.BatchInterval, o.ShutdownTimeout = 0, 10, -time.Second, -1
 		},

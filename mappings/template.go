@@ -40,12 +40,18 @@ type Options struct {
 	Prefix string
 	// Shards is index.number_of_shards; 0 means 1.
 	Shards int
-	// Replicas is index.number_of_replicas.
+	// Replicas is index.number_of_replicas; AutoReplicas follows the cluster instead.
 	Replicas int
 	// RefreshInterval is index.refresh_interval: how long a write takes to become searchable.
 	// 0 means 1s; a negative value turns periodic refresh off (bulk loads).
 	RefreshInterval time.Duration
 }
+
+// AutoReplicas as Options.Replicas gives every index one replica once the cluster has a second
+// data node, none before (index.auto_expand_replicas "0-1"): a copy of each shard survives the loss
+// of a node on a cluster of several, and a single node's indices are not left yellow. OpenSearch
+// adjusts the count as nodes join and leave.
+const AutoReplicas = -1
 
 // Validate reports every invalid option at once.
 func (o Options) Validate() error {
@@ -56,7 +62,7 @@ func (o Options) Validate() error {
 	if o.Shards < 0 {
 		errs = append(errs, fmt.Errorf("shards: must not be negative, got %d", o.Shards))
 	}
-	if o.Replicas < 0 {
+	if o.Replicas < AutoReplicas {
 		errs = append(errs, fmt.Errorf("replicas: must not be negative, got %d", o.Replicas))
 	}
 	if o.RefreshInterval > 0 && o.RefreshInterval%time.Millisecond != 0 {
@@ -143,7 +149,7 @@ func IndexTemplate(opts Options) ([]byte, error) {
 		shards = 1
 	}
 	index["number_of_shards"] = shards
-	index["number_of_replicas"] = opts.Replicas
+	setReplicas(index, opts.Replicas)
 	index["refresh_interval"] = refreshInterval(opts.RefreshInterval)
 
 	out, err := json.Marshal(tmpl)
@@ -253,6 +259,16 @@ func StateIndexBody(opts Options) ([]byte, error) {
 	if err := dec.Decode(&body); err != nil {
 		return nil, fmt.Errorf("mappings: decode embedded state.json: %w", err)
 	}
-	body["settings"].(map[string]any)["index"].(map[string]any)["number_of_replicas"] = opts.Replicas
+	setReplicas(body["settings"].(map[string]any)["index"].(map[string]any), opts.Replicas)
 	return json.Marshal(body)
+}
+
+// setReplicas sets the replication of index settings: a number, or AutoReplicas.
+func setReplicas(index map[string]any, replicas int) {
+	if replicas == AutoReplicas {
+		delete(index, "number_of_replicas")
+		index["auto_expand_replicas"] = "0-1"
+		return
+	}
+	index["number_of_replicas"] = replicas
 }

@@ -96,6 +96,12 @@ func TestIndexTemplateOptions(t *testing.T) {
 		wantPattern:  "kubernetes-*",
 		wantPriority: 100,
 		wantSettings: map[string]any{"number_of_shards": 1.0, "number_of_replicas": 0.0, "refresh_interval": "-1"},
+	}, {
+		name:         "replicas following the cluster",
+		opts:         Options{Replicas: AutoReplicas},
+		wantPattern:  "kubernetes-*",
+		wantPriority: 100,
+		wantSettings: map[string]any{"number_of_shards": 1.0, "auto_expand_replicas": "0-1", "refresh_interval": "1s"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -354,9 +360,31 @@ func TestStateIndexBody(t *testing.T) {
 	if got.Settings.Index.Shards != "1" || got.Settings.Index.Replicas != "2" || got.Mappings.Dynamic {
 		t.Errorf("settings %+v, dynamic %v", got.Settings.Index, got.Mappings.Dynamic)
 	}
+	auto, err := StateIndexBody(Options{Replicas: AutoReplicas})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idx := objectOf(t, auto, "settings", "index"); idx["auto_expand_replicas"] != "0-1" || idx["number_of_replicas"] != nil {
+		t.Errorf("state index with replicas following the cluster: %v", idx)
+	}
 	for _, f := range []string{"key", "cluster", "group", "resource", "kind", "resourceVersion", "epoch", "listing", "updatedAt", "scopes"} {
 		if _, ok := got.Mappings.Properties[f]; !ok {
 			t.Errorf("state index does not map %s", f)
 		}
 	}
+}
+
+// objectOf decodes body and returns the object at path.
+func objectOf(t *testing.T, body []byte, path ...string) map[string]any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range path {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	m, _ := v.(map[string]any)
+	return m
 }

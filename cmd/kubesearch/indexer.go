@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/kubesearch/kubesearch/indexer"
+	"github.com/kubesearch/kubesearch/mappings"
 )
 
 func indexerCommand(env lookupEnv) *cobra.Command {
@@ -69,7 +72,19 @@ func indexerFlags(g flagGroups) func() indexer.Options {
 	g.add("Indices", func(fs *pflag.FlagSet) {
 		fs.StringVar(&o.Index.Prefix, "index-prefix", "", "prefix of every index and template name, for installations sharing an OpenSearch")
 		fs.IntVar(&o.Index.Shards, "index-shards", 1, "primary shards of each new index")
-		fs.IntVar(&o.Index.Replicas, "index-replicas", 0, "replicas of each new index")
+		o.Index.Replicas = mappings.AutoReplicas
+		fs.Var(&funcValue{typ: "auto|N", value: "auto", set: func(v string) error {
+			if v == "auto" {
+				o.Index.Replicas = mappings.AutoReplicas
+				return nil
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fmt.Errorf("want auto or a number of replicas, got %q", v)
+			}
+			o.Index.Replicas = n
+			return nil
+		}}, "index-replicas", "replicas of each new index: auto (one once OpenSearch has a second data node) or a number")
 		fs.DurationVar(&o.Index.RefreshInterval, "index-refresh-interval", 0, "refresh_interval of new indices (0: 1s; negative: off)")
 	})
 	g.add("Tuning", func(fs *pflag.FlagSet) {

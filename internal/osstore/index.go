@@ -156,7 +156,7 @@ func (s *Store) installTemplate(ctx context.Context, opts mappings.Options) (str
 // sameSettings compares the index settings the indexer controls. OpenSearch answers every setting
 // as a string.
 func sameSettings(installed, want gjson.Result) bool {
-	for _, k := range []string{"number_of_shards", "number_of_replicas", "refresh_interval"} {
+	for _, k := range []string{"number_of_shards", "number_of_replicas", "auto_expand_replicas", "refresh_interval"} {
 		if installed.Get(k).String() != want.Get(k).String() {
 			return false
 		}

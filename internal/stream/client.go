@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -60,7 +61,7 @@ func MaxMessageBytes(n int) map[string]string {
 }
 
 // EnsureTopic creates the topic when it does not exist, retrying until Kafka answers or ctx ends; a
-// topic that exists is left as it is. The replication factor is the broker's default.
+// topic that exists is left as it is. Its replication follows the cluster (see CreateTopic).
 func (c *Client) EnsureTopic(ctx context.Context, t Topic) error {
 	bo := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
 	for {
@@ -82,13 +83,31 @@ func (c *Client) EnsureTopic(ctx context.Context, t Topic) error {
 
 // CreateTopic creates the topic once; a topic that exists already is no error. t.Optional is not
 // looked at: Refused tells a refusal from Kafka being away.
+//
+// Replication follows the cluster the client finds: 3 replicas and min.insync.replicas 2 on three
+// brokers or more (with the producers' acks=all, a write survives the loss of any one broker and
+// writes go on while one is down), as many replicas as there are brokers below that, so a topic is
+// never refused on a small cluster nor left unreplicated on a large one. A topic created by the
+// operator beforehand is left as it is.
 func (c *Client) CreateTopic(ctx context.Context, t Topic) error {
-	entries := make([]kafka.ConfigEntry, 0, len(t.Config))
-	for k, v := range t.Config {
+	md, err := c.kc.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{t.Name}})
+	if err != nil {
+		return fmt.Errorf("create topic %s: count the brokers: %w", t.Name, err)
+	}
+	rf, minISR := Replication(len(md.Brokers))
+	config := maps.Clone(t.Config)
+	if _, set := config["min.insync.replicas"]; !set && minISR > 1 {
+		if config == nil {
+			config = map[string]string{}
+		}
+		config["min.insync.replicas"] = strconv.Itoa(minISR)
+	}
+	entries := make([]kafka.ConfigEntry, 0, len(config))
+	for k, v := range config {
 		entries = append(entries, kafka.ConfigEntry{ConfigName: k, ConfigValue: v})
 	}
 	resp, err := c.kc.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-		Topic: t.Name, NumPartitions: t.Partitions, ReplicationFactor: -1, ConfigEntries: entries,
+		Topic: t.Name, NumPartitions: t.Partitions, ReplicationFactor: rf, ConfigEntries: entries,
 	}}})
 	if err == nil {
 		err = resp.Errors[t.Name]
@@ -97,6 +116,13 @@ func (c *Client) CreateTopic(ctx context.Context, t Topic) error {
 		return fmt.Errorf("create topic %s: %w", t.Name, err)
 	}
 	return nil
+}
+
+// Replication is the replication factor and min.insync.replicas of a topic created on a cluster
+// of brokers brokers (see CreateTopic).
+func Replication(brokers int) (factor, minInSync int) {
+	factor = min(max(brokers, 1), 3)
+	return factor, max(factor-1, 1)
 }
 
 // TopicMaxMessageBytes is the topic's max.message.bytes: the broker's message.max.bytes unless the

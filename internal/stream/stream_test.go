@@ -90,3 +90,12 @@ func newTestClient(t *testing.T, opts ...kfake.Opt) *Client {
 	t.Cleanup(c.Close)
 	return c
 }
+
+// TestReplication: a topic is replicated as far as the cluster allows, up to 3 with 2 in sync.
+func TestReplication(t *testing.T) {
+	for brokers, want := range map[int][2]int{0: {1, 1}, 1: {1, 1}, 2: {2, 1}, 3: {3, 2}, 7: {3, 2}} {
+		if f, m := Replication(brokers); f != want[0] || m != want[1] {
+			t.Errorf("Replication(%d) = %d, %d; want %d, %d", brokers, f, m, want[0], want[1])
+		}
+	}
+}
