@@ -346,7 +346,7 @@ func (l *ledger) write(ctx context.Context, msgs []stream.Message, done func()) 
 }
 
 func ledgerBackoff() wait.Backoff {
-	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 5 * time.Second, Steps: 1 << 30}
 }
 
 // openAPIHashes are the hashes of a cluster's OpenAPI records, by path.

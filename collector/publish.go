@@ -410,14 +410,14 @@ func messages(batch []pending) []stream.Message {
 }
 
 func publishBackoff() wait.Backoff {
-	return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
+	return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 5 * time.Second, Steps: 1 << 30}
 }
 
 // ensureTopics creates the topic when it does not exist, with a message size limit that fits the
 // largest Kubernetes objects, and the dead-letter topic; then it learns the topic's effective limit.
 // It retries until Kafka answers: without the topic nothing can be written.
 func (p *publisher) ensureTopics(ctx context.Context) error {
-	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
+	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 5 * time.Second, Steps: 1 << 30}
 	for {
 		err := p.createTopic(ctx, p.topic, p.partitions, p.maxBytes)
 		if err == nil {

@@ -248,9 +248,12 @@ func (ix *Indexer) ensureTopic(ctx context.Context, topic string, partitions int
 
 func ptr[T any](v T) *T { return &v }
 
-// defaultBackoff is how long the indexer waits before retrying what failed: from 200 ms up to 30 s.
+// defaultBackoff paces the retries of what failed, from 200 ms up to 5 s. Its cap is also how long
+// the indexer may sit idle after the failure ends (a broker or node back, a partition's leader
+// moved): 5 s keeps that well inside the minute a lost node may take (README, "High availability"),
+// while one request per 5 s per indexer is no load on a struggling cluster.
 func defaultBackoff() wait.Backoff {
-	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 30 * time.Second, Steps: 1 << 30}
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second, Steps: 1 << 30}
 }
 
 func (ix *Indexer) handler() http.Handler {

@@ -21,7 +21,7 @@ import (
 // waited out with backoff; it returns when ctx is done.
 func (s *Server) followLedger(ctx context.Context) error {
 	topic := registry.LedgerTopic(s.opts.Topic)
-	bo := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 30 * time.Second, Steps: 1 << 30}
+	bo := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second, Steps: 1 << 30}
 	for {
 		err := s.readLedger(ctx, topic)
 		if ctx.Err() != nil {

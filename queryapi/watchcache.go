@@ -180,7 +180,7 @@ type cacheSource interface {
 // run fills the cache until ctx is done, starting over (every watch ends with 410) when the stream
 // cannot be followed from where it was.
 func (c *watchCache) run(ctx context.Context, kafka stream.Broker, topic, indexerGroup string, src cacheSource, cat *catalog) error {
-	bo := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Cap: 30 * time.Second, Steps: 1 << 30}
+	bo := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second, Steps: 1 << 30}
 	for {
 		err := c.fill(ctx, kafka, topic, indexerGroup, src, cat.resourceOf, cat.isSynced)
 		if ctx.Err() != nil {

@@ -387,7 +387,8 @@ func splittable(err error) bool {
 }
 
 // defaultBackoff is how long the store waits before retrying what OpenSearch could not take: from
-// 200 ms up to 30 s.
+// 200 ms up to 5 s, which is also how long a write may wait after OpenSearch is back (a node
+// returned, a replica promoted).
 func defaultBackoff() wait.Backoff {
-	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 30 * time.Second, Steps: 1 << 30}
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second, Steps: 1 << 30}
 }

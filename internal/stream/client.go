@@ -63,7 +63,7 @@ func MaxMessageBytes(n int) map[string]string {
 // EnsureTopic creates the topic when it does not exist, retrying until Kafka answers or ctx ends; a
 // topic that exists is left as it is. Its replication follows the cluster (see CreateTopic).
 func (c *Client) EnsureTopic(ctx context.Context, t Topic) error {
-	bo := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
+	bo := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 5 * time.Second, Steps: 1 << 30}
 	for {
 		err := c.CreateTopic(ctx, t)
 		switch {

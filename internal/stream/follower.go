@@ -204,5 +204,5 @@ func (f *kafkaFollower) follow(ctx context.Context, partition int, offset int64,
 }
 
 func followBackoff() wait.Backoff {
-	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 10 * time.Second, Steps: 1 << 30}
+	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 5 * time.Second, Steps: 1 << 30}
 }

@@ -57,6 +57,12 @@ func (c *Client) NewGroupReader(cfg GroupReaderConfig) (GroupReader, error) {
 		// A new group starts at the beginning of what the topic retains.
 		StartOffset:           kafka.FirstOffset,
 		WatchPartitionChanges: true,
+		// A member that stops heartbeating (its process killed or hung, its coordinator broker lost)
+		// loses its partitions after SessionTimeout: 10 s instead of kafka-go's 30 s bounds how long
+		// a partition goes unread (Kafka's group.min.session.timeout.ms is 6 s). Heartbeats at a
+		// third of it or less, as Kafka advises.
+		SessionTimeout:    10 * time.Second,
+		HeartbeatInterval: 2 * time.Second,
 		// Commits are synchronous: CommitMessages returns once Kafka has them.
 		CommitInterval: 0,
 		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {

@@ -71,7 +71,7 @@ func (p *pipeline) startIndexer(t *testing.T) {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p.indexer = startProcess(t, "indexer", "indexer", "--kafka-brokers", strings.Join(p.env.KafkaBrokers, ","),
-		"--topic", p.topic, "--group", p.topic+"-indexer", "--opensearch-addresses", p.env.OpenSearchURL,
+		"--topic", p.topic, "--group", p.topic+"-indexer", "--opensearch-addresses", strings.Join(p.env.OpenSearchURLs, ","),
 		"--index-prefix", p.prefix, "--listen", addr, "--batch-interval", "100ms", "--watermark-interval", "500ms")
 	p.indexerAddr = addr
 	waitHTTP(t, "http://"+addr+"/readyz", 2*time.Minute)

@@ -116,7 +116,7 @@ kafka_java() {
 # produce requests; the port check guards against a log line without a listener. Cheap (no JVM; a
 # Kafka tool such as BrokerApiVersionsCommand takes 2-5 s per try here), so it can be polled, and it also
 # serves after a restart by svc.sh start: `_java_wait kafka DESC TIMEOUT kafka_ready PORT`.
-kafka_ready() { _port_open "$1" && _logged_since_start kafka 'Kafka Server started'; }
+kafka_ready() { _port_open "$1" && _logged_since_start "${2:-kafka}" 'Kafka Server started'; }
 
 # kafka_start PORT CONTROLLER_PORT starts a single-node KRaft Kafka (broker and controller in one
 # process) on 127.0.0.1:PORT (clients, PLAINTEXT) and 127.0.0.1:CONTROLLER_PORT (KRaft controller),
@@ -127,14 +127,25 @@ kafka_ready() { _port_open "$1" && _logged_since_start kafka 'Kafka Server start
 # user, from tls/plain-username and tls/plain-password), SCRAM-SHA-256 and SCRAM-SHA-512 (users are
 # created by whoever needs them, through the admin API). No authorizer: any authenticated client may
 # do anything.
+#
+# A cluster of several brokers (the HA test bed, up.sh): KAFKA_NODE_ID (1, 2, ...) names the node,
+# whose service, folder and log are kafka-<id>; KAFKA_VOTERS is the quorum ("1@127.0.0.1:port,...",
+# every node a controller and a broker); KAFKA_CLUSTER_ID, the same for every node, formats their
+# storage. Internal topics then get min(3, nodes) replicas and min.insync.replicas one less (at
+# least 1), as the product's own topics do.
 kafka_start() {
   local port=${1:?kafka_start PORT CONTROLLER_PORT} cport=${2:?kafka_start PORT CONTROLLER_PORT} sport=${3:-}
-  local dir="$STATE_DIR/kafka"
+  local id=${KAFKA_NODE_ID:-1} voters=${KAFKA_VOTERS:-1@127.0.0.1:$cport} name=kafka
+  [[ -n ${KAFKA_VOTERS:-} ]] && name=kafka-$id
+  local nodes rf isr
+  nodes=$(tr ',' '\n' <<<"$voters" | grep -c .)
+  rf=$(( nodes < 3 ? nodes : 3 )); isr=$(( rf > 1 ? rf - 1 : 1 ))
+  local dir="$STATE_DIR/$name"
   kafka_provision || return 1
   mkdir -p "$dir/data" "$LOG_DIR" || return 1
   local listeners="PLAINTEXT://127.0.0.1:$port" protocols="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT" secure=""
   if [[ -n $sport ]]; then
-    local tls="$dir/tls" pass
+    local tls="$STATE_DIR/kafka/tls" pass
     pass=$(<"$tls/broker.pass")
     listeners+=",SASL_SSL://127.0.0.1:$sport"
     protocols+=",SASL_SSL:SASL_SSL"
@@ -154,8 +165,8 @@ listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.se
   cat > "$dir/server.properties" <<EOF
 # Written by tests/testbed/java.sh (kafka_start); rewritten at every start.
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$cport
+node.id=$id
+controller.quorum.voters=$voters
 controller.listener.names=CONTROLLER
 listeners=$listeners,CONTROLLER://127.0.0.1:$cport
 advertised.listeners=$listeners
@@ -168,17 +179,17 @@ $secure
 # ordering across partitions is really exercised.
 auto.create.topics.enable=true
 num.partitions=6
-default.replication.factor=1
-min.insync.replicas=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
 
-# One broker: every internal topic must make do with one replica.
-offsets.topic.replication.factor=1
+# Internal topics replicated as far as the brokers allow (one broker: one replica).
+offsets.topic.replication.factor=$rf
 # Kafka's default of 50 offsets partitions makes every consumer group's first join slow on a test bed.
 offsets.topic.num.partitions=6
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
 
 # Consumer groups form at once instead of after the default 3 s.
 group.initial.rebalance.delay.ms=0
@@ -225,34 +236,38 @@ EOF
   # restart), which also saves a JVM start; --ignore-formatted keeps it idempotent even if a previous
   # format was interrupted after writing some directories.
   if [[ ! -f $dir/data/meta.properties ]]; then
-    local cluster_id
-    # A Kafka Uuid is 16 random bytes in unpadded base64url; one starting with '-' would read as an option.
-    cluster_id=$(python3 -c 'import base64,os
-while True:
-    s = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
-    if not s.startswith("-"): print(s); break')
+    local cluster_id=${KAFKA_CLUSTER_ID:-$(kafka_cluster_id)}
     log "formatting Kafka storage in $dir/data (cluster id $cluster_id)"
     kafka_java kafka.tools.StorageTool format --config "$dir/server.properties" --cluster-id "$cluster_id" \
-      --ignore-formatted >>"$LOG_DIR/kafka.log" 2>&1 \
-      || { log "ERROR: formatting Kafka storage failed, see $LOG_DIR/kafka.log"; return 1; }
+      --ignore-formatted >>"$LOG_DIR/$name.log" 2>&1 \
+      || { log "ERROR: formatting Kafka storage failed, see $LOG_DIR/$name.log"; return 1; }
   fi
 
   local start=$SECONDS
-  log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$port (controller 127.0.0.1:$cport)"
+  log "starting Kafka $KAFKA_VERSION ($name) on 127.0.0.1:$port (controller 127.0.0.1:$cport)"
   # JVM flags follow kafka-server-start.sh / kafka-run-class.sh (G1 with short pauses), with a heap for
   # a test bed rather than the script's 1 GiB. ExitOnOutOfMemoryError: a dead broker is a clear failure,
   # a half-dead one is not. log4j's shutdown hook off: the broker logs its own shutdown, which log4j
   # would otherwise refuse ("JVM is shutting down") and hand to a fallback logger; the console appender
   # flushes every line, so nothing is lost.
-  run_service kafka "$JAVA_BIN" -Xms256m -Xmx768m \
+  run_service "$name" "$JAVA_BIN" -Xms256m -Xmx768m \
     -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
     -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError \
     -Djava.awt.headless=true -Dlog4j2.configurationFile="$dir/log4j2.properties" \
     -Dlog4j.shutdownHookEnabled=false \
     -Dkafka.logs.dir="$LOG_DIR" \
     -cp "$(kafka_classpath)" kafka.Kafka "$dir/server.properties"
-  _java_wait kafka "Kafka on 127.0.0.1:$port" 180 kafka_ready "$port" || return 1
-  log "Kafka ready on 127.0.0.1:$port in $((SECONDS - start))s"
+  _java_wait "$name" "Kafka on 127.0.0.1:$port" 180 kafka_ready "$port" "$name" || return 1
+  log "Kafka ($name) ready on 127.0.0.1:$port in $((SECONDS - start))s"
+}
+
+# kafka_cluster_id prints a new KRaft cluster id: a Kafka Uuid is 16 random bytes in unpadded
+# base64url; one starting with '-' would read as an option.
+kafka_cluster_id() {
+  python3 -c 'import base64,os
+while True:
+    s = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    if not s.startswith("-"): print(s); break'
 }
 
 # ---------------------------------------------------------------------------------------------------
@@ -283,9 +298,19 @@ opensearch_ready() {
 # 127.0.0.1:HTTP_PORT and transport on 127.0.0.1:TRANSPORT_PORT; path.home is $STATE_DIR/opensearch
 # (config/, data/, logs/ beneath it), its log is $LOG_DIR/opensearch.log. Returns once
 # GET /_cluster/health?wait_for_status=yellow answers 200.
+#
+# A cluster of several nodes (the HA test bed, up.sh): OPENSEARCH_NODE (1, 2, ...) names the node,
+# whose service, home and log are opensearch-<n>; OPENSEARCH_SEEDS lists every node's transport
+# address and OPENSEARCH_NODES their names, all cluster-manager-eligible data nodes.
 opensearch_start() {
   local http=${1:?opensearch_start HTTP_PORT TRANSPORT_PORT} transport=${2:?opensearch_start HTTP_PORT TRANSPORT_PORT}
-  local home="$STATE_DIR/opensearch"
+  local name=opensearch node=testbed discovery="discovery.type: single-node"
+  if [[ -n ${OPENSEARCH_SEEDS:-} ]]; then
+    name=opensearch-${OPENSEARCH_NODE:?OPENSEARCH_NODE with OPENSEARCH_SEEDS}; node=testbed-$OPENSEARCH_NODE
+    discovery="discovery.seed_hosts: [$OPENSEARCH_SEEDS]
+cluster.initial_cluster_manager_nodes: [${OPENSEARCH_NODES:?OPENSEARCH_NODES with OPENSEARCH_SEEDS}]"
+  fi
+  local home="$STATE_DIR/$name"
   opensearch_provision || return 1
   # plugins/ and modules/ stay empty: the modules come in as classpath plugins (see OpenSearchNode.java).
   mkdir -p "$home"/{config,data,logs,plugins,modules,tmp} "$LOG_DIR" || return 1
@@ -294,7 +319,7 @@ opensearch_start() {
   cat > "$home/config/opensearch.yml" <<EOF
 # Written by tests/testbed/java.sh (opensearch_start); rewritten at every start.
 cluster.name: kubesearch-testbed
-node.name: testbed
+node.name: $node
 path.data: $home/data
 path.logs: $home/logs
 # Loopback only. With a non-loopback address the node would also enforce the production bootstrap
@@ -304,8 +329,8 @@ http.host: 127.0.0.1
 transport.host: 127.0.0.1
 http.port: $http
 transport.port: $transport
-# One node, elects itself, no discovery.
-discovery.type: single-node
+# One node elects itself, with no discovery; several find each other on loopback.
+$discovery
 # Test machines' disks may be nearly full; the watermarks would otherwise make indices read-only.
 cluster.routing.allocation.disk.threshold_enabled: false
 EOF
@@ -324,12 +349,12 @@ rootLogger.appenderRef.console.ref = console
 EOF
 
   local start=$SECONDS
-  log "starting OpenSearch $OPENSEARCH_VERSION on 127.0.0.1:$http (transport 127.0.0.1:$transport)"
+  log "starting OpenSearch $OPENSEARCH_VERSION ($name) on 127.0.0.1:$http (transport 127.0.0.1:$transport)"
   # JVM flags from the distribution's config/jvm.options for 2.x on JDK 17 that matter here: netty
   # without Unsafe and without direct arenas (OpenSearch manages its buffers), log4j's own shutdown hook
   # off so the node can still log while closing, the COMPAT locale data 2.x date formats expect.
   # ExitOnOutOfMemoryError stands in for the uncaught-exception handler that Bootstrap would install.
-  run_service opensearch "$JAVA_BIN" -Xms1g -Xmx1g \
+  run_service "$name" "$JAVA_BIN" -Xms1g -Xmx1g \
     -XX:+UseG1GC -XX:G1ReservePercent=25 -XX:InitiatingHeapOccupancyPercent=30 \
     -XX:+ExitOnOutOfMemoryError -XX:-OmitStackTraceInFastThrow \
     -Djava.io.tmpdir="$home/tmp" -Dfile.encoding=UTF-8 -Djava.awt.headless=true -Djna.nosys=true \
@@ -338,6 +363,6 @@ EOF
     -Dlog4j.shutdownHookEnabled=false -Dlog4j2.disable.jmx=true -Dlog4j2.formatMsgNoLookups=true \
     -Djava.locale.providers=SPI,COMPAT \
     -cp "$OPENSEARCH_CACHE/libs/*" kubesearch.testbed.OpenSearchNode "$home"
-  _java_wait opensearch "OpenSearch on 127.0.0.1:$http" 180 opensearch_ready "$http" || return 1
-  log "OpenSearch ready on 127.0.0.1:$http in $((SECONDS - start))s"
+  _java_wait "$name" "OpenSearch on 127.0.0.1:$http" 180 opensearch_ready "$http" || return 1
+  log "OpenSearch ($name) ready on 127.0.0.1:$http in $((SECONDS - start))s"
 }

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,10 +47,15 @@ type Env struct {
 	KafkaCAFile                                    string
 	KafkaPlainUsernameFile, KafkaPlainPasswordFile string
 	OpenSearchURL                                  string
-	Kubectl                                        string
-	Logs                                           string
-	etcd                                           map[string]string // member → etcd client URL
-	root                                           string
+	// OpenSearchURLs are every node of the OpenSearch cluster (OpenSearchURL is the first); HA
+	// says the test bed runs three brokers (services kafka-1..3) and three OpenSearch nodes
+	// (opensearch-1..3) instead of one of each (kafka, opensearch): KUBESEARCH_TESTBED_HA=1.
+	OpenSearchURLs []string
+	HA             bool
+	Kubectl        string
+	Logs           string
+	etcd           map[string]string // member → etcd client URL
+	root           string
 }
 
 // Root is the repository's top folder.
@@ -108,6 +114,11 @@ func Load() (*Env, error) {
 		etcd:                   map[string]string{},
 		root:                   root,
 	}
+	e.OpenSearchURLs = []string{e.OpenSearchURL}
+	if v := vars["KUBESEARCH_TESTBED_OPENSEARCH_URLS"]; v != "" {
+		e.OpenSearchURLs = strings.Split(v, ",")
+	}
+	e.HA = vars["KUBESEARCH_TESTBED_HA"] == "1"
 	if v := vars["KUBESEARCH_TESTBED_KAFKA_SASL_SSL"]; v != "" {
 		e.KafkaSecure = strings.Split(v, ",")
 	}
@@ -218,10 +229,10 @@ func (e *Env) Ping(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := e.kafkaReady(ctx); err != nil {
+	if err := kafkaReady(ctx, e.KafkaBrokers[0]); err != nil {
 		errs = append(errs, err)
 	}
-	if err := e.openSearchReady(ctx); err != nil {
+	if err := openSearchReady(ctx, e.OpenSearchURL); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -280,7 +291,8 @@ func (e *Env) Resume(t testing.TB, service string) { e.svc(t, "resume", service)
 func (e *Env) Start(t testing.TB, service string) {
 	t.Helper()
 	e.svc(t, "start", service)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	// Not t.Context() alone: it is done already when a cleanup restarts what a test stopped.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 3*time.Minute)
 	defer cancel()
 	if err := e.waitReady(ctx, service); err != nil {
 		t.Fatalf("testbed: %s not ready after restart: %v", service, err)
@@ -310,9 +322,21 @@ func (e *Env) waitReady(ctx context.Context, service string) error {
 	var check func(context.Context) error
 	switch {
 	case service == "kafka":
-		check = e.kafkaReady
+		check = func(ctx context.Context) error { return kafkaReady(ctx, e.KafkaBrokers[0]) }
+	case strings.HasPrefix(service, "kafka-"):
+		n, err := strconv.Atoi(strings.TrimPrefix(service, "kafka-"))
+		if err != nil || n < 1 || n > len(e.KafkaBrokers) {
+			return fmt.Errorf("no broker %s", service)
+		}
+		check = func(ctx context.Context) error { return kafkaReady(ctx, e.KafkaBrokers[n-1]) }
 	case service == "opensearch":
-		check = e.openSearchReady
+		check = func(ctx context.Context) error { return openSearchReady(ctx, e.OpenSearchURL) }
+	case strings.HasPrefix(service, "opensearch-"):
+		n, err := strconv.Atoi(strings.TrimPrefix(service, "opensearch-"))
+		if err != nil || n < 1 || n > len(e.OpenSearchURLs) {
+			return fmt.Errorf("no OpenSearch node %s", service)
+		}
+		check = func(ctx context.Context) error { return openSearchReady(ctx, e.OpenSearchURLs[n-1]) }
 	case strings.HasSuffix(service, "-apiserver"):
 		member := strings.TrimSuffix(service, "-apiserver")
 		check = func(ctx context.Context) error { return e.apiserverReady(ctx, member) }
@@ -352,14 +376,14 @@ func (e *Env) apiserverReady(ctx context.Context, cluster string) error {
 	return httpOK(ctx, client, strings.TrimRight(cfg.Host, "/")+"/readyz")
 }
 
-func (e *Env) openSearchReady(ctx context.Context) error {
-	return httpOK(ctx, http.DefaultClient, e.OpenSearchURL+"/_cluster/health?wait_for_status=yellow&timeout=1s")
+func openSearchReady(ctx context.Context, url string) error {
+	return httpOK(ctx, http.DefaultClient, url+"/_cluster/health?wait_for_status=yellow&timeout=1s")
 }
 
 // kafkaReady dials the broker; the Kafka client tests then prove the protocol works.
-func (e *Env) kafkaReady(ctx context.Context) error {
+func kafkaReady(ctx context.Context, broker string) error {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", e.KafkaBrokers[0])
+	c, err := d.DialContext(ctx, "tcp", broker)
 	if err != nil {
 		return fmt.Errorf("kafka: %w", err)
 	}

@@ -2,7 +2,10 @@
 # Starts the test bed on free loopback ports and writes $STATE_DIR/env (shell-sourceable):
 #   - N member clusters (default 3), each its own etcd, kube-apiserver, kube-controller-manager,
 #     kube-scheduler and kwok with a few fake nodes — token auth + RBAC, one resourceVersion sequence each;
-#   - one Apache Kafka broker (KRaft) and one OpenSearch node.
+#   - one Apache Kafka broker (KRaft) and one OpenSearch node; with KUBESEARCH_TESTBED_HA=1, three
+#     brokers (each a KRaft controller too, topics replicated 3 times, 2 in sync) and three OpenSearch
+#     nodes (one cluster, every node data and cluster-manager-eligible), services kafka-1..3 and
+#     opensearch-1..3, for the high availability tests.
 # Idempotent: whatever an earlier run left behind (crashed or not) is stopped and removed first.
 # KUBESEARCH_TESTBED_SERVICES=members starts the member clusters only (no Kafka, no OpenSearch, no Java
 # needed), as the demo (demo/run.sh) does; KUBESEARCH_TESTBED_KWOK_STAGES names a folder of extra kwok
@@ -15,6 +18,8 @@ source "$here/java.sh"
 MEMBERS=${KUBESEARCH_TESTBED_MEMBERS:-3}
 NODES_PER_MEMBER=${KUBESEARCH_TESTBED_NODES:-3}
 SERVICES=${KUBESEARCH_TESTBED_SERVICES:-all}
+HA=${KUBESEARCH_TESTBED_HA:-0}
+[[ $HA == 0 || $HA == 1 ]] || die "KUBESEARCH_TESTBED_HA is 0 or 1, not $HA"
 [[ $SERVICES == all || $SERVICES == members ]] || die "KUBESEARCH_TESTBED_SERVICES is all or members, not $SERVICES"
 started=$(date +%s)
 
@@ -57,11 +62,32 @@ if [[ $SERVICES == all ]]; then
     -passout "file:$ktls/broker.pass" -out "$ktls/broker.p12"
   printf kubesearch > "$ktls/plain-username"
   openssl rand -hex 16 | tr -d '\n' > "$ktls/plain-password"
-  kafka_port=$(free_port); kafka_ctl_port=$(free_port); kafka_secure_port=$(free_port)
-  os_port=$(free_port); os_transport_port=$(free_port)
   # Kafka and OpenSearch take the longest to start; they come up while the members do.
-  ( kafka_start "$kafka_port" "$kafka_ctl_port" "$kafka_secure_port" ) & kafka_job=$!
-  ( opensearch_start "$os_port" "$os_transport_port" ) & os_job=$!
+  data_jobs=()
+  if [[ $HA == 0 ]]; then
+    kafka_port=$(free_port); kafka_ctl_port=$(free_port); kafka_secure_port=$(free_port)
+    os_port=$(free_port); os_transport_port=$(free_port)
+    ( kafka_start "$kafka_port" "$kafka_ctl_port" "$kafka_secure_port" ) & data_jobs+=($!)
+    ( opensearch_start "$os_port" "$os_transport_port" ) & data_jobs+=($!)
+    kafka_brokers=127.0.0.1:$kafka_port; os_urls=http://127.0.0.1:$os_port
+  else
+    # Every node of a cluster starts at once: a KRaft quorum and a cluster manager need a majority.
+    declare -a kports kctl osports ostransport
+    voters="" seeds="" osnodes="" kafka_brokers="" os_urls=""
+    for n in 1 2 3; do
+      kports[n]=$(free_port); kctl[n]=$(free_port); osports[n]=$(free_port); ostransport[n]=$(free_port)
+      voters+="${voters:+,}$n@127.0.0.1:${kctl[n]}"; seeds+="${seeds:+, }127.0.0.1:${ostransport[n]}"
+      osnodes+="${osnodes:+, }testbed-$n"; kafka_brokers+="${kafka_brokers:+,}127.0.0.1:${kports[n]}"
+      os_urls+="${os_urls:+,}http://127.0.0.1:${osports[n]}"
+    done
+    kafka_secure_port=$(free_port); kafka_port=${kports[1]}; os_port=${osports[1]}
+    cluster_id=$(kafka_cluster_id)
+    for n in 1 2 3; do
+      secure=""; [[ $n == 1 ]] && secure=$kafka_secure_port
+      ( KAFKA_NODE_ID=$n KAFKA_VOTERS=$voters KAFKA_CLUSTER_ID=$cluster_id kafka_start "${kports[n]}" "${kctl[n]}" $secure ) & data_jobs+=($!)
+      ( OPENSEARCH_NODE=$n OPENSEARCH_SEEDS=$seeds OPENSEARCH_NODES=$osnodes opensearch_start "${osports[n]}" "${ostransport[n]}" ) & data_jobs+=($!)
+    done
+  fi
 fi
 
 clusters=()
@@ -185,8 +211,9 @@ for name in "${clusters[@]}"; do kubeconfigs+="$STATE_DIR/$name/kubeconfig:"; do
 KUBECONFIG=${kubeconfigs%:} "$KUBECTL" config view --flatten > "$STATE_DIR/kubeconfig"
 
 if [[ $SERVICES == all ]]; then
-  wait "$kafka_job" || die "Kafka did not start; see $LOG_DIR/kafka.log"
-  wait "$os_job" || die "OpenSearch did not start; see $LOG_DIR/opensearch.log"
+  for job in "${data_jobs[@]}"; do
+    wait "$job" || die "Kafka or OpenSearch did not start; see $LOG_DIR/kafka*.log and $LOG_DIR/opensearch*.log"
+  done
 fi
 
 {
@@ -199,18 +226,20 @@ fi
     echo "export KUBESEARCH_TESTBED_ETCD_$name=http://127.0.0.1:${etcd_port[$name]}"
   done
   if [[ $SERVICES == all ]]; then
-    echo "export KAFKA_BROKERS=127.0.0.1:$kafka_port"
+    echo "export KAFKA_BROKERS=$kafka_brokers"
     echo "export KUBESEARCH_TESTBED_KAFKA_SASL_SSL=127.0.0.1:$kafka_secure_port"
     echo "export KUBESEARCH_TESTBED_KAFKA_CA=$pki/ca.crt"
     echo "export KUBESEARCH_TESTBED_KAFKA_PLAIN_USERNAME_FILE=$ktls/plain-username"
     echo "export KUBESEARCH_TESTBED_KAFKA_PLAIN_PASSWORD_FILE=$ktls/plain-password"
     echo "export OPENSEARCH_URL=http://127.0.0.1:$os_port"
+    echo "export KUBESEARCH_TESTBED_OPENSEARCH_URLS=$os_urls"
+    echo "export KUBESEARCH_TESTBED_HA=$HA"
   fi
   echo "export KUBECTL=$KUBECTL"
 } > "$STATE_DIR/env.tmp"
 mv "$STATE_DIR/env.tmp" "$STATE_DIR/env"
 if [[ $SERVICES == all ]]; then
-  log "ready in $(( $(date +%s) - started ))s: ${clusters[*]}, Kafka 127.0.0.1:$kafka_port, OpenSearch http://127.0.0.1:$os_port"
+  log "ready in $(( $(date +%s) - started ))s: ${clusters[*]}, Kafka $kafka_brokers, OpenSearch $os_urls"
 else
   log "ready in $(( $(date +%s) - started ))s: ${clusters[*]} (members only)"
 fi
