@@ -33,7 +33,13 @@ func (m *member) openAPIPaths() map[string]bool {
 	defer m.mu.Unlock()
 	out := map[string]bool{}
 	for _, r := range m.running {
-		out[registry.OpenAPIPath(r.res.gvr.Group, r.res.gvr.Version)] = true
+		gvr := r.res.gvr
+		out[registry.OpenAPIPath(gvr.Group, gvr.Version)] = true
+		// The query API serves these Events in the other group too: kubectl explain and its
+		// field selector checks read that group's document.
+		if g, v, ok := registry.EventsSibling(gvr.Group, gvr.Version, gvr.Resource); ok {
+			out[registry.OpenAPIPath(g, v)] = true
+		}
 	}
 	return out
 }

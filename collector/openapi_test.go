@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -194,5 +196,25 @@ func TestMemberRelaysOpenAPI(t *testing.T) {
 	}
 	if v := ledgerRecords(t, client)["openapi/member1/api/v1"]; v != nil {
 		t.Errorf("api/v1 of a cluster left out of the plan: %.40s; want a tombstone", v)
+	}
+}
+
+// Events collected in one group are served by the query API in both: the other group's document is
+// relayed too.
+func TestOpenAPIPathsOfEvents(t *testing.T) {
+	for _, c := range []struct {
+		gvr  schema.GroupVersionResource
+		want string
+	}{
+		{schema.GroupVersionResource{Version: "v1", Resource: "events"}, "api/v1 apis/events.k8s.io/v1"},
+		{schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}, "api/v1 apis/events.k8s.io/v1"},
+		{schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1beta1", Resource: "events"}, "apis/events.k8s.io/v1beta1"},
+		{schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "api/v1"},
+	} {
+		m := &member{running: map[registry.SelectionKey]*running{{Group: c.gvr.Group, Kind: "X"}: {res: resolved{gvr: c.gvr}}}}
+		got := slices.Sorted(maps.Keys(m.openAPIPaths()))
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%s: relays %v, want %s", c.gvr, got, c.want)
+		}
 	}
 }

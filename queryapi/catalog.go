@@ -8,6 +8,7 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/kubesearch/kubesearch/internal/registry"
@@ -20,6 +21,9 @@ type apiResource struct {
 	Group, Version, Resource, Kind, Singular string
 	Namespaced                               bool
 	ShortNames, Categories                   []string
+	// from is where the objects are stored when the facade serves them converted from another
+	// API group (events.go); nil when they are stored as served.
+	from *storedForm
 }
 
 func (r apiResource) groupVersion() string {
@@ -53,6 +57,28 @@ type catalog struct {
 type openAPIDoc struct {
 	body []byte
 	refs int
+	// fields are the document's kinds as field selectors check them, built at the first check.
+	fieldsOnce sync.Once
+	fields     *schemaIndex
+}
+
+// schemaOf is the schema of a kind in the document a view serves for its group-version (the one
+// openAPIServed picks), nil when no member of the view relayed one or it does not describe the
+// kind.
+func (c *catalog) schemaOf(cluster string, vis visibleFunc, gvk schema.GroupVersionKind) *schemaNode {
+	hash, ok := c.openAPIServed(cluster, vis)[registry.OpenAPIPath(gvk.Group, gvk.Version)]
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	d := c.docs[hash]
+	c.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	// Built outside the catalog's lock: the ledger's reader must not wait for a parse.
+	d.fieldsOnce.Do(func() { d.fields = newSchemaIndex(d.body) })
+	return d.fields.kind(gvk)
 }
 
 func newCatalog() *catalog {
@@ -142,15 +168,36 @@ func (c *catalog) clustersLocked() []string {
 // the subject cannot see. nil sees every record.
 type visibleFunc func(cluster, group, resource string) bool
 
-// seen copies, under the lock, the records match selects, then keeps those vis sees: vis may ask
-// the members (SubjectAccessReview), which must not hold up the catalog. It is asked once per
-// (cluster, group, resource), however many selections (one per namespace) share it.
-func (c *catalog) seen(match func(*registry.SelectionRecord) bool, vis visibleFunc) []registry.SelectionRecord {
+// servedRecord is a resource a member caches as the facade serves it: a selection record, or the
+// record's Events as the other API group serves them (from says where they are stored).
+type servedRecord struct {
+	registry.SelectionRecord
+	from *storedForm
+}
+
+// seen copies, under the lock, the served records match selects, then keeps those vis sees: vis
+// may ask the members (SubjectAccessReview), which must not hold up the catalog. It is asked once
+// per (cluster, group, resource), however many selections (one per namespace) share it. The
+// served records are the selection records and their Events' siblings in the other group, unless
+// some member collects that group itself (events.go).
+func (c *catalog) seen(match func(*registry.SelectionRecord) bool, vis visibleFunc) []servedRecord {
+	type gvr struct{ group, version, resource string }
 	c.mu.Lock()
-	var out []registry.SelectionRecord
+	native := map[gvr]bool{}
+	for _, r := range c.records {
+		native[gvr{r.Group, r.Version, r.Resource}] = true
+	}
+	var out []servedRecord
 	for _, r := range c.records {
 		if match(&r) {
-			out = append(out, r)
+			out = append(out, servedRecord{SelectionRecord: r})
+		}
+		if sib, ok := eventSibling(r.Group, r.Version, r.Resource); ok && !native[gvr{sib.group, sib.version, r.Resource}] {
+			s := r
+			s.Group, s.Version = sib.group, sib.version
+			if match(&s) {
+				out = append(out, servedRecord{SelectionRecord: s, from: &storedForm{group: r.Group, version: r.Version}})
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -159,7 +206,7 @@ func (c *catalog) seen(match func(*registry.SelectionRecord) bool, vis visibleFu
 	}
 	type key struct{ cluster, group, resource string }
 	sees := map[key]bool{}
-	return slices.DeleteFunc(out, func(r registry.SelectionRecord) bool {
+	return slices.DeleteFunc(out, func(r servedRecord) bool {
 		k := key{r.Cluster, r.Group, r.Resource}
 		v, ok := sees[k]
 		if !ok {
@@ -216,7 +263,7 @@ func (c *catalog) resources(cluster string, vis visibleFunc) []apiResource {
 		m, ok := merged[k]
 		if !ok {
 			m = &apiResource{Group: r.Group, Version: r.Version, Resource: r.Resource, Kind: r.Kind,
-				Singular: r.Singular, Namespaced: r.Namespaced}
+				Singular: r.Singular, Namespaced: r.Namespaced, from: r.from}
 			merged[k] = m
 		}
 		m.ShortNames = union(m.ShortNames, r.ShortNames)

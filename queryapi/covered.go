@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubesearch/kubesearch/internal/query"
-	"github.com/kubesearch/kubesearch/internal/store"
 )
 
 // maxCoverEvents bounds the events one LIST checks against the index: a prefix of them still
@@ -40,7 +39,7 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 		if listing[cl] || budget == 0 {
 			continue
 		}
-		pair := store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource}
+		pair := res.pair(cl)
 		evs, ok, below := s.cache.eventsAfter(pair, wm, budget)
 		if below && fresh == nil {
 			// The fleet status polls the watermarks every PollInterval: the window may start
@@ -69,7 +68,7 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 	if len(todo) == 0 {
 		return
 	}
-	q := &query.Query{Resources: []query.Resource{{Resource: res.Resource, Group: res.Group}}, MetadataOnly: true,
+	q := &query.Query{Resources: []query.Resource{{Resource: res.Resource, Group: res.storeGroup()}}, MetadataOnly: true,
 		Limit: query.MaxLimit, Now: time.Now(), Peek: true}
 	for _, p := range todo {
 		q.Clusters = append(q.Clusters, p.cluster)
@@ -111,7 +110,7 @@ func (s *Server) freshWatermarks(ctx context.Context, res apiResource) (rvVector
 	}
 	out := rvVector{}
 	for _, w := range wms {
-		if w.Group == res.Group && w.Resource == res.Resource {
+		if w.Group == res.storeGroup() && w.Resource == res.Resource {
 			out[w.Cluster] = w.ResourceVersion
 		}
 	}

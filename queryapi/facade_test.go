@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -75,6 +76,20 @@ func (f *fakeStore) Search(_ context.Context, q *query.Query) (*store.Result, er
 		return strings.Compare(a.namespace+"/"+a.name+"/"+a.cluster, b.namespace+"/"+b.name+"/"+b.cluster)
 	})
 	res := &store.Result{Total: int64(len(match))}
+	for _, f := range q.Facets {
+		if f.Dimension != query.FacetNamespace {
+			continue
+		}
+		counts := map[string]int64{}
+		for _, o := range match {
+			counts[o.namespace]++
+		}
+		fr := store.FacetResult{Name: f.Name()}
+		for _, ns := range slices.Sorted(maps.Keys(counts)) {
+			fr.Buckets = append(fr.Buckets, store.Bucket{Value: ns, Count: counts[ns]})
+		}
+		res.Facets = append(res.Facets, fr)
+	}
 	end := min(offset+q.Limit, len(match))
 	for _, o := range match[offset:end] {
 		res.Items = append(res.Items, o.json())

@@ -117,6 +117,10 @@ func (s *Server) search(c *gin.Context) {
 		forbidden(c, subj, "search", "list", what)
 		return
 	}
+	if err := s.checkSearchFields(q, subj.visible()); err != nil {
+		writeParamErrors(c, err)
+		return
+	}
 	subj.restrict(q, authz.VerbList)
 	res, ok := s.searchOrFail(c, q)
 	if !ok {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"k8s.io/apimachinery/pkg/runtime"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
@@ -57,24 +58,46 @@ type KubeconfigOptions struct {
 	ClientCertificate, ClientKey string
 }
 
+// ViewExtension names the extension of each context of a kubesearch kubeconfig that says which
+// view it is and what to know of it: client-go writes no comments, and `kubectl config view`
+// shows extensions.
+const ViewExtension = "kubesearch.io/view"
+
+// FleetViewNotice is what the fleet context's extension says, and `kubesearch kubeconfig` prints:
+// in the fleet view one namespace/name may be several clusters' objects.
+const FleetViewNotice = "context " + ContextFleet + " is the fleet view: objects keep their names, so one namespace/name may be several clusters' objects " +
+	"(kubectl get shows a CLUSTER column, a GET of such a name is a 409); informers, controller-runtime and k9s keep one object per namespace/name " +
+	"and merge them: point those at context " + ContextQualified + " (names <name>_<cluster>) or at one cluster's context"
+
 // Kubeconfig has a context for the fleet view (current), one for the qualified view and one per
-// member cluster, all with one user.
+// member cluster, all with one user. Each context's ViewExtension says which view it is.
 func Kubeconfig(o KubeconfigOptions, clusters []string) *clientcmdapi.Config {
 	server := strings.TrimRight(o.Server, "/")
 	cfg := clientcmdapi.NewConfig()
 	cfg.AuthInfos[ContextFleet] = &clientcmdapi.AuthInfo{Token: o.Token, ClientCertificate: o.ClientCertificate, ClientKey: o.ClientKey}
-	add := func(name, url string) {
+	add := func(name, url string, ext viewExtension) {
 		cfg.Clusters[name] = &clientcmdapi.Cluster{Server: url, CertificateAuthority: o.CertificateAuthority,
 			InsecureSkipTLSVerify: o.InsecureSkipTLSVerify}
-		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: ContextFleet}
+		raw, _ := json.Marshal(ext) // strings only: cannot fail
+		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: ContextFleet,
+			Extensions: map[string]runtime.Object{ViewExtension: &runtime.Unknown{Raw: raw, ContentType: runtime.ContentTypeJSON}}}
 	}
-	add(ContextFleet, server)
-	add(ContextQualified, server+QualifiedPrefix)
+	add(ContextFleet, server, viewExtension{View: "fleet", Note: FleetViewNotice})
+	add(ContextQualified, server+QualifiedPrefix, viewExtension{View: "qualified",
+		Note: "every object is named <name>_<cluster>: clients keying objects by namespace/name keep every cluster's"})
 	for _, cl := range clusters {
-		add(ContextClusterPrefix+cl, server+ClustersPrefix+cl)
+		add(ContextClusterPrefix+cl, server+ClustersPrefix+cl, viewExtension{View: "cluster", Cluster: cl,
+			Note: "cluster " + cl + " alone, its objects and resourceVersions as the member has them"})
 	}
 	cfg.CurrentContext = ContextFleet
 	return cfg
+}
+
+// viewExtension is a context's ViewExtension.
+type viewExtension struct {
+	View    string `json:"view"`
+	Cluster string `json:"cluster,omitempty"`
+	Note    string `json:"note"`
 }
 
 // FetchClusters asks a query API for the member clusters it has a view of.

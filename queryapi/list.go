@@ -50,6 +50,9 @@ func (s *Server) serveResource(c *gin.Context, r *facadeRequest) {
 		s.impliedNamespace(c, r)
 		return
 	}
+	if !ok && s.uncachedList(c, r) {
+		return
+	}
 	// A namespaced object is named within its namespace: /api/v1/pods/<name> names none, as
 	// kube-apiserver answers.
 	if !ok || (r.namespace != "" && !res.Namespaced) || (res.Namespaced && r.namespace == "" && r.name != "") {
@@ -135,13 +138,23 @@ func (s *Server) baseQuery(c *gin.Context, r *facadeRequest, res apiResource, se
 	if err != nil {
 		return nil, err
 	}
+	subj := subjectOf(c)
+	if err := s.checkFields(res, r.cluster, subj.visible(), q.Fields); err != nil {
+		return nil, err
+	}
+	for i := range q.Fields {
+		q.Fields[i].Key = fieldLabelPath(res.Group, res.Resource, q.Fields[i].Key)
+	}
+	// The subject is authorized for the resource it asked for; storedQuery then reads its
+	// documents where they are (Events of the other group, events.go).
 	q.Resources = []query.Resource{{Resource: res.Resource, Group: res.Group}}
 	if r.namespace != "" {
 		q.Namespaces = []string{r.namespace}
 	}
-	subjectOf(c).restrictView(q, verb, clusters)
+	subj.restrictView(q, verb, clusters)
+	res.storedQuery(q)
 	if r.qualified {
-		unqualifyFields(q, referencesOf(res.Group, res.Resource))
+		unqualifyFields(q, referencesOf(res.storeGroup(), res.Resource))
 	}
 	// kube-apiserver lists in key order, namespace then name; across members the cluster breaks
 	// the tie, so one name's copies are listed side by side.
@@ -291,13 +304,7 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 		q.Versions = false
 	}
 	s.addWarnings(c, q, page.Warnings)
-	if r.cluster == "" && !r.qualified && out.shape != shapeTable {
-		if dup := repeatedName(page.Items); dup != "" {
-			c.Writer.Header().Add("Warning", warningHeader(fmt.Sprintf(
-				"names repeat across clusters in this list (%s): a client keying objects by namespace and name (informers, controller-runtime, k9s) keeps one of each; list the qualified view (/qualified/, context %s) or one cluster's view",
-				dup, ContextQualified)))
-		}
-	}
+	warnRepeatedNames(c, r, out, page.Items, "list")
 	cont := ""
 	if limit > 0 && page.Continue != "" {
 		cont = encodeContinue(rv, page.Continue)
@@ -505,7 +512,7 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 func (s *Server) indexedVector(res apiResource, clusters []string) rvVector {
 	have := rvVector{}
 	for _, cl := range clusters {
-		have[cl], _ = s.fleet.watermark(store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource})
+		have[cl], _ = s.fleet.watermark(res.pair(cl))
 	}
 	return have
 }
@@ -612,7 +619,7 @@ func (v rvVector) raise(shown map[string]int64, listing map[string]bool) {
 func (s *Server) listingClusters(res apiResource, clusters []string) map[string]bool {
 	out := map[string]bool{}
 	for _, cl := range clusters {
-		if s.fleet.listing(store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource}) {
+		if s.fleet.listing(res.pair(cl)) {
 			out[cl] = true
 		}
 	}
@@ -631,10 +638,24 @@ func (v rvVector) reaches(o rvVector) bool {
 	return true
 }
 
+// warnRepeatedNames adds a Warning to a fleet view's answer whose first page (of a LIST, or of a
+// watch's initial events: what a streaming list sends instead of a LIST) holds one namespace/name
+// from two clusters: a client keying objects by namespace and name keeps one of them. Only the
+// first page can be told of, before the headers are sent. A Table (kubectl get) shows the CLUSTER
+// column and gets none.
+func warnRepeatedNames(c *gin.Context, r *facadeRequest, out *renderer, items []json.RawMessage, what string) {
+	if r.cluster != "" || r.qualified || out.shape == shapeTable {
+		return
+	}
+	if dup := repeatedName(items); dup != "" {
+		c.Writer.Header().Add("Warning", warningHeader(fmt.Sprintf(
+			"names repeat across clusters in this %s (%s): a client keying objects by namespace and name (informers, controller-runtime, k9s) keeps one of each; use the qualified view (/qualified/, context %s) or one cluster's view",
+			what, dup, ContextQualified)))
+	}
+}
+
 // repeatedName names the first namespace/name that two clusters' objects of a page share, "" if
-// none. Facade lists sort by namespace, name, cluster, so such objects are neighbours: the clients
-// that merge them (informers key by namespace/name) get a Warning with the page that holds both. A
-// Table (kubectl get) shows the CLUSTER column and gets none.
+// none. Facade lists sort by namespace, name, cluster, so such objects are neighbours.
 func repeatedName(items []json.RawMessage) string {
 	var prevKey, prevCluster string
 	for _, it := range items {

@@ -29,6 +29,10 @@ type reference struct {
 	// field is the field selector key of the same values: lists read through, as matches and the
 	// stores' compilers read them.
 	field string
+	// uid is the path of the referred object's uid beside the name, which kubelet sets to a Node's
+	// name in its Events (kubectl describe node asks for both the Node's uid and its name there):
+	// such a uid is the name as the view has it. "" when the reference has none.
+	uid string
 }
 
 // ownerNames are the names of an object's owners, in every resource.
@@ -44,20 +48,16 @@ var references = map[query.Resource][]reference{
 		{path: "spec.volumes.#.persistentVolumeClaim.claimName", field: "spec.volumes.persistentVolumeClaim.claimName"},
 	},
 	{Resource: "events"}: {
-		{path: "involvedObject.name", field: "involvedObject.name"},
+		{path: "involvedObject.name", field: "involvedObject.name", uid: "involvedObject.uid"},
 		{path: "related.name", field: "related.name"},
 	},
 	{Resource: "events", Group: "events.k8s.io"}: {
-		{path: "regarding.name", field: "regarding.name"},
+		{path: "regarding.name", field: "regarding.name", uid: "regarding.uid"},
 		{path: "related.name", field: "related.name"},
 	},
 	{Resource: "persistentvolumeclaims"}: {{path: "spec.volumeName", field: "spec.volumeName"}},
 	{Resource: "persistentvolumes"}:      {{path: "spec.claimRef.name", field: "spec.claimRef.name"}},
 }
-
-// nameAsUID is the field of a core Event's involved object's uid, which kubelet sets to a Node's
-// name (kubectl describe node asks for both the Node's uid and its name there).
-const nameAsUID = "involvedObject.uid"
 
 // referencesOf are the renamed references of a resource's objects, owners first.
 func referencesOf(group, resource string) []reference {
@@ -77,9 +77,9 @@ func qualifyReferences(stored []byte, cluster string, refs []reference, edits []
 			}
 		case v.Type == gjson.String && v.Str != "" && v.Index > 0:
 			edits = append(edits, edit{v.Index, len(v.Raw), strconv.Quote(v.Str + qualifiedSeparator + cluster)})
-			if ref.field == "involvedObject.name" {
+			if ref.uid != "" {
 				// A uid that is the name (kubelet's Node events) is the name as the view has it.
-				if uid := gjson.GetBytes(stored, nameAsUID); uid.Str == v.Str && uid.Index > 0 {
+				if uid := gjson.GetBytes(stored, ref.uid); uid.Str == v.Str && uid.Index > 0 {
 					edits = append(edits, edit{uid.Index, len(uid.Raw), strconv.Quote(uid.Str + qualifiedSeparator + cluster)})
 				}
 			}
@@ -101,12 +101,12 @@ func qualifyReferences(stored []byte, cluster string, refs []reference, edits []
 //     name!=<name>_<cluster> cannot be said without an "or" the query model lacks
 //     (cluster≠c or name≠n): it is kept as is, so no object is left out, and the one it names is
 //     not left out either.
-//   - involvedObject.uid: a uid with a cluster suffix is a Node's name (kubelet's events), and is
-//     translated; any other is a real uid, the same in every view, and is kept.
+//   - involvedObject.uid (regarding.uid): a uid with a cluster suffix is a Node's name (kubelet's
+//     events), and is translated; any other is a real uid, the same in every view, and is kept.
 func unqualifyFields(q *query.Query, refs []reference) {
 	kept := q.Fields[:0]
 	for _, f := range q.Fields {
-		isUID := f.Key == nameAsUID && slices.ContainsFunc(refs, func(r reference) bool { return r.field == "involvedObject.name" })
+		isUID := slices.ContainsFunc(refs, func(r reference) bool { return r.uid != "" && r.uid == f.Key })
 		named := isUID || f.Key == "metadata.name" || slices.ContainsFunc(refs, func(r reference) bool { return r.field == f.Key })
 		if !named || len(f.Values) != 1 || f.Values[0] == "" {
 			kept = append(kept, f)

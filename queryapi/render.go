@@ -87,7 +87,7 @@ func newRenderer(accept, includeObject string, res apiResource, v view) (*render
 // is the vector of its own cluster's.
 func (o *renderer) object(stored []byte) ([]byte, error) {
 	if !o.view.vector() {
-		return stored, nil
+		return o.res.served(stored)
 	}
 	n, _ := strconv.ParseInt(gjson.GetBytes(stored, "metadata.resourceVersion").Str, 10, 64)
 	return o.objectAt(stored, rvVector{clusterOf(stored): n})
@@ -96,10 +96,11 @@ func (o *renderer) object(stored []byte) ([]byte, error) {
 // objectAt is a stored object as the view shows it at the resourceVersion rv: a watch event's
 // object carries the watch's whole position, so a client resuming from it misses nothing. The
 // qualified view renames the object and its references to other objects of its member
-// (references.go).
+// (references.go). An Event stored in the other API group is converted first (events.go).
 func (o *renderer) objectAt(stored []byte, rv rvVector) ([]byte, error) {
-	if !o.view.vector() {
-		return stored, nil
+	stored, err := o.res.served(stored)
+	if err != nil || !o.view.vector() {
+		return stored, err
 	}
 	meta := gjson.GetManyBytes(stored, "metadata.name", "metadata.resourceVersion")
 	name, oldRV := meta[0], meta[1]
@@ -187,9 +188,10 @@ func (o *renderer) row(buf *bytes.Buffer, stored, obj []byte, first bool, now ti
 		writePartial(buf, obj)
 	case shapeTable:
 		// The printers read the object as the client sees it: in the qualified view, its NAME is
-		// the qualified name, as -o name and a GET by that name have it.
+		// the qualified name, as -o name and a GET by that name have it; an Event of the other
+		// group is printed converted, by the printer of the group asked for.
 		src := stored
-		if o.view.qualified {
+		if o.view.qualified || o.res.from != nil {
 			src = obj
 		}
 		row, err := o.table.Row(src, now)

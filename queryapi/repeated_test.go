@@ -1,8 +1,12 @@
 package queryapi
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
 )
 
 // TestFleetListWarnsOfRepeatedNames: informers and controller-runtime key objects by namespace
@@ -35,6 +39,48 @@ func TestFleetListWarnsOfRepeatedNames(t *testing.T) {
 	} {
 		if w := warned(c.path, c.accept); w != "" {
 			t.Errorf("%s (%s): Warning %q, want none", c.path, c.accept, w)
+		}
+	}
+}
+
+// TestFleetWatchWarnsOfRepeatedNames: a streaming list (client-go's default since 1.35) sends no
+// LIST, so the watch that carries its initial events says what the LIST would have said; a
+// watch resumed from a resourceVersion (its client listed first, and was told then) and the
+// qualified view say nothing.
+func TestFleetWatchWarnsOfRepeatedNames(t *testing.T) {
+	url, s := newFacadeServerWithCache(t, &fakeStore{objects: fleetObjects()})
+	// The stream is where the index's watermarks are (500 and 700).
+	for cl, rv := range map[string]int{"member1": 500, "member2": 700} {
+		obj := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"seed","namespace":"shop","uid":"uid-seed-%s","resourceVersion":"%d"}}`, cl, rv)
+		s.cache.apply(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cl, Version: "v1", Resource: "pods", Kind: "Pod",
+			Namespace: "shop", Name: "seed", UID: "uid-seed-" + cl, ResourceVersion: fmt.Sprint(rv), Epoch: 1, Object: json.RawMessage(obj)})
+	}
+	warned := func(path string) string {
+		t.Helper()
+		code, h, body := fetch(t, "GET", url+path, "")
+		if code != 200 {
+			t.Fatalf("%s: %d %s", path, code, body)
+		}
+		for _, w := range h.Values("Warning") {
+			if strings.Contains(w, "names repeat across clusters") {
+				return w
+			}
+		}
+		return ""
+	}
+	const streaming = "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"
+	for _, path := range []string{"/api/v1/namespaces/shop/pods" + streaming, "/api/v1/pods?watch=1&timeoutSeconds=1"} {
+		if w := warned(path); !strings.Contains(w, "watch's initial events (shop/web-0000 in member1 and member2)") || !strings.Contains(w, ContextQualified) {
+			t.Errorf("%s: Warning %q", path, w)
+		}
+	}
+	for _, path := range []string{
+		"/qualified/api/v1/namespaces/shop/pods" + streaming,
+		"/api/v1/namespaces/web/pods" + streaming, // only member2 has it
+		"/api/v1/namespaces/shop/pods?watch=1&timeoutSeconds=1&resourceVersion=" + rvVector{"member1": 500, "member2": 700}.encode(view{}),
+	} {
+		if w := warned(path); w != "" {
+			t.Errorf("%s: Warning %q, want none", path, w)
 		}
 	}
 }

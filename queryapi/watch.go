@@ -126,7 +126,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 	}
 	w := &watcher{s: s, c: c, r: r, res: res, out: out, q: q, clusters: clusters, bookmarks: boolParam(params.Get(paramAllowWatchBookmarks)), tableFirst: true}
 	for _, cl := range q.Clusters {
-		w.pairs = append(w.pairs, store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource})
+		w.pairs = append(w.pairs, res.pair(cl))
 	}
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
@@ -341,8 +341,9 @@ func (w *watcher) recheck() *metav1.Status {
 			w.r.resource, old.user.Name, resourceWhat(w.r.cluster, w.r.namespace, w.r.group, w.r.resource)))
 	}
 	// The query restrict saw when the watch began (a qualified name narrows Clusters after).
-	q := &query.Query{Namespaces: w.q.Namespaces, Resources: w.q.Resources}
+	q := &query.Query{Namespaces: w.q.Namespaces, Resources: []query.Resource{{Resource: w.res.Resource, Group: w.res.Group}}}
 	subj.restrictView(q, authz.VerbWatch, w.clusters)
+	w.res.storedQuery(q)
 	clusters := w.s.viewClusters(subj, authz.VerbWatch, w.r, w.res)
 	if err := subj.reviewErr(); err != nil {
 		return w.unjudged(err)
@@ -383,12 +384,16 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 	q.Limit, q.Drain = query.MaxLimit, true
 	w.s.cover(ctx, w.res, w.pos, w.s.listingClusters(w.res, w.clusters))
 	w.from = maps.Clone(w.pos)
-	for {
+	for first := true; ; first = false {
 		sctx, cancel := context.WithTimeout(ctx, w.s.opts.RequestTimeout)
 		page, err := w.s.store.Search(sctx, &q)
 		cancel()
 		if err != nil {
 			return err
+		}
+		if first {
+			// Nothing is written yet: the headers can still say what the LIST would have said.
+			warnRepeatedNames(w.c, w.r, w.out, page.Items, "watch's initial events")
 		}
 		for _, it := range page.Items {
 			cl := clusterOf(it)

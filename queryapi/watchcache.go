@@ -772,7 +772,7 @@ func (c *watchCache) heads(res apiResource, clusters []string) rvVector {
 		return out
 	}
 	for _, cl := range clusters {
-		if h := c.head[store.Pair{Cluster: cl, Group: res.Group, Resource: res.Resource}]; h > 0 {
+		if h := c.head[res.pair(cl)]; h > 0 {
 			out[cl] = h
 		}
 	}

@@ -29,7 +29,12 @@ func kubeconfigCommand(env lookupEnv) *cobra.Command {
 		Long: `Print a kubeconfig for the query API's Kubernetes facade on stdout: a context for the whole fleet,
 one for the qualified view (names suffixed with their cluster: <name>_<cluster>) and one per member cluster the query
 API knows, asked of it at --server. Credentials are read from files and written into the kubeconfig
-(a token) or referenced by absolute path (a client certificate and key).`,
+(a token) or referenced by absolute path (a client certificate and key).
+
+The fleet context (current) keeps objects' names, so one namespace/name may be several clusters'
+objects: informers, controller-runtime and k9s merge them. Point those at the qualified context. Each
+context carries an extension kubesearch.io/view saying which view it is (kubectl config view shows
+it), and the command prints that notice on stderr.`,
 		Example: `  # The fleet of a local query API as one cluster for kubectl
   kubesearch kubeconfig --server http://127.0.0.1:8080 > /tmp/fleet.kubeconfig
   kubectl --kubeconfig /tmp/fleet.kubeconfig get pods -A
@@ -102,7 +107,11 @@ func kubeconfigFlags(g flagGroups, cmd *cobra.Command) runFunc {
 		if err != nil {
 			return fmt.Errorf("encode kubeconfig: %w", err)
 		}
-		_, err = cmd.OutOrStdout().Write(out)
+		if _, err := cmd.OutOrStdout().Write(out); err != nil {
+			return err
+		}
+		// On stderr, so a kubeconfig redirected to a file stays clean and the user still reads it.
+		_, err = fmt.Fprintf(cmd.ErrOrStderr(), "Note: %s.\n", queryapi.FleetViewNotice)
 		return err
 	}
 }

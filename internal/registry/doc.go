@@ -35,7 +35,8 @@
 //     not in an in-memory cache, because kubesearch has none.
 //   - The same kind selected in two API groups anywhere (core Event and events.k8s.io Event, which are
 //     the same objects; or two CRDs sharing a kind) is an error, because both would be stored in the
-//     one index kubernetes-<kind>.
+//     one index kubernetes-<kind>, under one document key (cluster, uid) for Events. Nothing is lost
+//     for Events: the query API serves them in both groups from either (EventsSibling).
 //   - Secrets are collected only when a selector names kind Secret of the core group, and are
 //     redacted (only an allow-list of harmless fields published, data keys without their values)
 //     unless the registry carries the annotation kubesearch.io/secret-data: "include". Karmada's

@@ -97,3 +97,23 @@ func OpenAPIPath(group, version string) string {
 	}
 	return "apis/" + group + "/" + version
 }
+
+// EventsGroup is the API group of the newer Event API.
+const EventsGroup = "events.k8s.io"
+
+// EventsSibling is, for a collected resource, the other group-version that serves the same
+// objects: a member's core v1 Events and its events.k8s.io/v1 Events are one set of objects
+// (kube-apiserver stores one and converts). The query API serves both from whichever is collected,
+// and the collector relays both groups' OpenAPI documents for it.
+func EventsSibling(group, version, resource string) (siblingGroup, siblingVersion string, ok bool) {
+	if resource != "events" || version != "v1" {
+		return "", "", false
+	}
+	switch group {
+	case "":
+		return EventsGroup, "v1", true
+	case EventsGroup:
+		return "", "v1", true
+	}
+	return "", "", false
+}

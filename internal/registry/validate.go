@@ -118,10 +118,15 @@ func validateSet(registries []ResourceRegistry, sources []string) error {
 			if first.group == gv.Group {
 				continue
 			}
-			add(i, field.Invalid(field.NewPath("spec", "resourceSelectors").Index(k).Child("kind"), sel.Kind,
-				fmt.Sprintf("kind %s is also selected in API group %s by registry %q %s; both would be stored in index kubernetes-%s, so select it in one group only",
-					sel.Kind, groupName(first.group), registries[first.registry].Name,
-					field.NewPath("spec", "resourceSelectors").Index(first.index), key)))
+			msg := fmt.Sprintf("kind %s is also selected in API group %s by registry %q %s; both would be stored in index kubernetes-%s, so select it in one group only",
+				sel.Kind, groupName(first.group), registries[first.registry].Name,
+				field.NewPath("spec", "resourceSelectors").Index(first.index), key)
+			if sel.Kind == "Event" && (gv.Group == "" || gv.Group == EventsGroup) && (first.group == "" || first.group == EventsGroup) {
+				// The same objects in two groups, under one document key (cluster, uid): nothing
+				// is lost by collecting one.
+				msg += " (the query API serves Events in both groups from either)"
+			}
+			add(i, field.Invalid(field.NewPath("spec", "resourceSelectors").Index(k).Child("kind"), sel.Kind, msg))
 		}
 	}
 	return errors.Join(errs...)

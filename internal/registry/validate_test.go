@@ -204,7 +204,7 @@ func TestValidateSet(t *testing.T) {
 		{name: "kind in two groups across registries", registries: []ResourceRegistry{
 			registry("a", pod, coreEvent), registry("b", eventsEvent),
 		}, want: []string{
-			`registry "b": spec.resourceSelectors[0].kind: Invalid value: "Event": kind Event is also selected in API group "" (core) by registry "a" spec.resourceSelectors[1]; both would be stored in index kubernetes-event`,
+			`registry "b": spec.resourceSelectors[0].kind: Invalid value: "Event": kind Event is also selected in API group "" (core) by registry "a" spec.resourceSelectors[1]; both would be stored in index kubernetes-event, so select it in one group only (the query API serves Events in both groups from either)`,
 		}},
 		{name: "kind in two groups in one registry", registries: []ResourceRegistry{registry("a", eventsEvent, pod, coreEvent)},
 			want: []string{`registry "a": spec.resourceSelectors[2].kind: Invalid value: "Event": kind Event is also selected in API group "events.k8s.io" by registry "a" spec.resourceSelectors[0]`}},

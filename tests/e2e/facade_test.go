@@ -278,6 +278,10 @@ func TestFacade(t *testing.T) {
 	})
 
 	t.Run("qualified references", func(t *testing.T) { testQualifiedReferences(t, env, f, p, k) })
+	t.Run("events in both groups", func(t *testing.T) { testFacadeEvents(t, env, f, p, k) })
+	t.Run("field selectors as the members accept them", func(t *testing.T) { testFieldLabels(t, env, f, p, k) })
+	t.Run("kubectl cluster-info dump", func(t *testing.T) { testClusterInfoDump(t, env, f, k) })
+	t.Run("repeated names warned", func(t *testing.T) { testRepeatedNamesWarned(t, f, p) })
 	t.Run("watch", func(t *testing.T) { testFacadeWatch(t, env, f, p, k) })
 	t.Run("member1's etcd restored from a backup", func(t *testing.T) { testMemberRestored(t, env, f, p) }) // last: member1 goes back
 }

@@ -30,11 +30,14 @@ func compareFacadeTables(t *testing.T, env *testbed.Env, cs kubernetes.Interface
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	writeKubeconfig(t, env, kubeconfig, []string{"member1"})
-	// A kind is stored in one group only (one index per kind): core events, not events.k8s.io's.
-	cases = slices.DeleteFunc(slices.Clone(cases), func(c tableCase) bool { return c.group == "events.k8s.io" })
 	var sel strings.Builder
 	sel.WriteString("  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition}\n")
 	for _, c := range cases {
+		if c.group == "events.k8s.io" {
+			// Events are selected in one group only (one index per kind): the core group's, which
+			// the facade serves as events.k8s.io's too (queryapi/events.go), compared below.
+			continue
+		}
 		gv, kind := tableGroupVersionKind(c)
 		switch c.resource {
 		case "nodes", "namespaces":
