@@ -291,13 +291,7 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 		q.Versions = false
 	}
 	s.addWarnings(c, q, page.Warnings)
-	if r.cluster == "" && !r.qualified && out.shape != shapeTable {
-		if dup := repeatedName(page.Items); dup != "" {
-			c.Writer.Header().Add("Warning", warningHeader(fmt.Sprintf(
-				"names repeat across clusters in this list (%s): a client keying objects by namespace and name (informers, controller-runtime, k9s) keeps one of each; list the qualified view (/qualified/, context %s) or one cluster's view",
-				dup, ContextQualified)))
-		}
-	}
+	warnRepeatedNames(c, r, out, page.Items)
 	cont := ""
 	if limit > 0 && page.Continue != "" {
 		cont = encodeContinue(rv, page.Continue)
@@ -629,6 +623,21 @@ func (v rvVector) reaches(o rvVector) bool {
 		}
 	}
 	return true
+}
+
+// warnRepeatedNames adds the fleet view's Warning that a page's names repeat across clusters,
+// before anything of the answer is written: a LIST's first page, and the first page of a watch's
+// initial events (client-go's informers stream their list by default, so a LIST alone would warn
+// few of them).
+func warnRepeatedNames(c *gin.Context, r *facadeRequest, out *renderer, items []json.RawMessage) {
+	if r.cluster != "" || r.qualified || out.shape == shapeTable {
+		return
+	}
+	if dup := repeatedName(items); dup != "" {
+		c.Writer.Header().Add("Warning", warningHeader(fmt.Sprintf(
+			"names repeat across clusters in this list (%s): a client keying objects by namespace and name (informers, controller-runtime, k9s) keeps one of each; list the qualified view (/qualified/, context %s) or one cluster's view",
+			dup, ContextQualified)))
+	}
 }
 
 // repeatedName names the first namespace/name that two clusters' objects of a page share, "" if

@@ -390,6 +390,9 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if q.Continue == "" { // the first page: nothing of the answer is written yet
+			warnRepeatedNames(w.c, w.r, w.out, page.Items)
+		}
 		for _, it := range page.Items {
 			cl := clusterOf(it)
 			rv, _ := strconv.ParseInt(gjson.GetBytes(it, "metadata.resourceVersion").Str, 10, 64)
