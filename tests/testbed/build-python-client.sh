@@ -16,7 +16,7 @@ venv="$CACHE_DIR/bin/python-kubernetes-$PYTHON_KUBERNETES_VERSION-py$pyver-$key"
 
 # The venv is made where it stays (a venv's scripts name its path), so .installed marks a finished one.
 if [[ ! -e "$venv/.installed" ]]; then
-  log "installing the Python kubernetes client $PYTHON_KUBERNETES_VERSION (under a minute cold)"
+  log "installing the Python kubernetes client $PYTHON_KUBERNETES_VERSION (about 30 seconds cold)"
   start=$(date +%s)
   rm -rf "$venv"
   "$python" -m venv "$venv"
