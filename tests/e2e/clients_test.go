@@ -319,13 +319,9 @@ func testPythonClient(t *testing.T, env *testbed.Env, members map[string]kuberne
 		}
 		steps[s.Step] = l
 	}
-	type podsStep struct {
-		Pods     []clientPod
-		Selector string
-	}
 	pods := func(name string) []string {
 		t.Helper()
-		var s podsStep
+		var s struct{ Pods []clientPod }
 		if err := json.Unmarshal(steps[name], &s); err != nil {
 			t.Fatalf("step %s: %q: %v", name, steps[name], err)
 		}
@@ -365,22 +361,17 @@ func testPythonClient(t *testing.T, env *testbed.Env, members map[string]kuberne
 		t.Errorf("create_namespaced_pod: %s, want a 405 MethodNotAllowed saying the facade is read-only", steps["create"])
 	}
 	t.Logf("create_namespaced_pod through the facade: %d %s", write.Status, write.Message)
-	var watched struct {
-		Events []struct {
-			Type string
-			clientPod
-		}
+	type event struct {
+		Type string
+		clientPod
 	}
+	var watched struct{ Events []event }
 	if err := json.Unmarshal(steps["watch"], &watched); err != nil {
 		t.Fatalf("watch: %s: %v", steps["watch"], err)
 	}
-	seen := slices.ContainsFunc(watched.Events, func(e struct {
-		Type string
-		clientPod
-	}) bool {
+	if !slices.ContainsFunc(watched.Events, func(e event) bool {
 		return e.Type == "ADDED" && e.Name == added && e.Cluster == "member2" && e.Labels["tier"] == "added"
-	})
-	if !seen {
+	}) {
 		t.Errorf("the watch from the list's resourceVersion: %s, want the ADDED of %s from member2", steps["watch"], added)
 	}
 }
