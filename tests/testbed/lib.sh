@@ -5,6 +5,10 @@ K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.7.0   # the etcd server k8s.io/kubernetes $K8S_VERSION pins
 KWOK_VERSION=v0.8.0
 HELM_VERSION=v3.22.0  # the e2e's Helm client (build-helm.sh), not part of the running test bed
+# The e2e's other real clients (TestRealClients), none part of the running test bed either.
+K9S_VERSION=v0.50.16                 # build-k9s.sh
+PYTHON_KUBERNETES_VERSION=37.0.2     # build-python-client.sh (tests/clients/python/requirements.txt pins it)
+CONTROLLER_RUNTIME_VERSION=v0.25.2   # build-controller-runtime.sh (tests/clients/controllerruntime/go.mod)
 KAFKA_VERSION=4.4.0
 OPENSEARCH_VERSION=2.19.6
 
@@ -13,6 +17,8 @@ TOOLS_DIR="$ROOT/tests/tools"
 CACHE_DIR=${KUBESEARCH_CACHE:-$HOME/.cache/kubesearch}
 BIN_DIR="$CACHE_DIR/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
 HELM_BIN_DIR="$CACHE_DIR/bin/helm-$HELM_VERSION" # apart from BIN_DIR: adding Helm rebuilds no Kubernetes
+K9S_BIN_DIR="$CACHE_DIR/bin/k9s-$K9S_VERSION"
+CLIENTS_DIR="$ROOT/tests/clients"
 STATE_DIR=${KUBESEARCH_TESTBED_DIR:-$ROOT/.testbed}
 LOG_DIR="$STATE_DIR/logs"
 PID_DIR="$STATE_DIR/pids"
