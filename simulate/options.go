@@ -83,7 +83,7 @@ func (o *Options) SetDefaults() {
 	}
 	def(&o.TopicPartitions, stream.DefaultPartitions)
 	def(&o.MaxMessageBytes, stream.DefaultMaxMessageBytes)
-	def(&o.Writers, 4)
+	def(&o.Writers, 8)
 	def(&o.PublishBatch, 1000)
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 10 * time.Second
