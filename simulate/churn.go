@@ -145,6 +145,9 @@ func (s *Simulator) change(r *renderer, c *cluster, now time.Time) (*envelope.Ev
 		}
 		op = opCreate
 	}
+	if op == opCreate && c.apps == 0 {
+		return nil, nil // a cluster too small to run an app (--objects 1) creates nothing
+	}
 	rv := c.nextRV(now)
 	var (
 		o   object

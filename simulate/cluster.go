@@ -105,7 +105,7 @@ func (s *Simulator) newCluster(i int, now time.Time) *cluster {
 		add(kCRD, object{app: int32(crd), created: start - 400*day + int64(crd)*day})
 	}
 	for a := 0; n < s.opts.Objects; a++ {
-		ap := s.app(a)
+		ap := s.addApps(a)
 		h := mix(s.seed, 0xc1, uint64(i), uint64(a))
 		created := start - int64(1+mix(s.seed, 0xa9e, uint64(a))%90)*day // the app's first rollout
 		rolled := start - int64(1+h%(12*3600))                           // its last one, in the last 12 hours

@@ -124,9 +124,12 @@ type app struct {
 	previous string
 }
 
-func (s *Simulator) app(i int) *app {
-	s.appsMu.Lock()
-	defer s.appsMu.Unlock()
+// app is the i-th app. Every app a cluster runs is made by New (addApps), and none after, so the
+// writers read them without a lock.
+func (s *Simulator) app(i int) *app { return s.apps[i] }
+
+// addApps makes the apps up to the i-th.
+func (s *Simulator) addApps(i int) *app {
 	for len(s.apps) <= i {
 		s.apps = append(s.apps, s.newApp(len(s.apps)))
 	}

@@ -39,8 +39,7 @@ type Simulator struct {
 	clusters []*cluster
 	byName   map[string]*cluster
 
-	appsMu   sync.Mutex
-	apps     []*app
+	apps     []*app // made by New, read-only afterwards
 	stencils sync.Map // stencilKey → *stencil
 	docs     sync.Map // OpenAPI path → openAPIDoc
 
@@ -205,7 +204,7 @@ func (s *Simulator) simulate(ctx context.Context) error {
 	if err := s.listAll(ctx); err != nil {
 		return err
 	}
-	if s.opts.ChurnRate > 0 {
+	if s.opts.ChurnRate > 0 && len(s.clusters) > 0 {
 		if err := s.churnAll(ctx); err != nil {
 			return err
 		}

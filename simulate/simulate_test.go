@@ -522,3 +522,16 @@ func BenchmarkPodEvent(b *testing.B) {
 	b.SetBytes(int64(n))
 	_ = fmt.Sprint(n)
 }
+
+// Clusters too small to run an app, and no cluster at all, churn without failing.
+func TestTinyFleets(t *testing.T) {
+	for _, o := range []Options{{Clusters: 2, Objects: 1}, {Clusters: 0, Objects: 1}} {
+		o.ChurnRate, o.ChurnDuration = 200, 100*time.Millisecond
+		broker := stream.NewLocal(stream.LocalOptions{RetainBytes: 1 << 30})
+		s := newSim(t, broker, o)
+		run(t, s)
+		if r := s.Report(); r.Objects != int64(o.Clusters) || r.Phase != "done" {
+			t.Errorf("%d clusters of %d objects: report %+v", o.Clusters, o.Objects, r)
+		}
+	}
+}
