@@ -39,7 +39,7 @@ type Simulator struct {
 	clusters []*cluster
 	byName   map[string]*cluster
 
-	apps     []*app // made by New, read-only afterwards
+	apps     []*app   // made by New, read-only afterwards
 	stencils sync.Map // stencilKey → *stencil
 	docs     sync.Map // OpenAPI path → openAPIDoc
 
