@@ -6,7 +6,7 @@ GO ?= go
 export GOTOOLCHAIN := go1.27.3
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down run fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-freshness bench-roll bench-stores bench-compare bench
+.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down run simulate fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-freshness bench-roll bench-stores bench-compare bench
 
 build:
 	$(GO) build -o bin/kubesearch ./cmd/kubesearch
@@ -58,6 +58,16 @@ testbed-down:
 # and queries to paste once it is ready (demo/run.sh). Ctrl-C stops everything it started.
 run:
 	bash demo/run.sh
+
+# The fleet simulator (README "Fleet simulator"): SIM_ARGS (default 200 clusters of 2,000 objects)
+# written to the Kafka of $$KAFKA_BROKERS, or when it is unset of the test bed ($$KUBESEARCH_TESTBED_DIR,
+# default .testbed), as their collectors would write them; with --listen or --churn-rate in SIM_ARGS it
+# runs until Ctrl-C.
+SIM_ARGS ?= --clusters 200 --objects 2000
+
+simulate: build
+	@env="$${KUBESEARCH_TESTBED_DIR:-.testbed}/env"; if [ -z "$$KAFKA_BROKERS" ] && [ -f "$$env" ]; then . "$$env"; fi; \
+	bin/kubesearch simulate --kafka-brokers "$${KAFKA_BROKERS:?set KAFKA_BROKERS or start the test bed (make testbed-up)}" $(SIM_ARGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

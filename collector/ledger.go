@@ -68,15 +68,6 @@ func sameRecord(a, b registry.SelectionRecord) bool {
 		slices.Equal(a.ShortNames, b.ShortNames) && slices.Equal(a.Categories, b.Categories)
 }
 
-// epochsRecord is the value of a cluster's epochs record.
-type epochsRecord struct {
-	V              int       `json:"v"`
-	Cluster        string    `json:"cluster"`
-	Owner          string    `json:"owner,omitempty"`
-	EpochsReserved int64     `json:"epochsReserved"`
-	UpdatedAt      time.Time `json:"updatedAt"`
-}
-
 func newLedger(client stream.Broker, topic, owner string, log *slog.Logger) *ledger {
 	return &ledger{
 		client: client, topic: registry.LedgerTopic(topic), owner: owner, log: log,
@@ -113,9 +104,7 @@ func (l *ledger) load(ctx context.Context) (int64, error) {
 }
 
 func (l *ledger) read(ctx context.Context) (int64, error) {
-	config := stream.MaxMessageBytes(registry.LedgerMaxMessageBytes)
-	config["cleanup.policy"] = "compact"
-	if err := l.client.CreateTopic(ctx, stream.Topic{Name: l.topic, Partitions: 1, Config: config}); err != nil {
+	if err := l.client.CreateTopic(ctx, stream.Topic{Name: l.topic, Partitions: 1, Config: registry.LedgerTopicConfig()}); err != nil {
 		return 0, err
 	}
 	msgs, err := l.client.ReadPartition(ctx, l.topic, 0)
@@ -199,7 +188,7 @@ func (l *ledger) apply(entries map[string]map[registry.SelectionKey]registry.Sel
 		}
 		entries[e.Cluster][e.Key()] = e
 	case strings.HasPrefix(key, registry.EpochsRecordPrefix):
-		var r epochsRecord
+		var r registry.EpochsRecord
 		if err := json.Unmarshal(value, &r); err == nil {
 			return r.EpochsReserved
 		}
@@ -300,11 +289,11 @@ func (l *ledger) reserve(ctx context.Context, upTo int64) error {
 	now := time.Now().UTC()
 	msgs := make([]stream.Message, 0, len(clusters))
 	for _, c := range clusters {
-		v, err := json.Marshal(epochsRecord{V: registry.LedgerVersion, Cluster: c, Owner: l.owner, EpochsReserved: upTo, UpdatedAt: now})
+		v, err := json.Marshal(registry.EpochsRecord{V: registry.LedgerVersion, Cluster: c, Owner: l.owner, EpochsReserved: upTo, UpdatedAt: now})
 		if err != nil {
 			return fmt.Errorf("encode epochs record of %s: %w", c, err)
 		}
-		msgs = append(msgs, stream.Message{Key: []byte(registry.EpochsRecordPrefix + c), Value: v})
+		msgs = append(msgs, stream.Message{Key: []byte(registry.EpochsRecordKey(c)), Value: v})
 	}
 	if len(msgs) == 0 {
 		return nil

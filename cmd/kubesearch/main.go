@@ -97,6 +97,7 @@ or all of it in one process on a laptop: kubesearch standalone.`,
 		indexerCommand(env),
 		queryAPICommand(env),
 		standaloneCommand(env),
+		simulateCommand(env),
 		kubeconfigCommand(env),
 		versionCommand(env),
 	)

@@ -209,6 +209,28 @@ func TestOptionsFromFlags(t *testing.T) {
 			t.Errorf("collector status token file %q, CA file %q", q.CollectorStatusTokenFile, q.CollectorStatusCAFile)
 		}
 	})
+	t.Run("simulate", func(t *testing.T) {
+		o, err := parsed(t, simulateFlags, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Clusters != 10 || o.Objects != 1000 || o.Seed != 1 || o.ClusterPrefix != "sim-" || o.Kinds != nil || o.ListenAddr != "" || o.Writers != 8 {
+			t.Errorf("defaults %+v", o)
+		}
+		o, err = parsed(t, simulateFlags, map[string]string{"KUBESEARCH_SEED": "9"}, "--clusters", "0", "--kinds", "pods,events",
+			"--churn-rate", "2.5", "--churn-duration", "1m", "--objects", "0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Clusters != 0 || o.Objects != 0 || o.Seed != 9 || !slices.Equal(o.Kinds, []string{"pods", "events"}) || o.ChurnRate != 2.5 || o.ChurnDuration != time.Minute {
+			t.Errorf("%+v", o)
+		}
+		// Zero objects of clusters is refused by name, not taken for the default.
+		o.Clusters = 3
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--objects: must be at least 1, got 0") {
+			t.Errorf("--objects 0: %v", err)
+		}
+	})
 	t.Run("queryapi watch window", func(t *testing.T) {
 		o, err := parsed(t, queryAPIFlags, nil, "--watch-window", "1000")
 		if err != nil {
@@ -393,6 +415,7 @@ func TestHelp(t *testing.T) {
 		"queryapi":   {"OpenSearch flags:", "Kafka flags:", "Security flags:", "Limits flags:", "General flags:"},
 		"standalone": {"Members flags:", "Security flags:", "General flags:"},
 		"kubeconfig": {"Query API flags:", "Credentials flags:", "General flags:"},
+		"simulate":   {"Fleet flags:", "Kafka flags:", "Kafka TLS and SASL flags:", "Tuning flags:", "Serving flags:", "Security flags:", "General flags:"},
 	} {
 		t.Run(command, func(t *testing.T) {
 			var stdout bytes.Buffer

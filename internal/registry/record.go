@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,6 +24,12 @@ const (
 // LedgerMaxMessageBytes is the ledger topic's max.message.bytes: an OpenAPI record holds a whole
 // OpenAPI v3 document, and api/v1's is 1.5 MiB of JSON (a few hundred KiB compressed).
 const LedgerMaxMessageBytes = 16 << 20
+
+// LedgerTopicConfig is the configuration the ledger's topic is created with: compacted (the last
+// record of each key is the state), with room for OpenAPI records.
+func LedgerTopicConfig() map[string]string {
+	return map[string]string{"cleanup.policy": "compact", "max.message.bytes": strconv.Itoa(LedgerMaxMessageBytes)}
+}
 
 // LedgerTopic is the ledger's topic for an event topic.
 func LedgerTopic(topic string) string { return topic + ".collectors" }
@@ -55,6 +62,20 @@ type SelectionRecord struct {
 // Key is the record's selection.
 func (r SelectionRecord) Key() SelectionKey {
 	return SelectionKey{Group: r.Group, Kind: r.Kind, Namespace: r.Namespace}
+}
+
+// EpochsRecordKey is the key of a cluster's epochs record: "epochs/<cluster>".
+func EpochsRecordKey(cluster string) string { return EpochsRecordPrefix + cluster }
+
+// EpochsRecord says how far the epochs of a member cluster were reserved: a writer of the
+// cluster's events hands out no epoch above EpochsReserved before it recorded a higher one, and
+// one starting later hands out epochs above it, whatever its clock says. Never deleted.
+type EpochsRecord struct {
+	V              int       `json:"v"`
+	Cluster        string    `json:"cluster"`
+	Owner          string    `json:"owner,omitempty"`
+	EpochsReserved int64     `json:"epochsReserved"`
+	UpdatedAt      time.Time `json:"updatedAt"`
 }
 
 // OpenAPIRecordKey is the key of an OpenAPI record: "openapi/<cluster>/<path>", path as the
