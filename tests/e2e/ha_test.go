@@ -28,12 +28,29 @@ const (
 	haHangBound = 2 * time.Minute
 )
 
+// haFault is one node of the HA test bed lost: killed (kill -9) or hung (SIGSTOP).
+type haFault struct {
+	service string
+	hang    bool
+}
+
 // On the HA test bed (three brokers, three OpenSearch nodes: make e2e-ha), a pipeline at the
 // product's defaults replicates what it creates — its topics 3 times with 2 in sync, its indices
-// once — and keeps the index equal to the members while a broker or an OpenSearch node is gone,
-// killed (kill -9) or hung (SIGSTOP), with no process restarted; and again once the node is back.
+// once — and keeps the index equal to the members while a broker or an OpenSearch node is killed
+// (kill -9), with no process restarted, and again once the node is back. CI runs it (make check).
 // Broker 1 and node 1 stay up: they are the test bed's own address for its checks.
-func TestHABrokerAndOpenSearchNodeLoss(t *testing.T) {
+func TestHANodeLoss(t *testing.T) {
+	haFaults(t, haFault{"kafka-2", false}, haFault{"opensearch-2", false})
+}
+
+// The same with a node hung (SIGSTOP) instead: harsher, since clients wait on open connections
+// until their timeouts and the cluster takes its fault detection's time to drop the node. On demand
+// (make e2e-ha), with the whole fault run to come (issue 26).
+func TestHANodeHang(t *testing.T) {
+	haFaults(t, haFault{"kafka-3", true}, haFault{"opensearch-3", true})
+}
+
+func haFaults(t *testing.T, faults ...haFault) {
 	env := testbed.Get(t)
 	if !env.HA {
 		t.Skip("needs the HA test bed (three brokers, three OpenSearch nodes): make e2e-ha")
@@ -43,10 +60,7 @@ func TestHABrokerAndOpenSearchNodeLoss(t *testing.T) {
 	p.waitIndexMatchesMembers(t, "after the first lists", 2*time.Minute)
 	checkReplicated(t, env, p)
 
-	for i, fault := range []struct {
-		service string
-		hang    bool
-	}{{"kafka-2", false}, {"opensearch-2", false}, {"kafka-3", true}, {"opensearch-3", true}} {
+	for i, fault := range faults {
 		how := map[bool]string{false: "kill -9", true: "SIGSTOP"}[fault.hang]
 		t.Run(fault.service+" "+how, func(t *testing.T) {
 			restored := false

@@ -2,7 +2,7 @@
 # svc.sh ACTION NAME controls one test bed service by its recorded PID, for fault tests and people:
 #   start   start it again with the exact command up.sh used ($STATE_DIR/svc/NAME.sh)
 #   stop    SIGTERM, a bounded wait, then SIGKILL
-#   kill    SIGKILL at once (kill -9)
+#   kill    SIGKILL at once (kill -9), returning once the process is gone
 #   pause   SIGSTOP            resume  SIGCONT
 #   pid     print its PID if it runs
 set -euo pipefail
@@ -28,7 +28,13 @@ case $action in
     [[ -z $pid ]] || die "$name already runs as PID $pid"
     start_service "$name" ;;
   stop) stop_service "$name" "${3:-10}" ;;
-  kill) [[ -z $pid ]] || kill -KILL "$pid" ;;
+  kill)
+    # SIGKILL is delivered at once but a large process takes a moment to go (a JVM's heap is
+    # unmapped): wait for it, so a start right after never finds it still running.
+    if [[ -n $pid ]]; then
+      kill -KILL "$pid"
+      for ((i = 0; i < 300; i++)); do [[ -n $(running_pid) ]] || break; sleep 0.1; done
+    fi ;;
   pause) [[ -n $pid ]] || die "$name does not run"; kill -STOP "$pid" ;;
   resume) [[ -n $pid ]] || die "$name does not run"; kill -CONT "$pid" ;;
   pid) [[ -n $pid ]] && echo "$pid" ;;
