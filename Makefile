@@ -14,6 +14,7 @@ build:
 # Unit tests: no services needed.
 test:
 	$(GO) vet ./...
+	$(GO) vet -tags 'e2e bench chaos' ./tests/...
 	$(GO) test -race -count=1 ./...
 
 # Integration and end-to-end tests against the test bed. They reuse a running test bed (make testbed-up)
@@ -48,11 +49,12 @@ check: test
 
 # The high availability tests on their own test bed: three Kafka brokers and three OpenSearch nodes,
 # one member cluster (KUBESEARCH_TESTBED_HA=1, in .testbed like the other; it replaces a running one).
-# CI runs the node losses (kill -9); HA_TESTS='^TestHA' runs the hangs (SIGSTOP) too.
+# CI runs the node losses (kill -9); the default, '^TestHA', runs the hangs (SIGSTOP, tests built
+# with the chaos tag) too.
 HA_TESTS ?= ^TestHA
 e2e-ha:
 	KUBESEARCH_TESTBED_HA=1 KUBESEARCH_TESTBED_MEMBERS=1 bash tests/testbed/up.sh
-	$(GO) test -tags e2e -count=1 -timeout 20m -v -run '$(HA_TESTS)' ./tests/e2e/; status=$$?; bash tests/testbed/down.sh; exit $$status
+	$(GO) test -tags 'e2e chaos' -count=1 -timeout 20m -v -run '$(HA_TESTS)' ./tests/e2e/; status=$$?; bash tests/testbed/down.sh; exit $$status
 
 testbed-build:
 	bash tests/testbed/build.sh

@@ -43,13 +43,6 @@ func TestHANodeLoss(t *testing.T) {
 	haFaults(t, haFault{"kafka-2", false}, haFault{"opensearch-2", false})
 }
 
-// The same with a node hung (SIGSTOP) instead: harsher, since clients wait on open connections
-// until their timeouts and the cluster takes its fault detection's time to drop the node. On demand
-// (make e2e-ha), with the whole fault run to come (issue 26).
-func TestHANodeHang(t *testing.T) {
-	haFaults(t, haFault{"kafka-3", true}, haFault{"opensearch-3", true})
-}
-
 func haFaults(t *testing.T, faults ...haFault) {
 	env := testbed.Get(t)
 	if !env.HA {

@@ -94,13 +94,17 @@ func (p *pipeline) docs(t *testing.T, kind, cluster, ns string) (map[string]doc,
 	body, _ := json.Marshal(map[string]any{"size": 10000, "track_total_hits": true,
 		"query": map[string]any{"bool": map[string]any{"filter": filter}}})
 	index := mappings.IndexName(p.prefix, kind)
-	if _, err := p.os.Indices.Refresh(t.Context(), &opensearchapi.IndicesRefreshReq{Index: []string{index}}); err != nil {
+	// Bounded: a refresh waits on every shard copy, and one on a hung node (a fault test's) would
+	// hold the check past its own deadline.
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	if _, err := p.os.Indices.Refresh(ctx, &opensearchapi.IndicesRefreshReq{Index: []string{index}}); err != nil {
 		if strings.Contains(err.Error(), "index_not_found") {
 			return map[string]doc{}, nil
 		}
 		return nil, err
 	}
-	res, err := p.os.Search(t.Context(), &opensearchapi.SearchReq{Indices: []string{index}, Body: strings.NewReader(string(body))})
+	res, err := p.os.Search(ctx, &opensearchapi.SearchReq{Indices: []string{index}, Body: strings.NewReader(string(body))})
 	if err != nil {
 		return nil, err
 	}
