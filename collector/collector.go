@@ -165,7 +165,7 @@ type Collector struct {
 	pub     *publisher
 	ledger  *ledger
 	metrics *metrics
-	epochs  *epochs
+	epochs  *envelope.Epochs
 	// started is set once the ledger is read and the first plan applied: /readyz waits for it.
 	started atomic.Bool
 
@@ -222,7 +222,7 @@ func New(opts Options) (*Collector, error) {
 	c.pub.metrics = c.metrics
 	c.pub.dropped = c.refused
 	c.ledger = newLedger(c.kafka, opts.Topic, opts.Name, c.log)
-	c.epochs = newEpochs(time.Now, c.ledger.reserve)
+	c.epochs = envelope.NewEpochs(time.Now, c.ledger.reserve)
 	if opts.ListenAddr != "" {
 		e, err := serving.New(opts.Endpoints, c.log)
 		if err != nil {
@@ -311,7 +311,7 @@ func (c *Collector) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.epochs.restore(floor)
+	c.epochs.Restore(floor)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ledger.serve(c.plan)
@@ -441,7 +441,7 @@ func (c *Collector) purge(ctx context.Context, cluster string, entries []registr
 	keys := make([]registry.SelectionKey, len(entries))
 	for i, e := range entries {
 		keys[i] = e.Key()
-		epoch, err := c.epochs.next(ctx)
+		epoch, err := c.epochs.Next(ctx)
 		if err != nil {
 			return err
 		}

@@ -121,7 +121,7 @@ func newNotServedHarness(t *testing.T) *notServedHarness {
 	if _, err := c.ledger.load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c.epochs = newEpochs(time.Now, c.ledger.reserve)
+	c.epochs = envelope.NewEpochs(time.Now, c.ledger.reserve)
 	runDone := make(chan struct{})
 	go func() {
 		defer close(runDone)

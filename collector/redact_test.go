@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/registry"
 )
 
@@ -351,6 +352,6 @@ func TestRedactedSecretsPublishOnlyTheAllowList(t *testing.T) {
 func newSecretStore(s sink) *store {
 	sc := scope{cluster: "member1", gvr: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, kind: "Secret", redact: true}
 	tick := time.Unix(1_700_000_000, 0)
-	return newStore(context.Background(), sc, s, newEpochs(func() time.Time { return tick }, nil),
+	return newStore(context.Background(), sc, s, envelope.NewEpochs(func() time.Time { return tick }, nil),
 		newStatusEntry(registry.ResourceStatus{}, []string{"r"}))
 }

@@ -48,7 +48,7 @@ type store struct {
 	ctx    context.Context
 	scope  scope
 	sink   sink
-	epochs *epochs
+	epochs *envelope.Epochs
 	status *statusEntry
 
 	mu    sync.Mutex
@@ -62,14 +62,14 @@ type listing struct {
 	seen  map[string]keyState
 }
 
-func newStore(ctx context.Context, sc scope, s sink, ep *epochs, st *statusEntry) *store {
+func newStore(ctx context.Context, sc scope, s sink, ep *envelope.Epochs, st *statusEntry) *store {
 	return &store{ctx: ctx, scope: sc, sink: s, epochs: ep, status: st, items: map[string]keyState{}}
 }
 
 // beginList starts a new epoch. A list that fails midway leaves an epoch without SYNC; the next list
 // starts a newer one, whose SYNC removes whatever only the failed one wrote.
 func (s *store) beginList() (int64, error) {
-	epoch, err := s.epochs.next(s.ctx)
+	epoch, err := s.epochs.Next(s.ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -253,55 +253,4 @@ func key(obj *unstructured.Unstructured) string {
 		return ns + "/" + obj.GetName()
 	}
 	return obj.GetName()
-}
-
-// epochs hands out epochs that increase within a process and across restarts, whatever the clock
-// does: microseconds since the Unix epoch, bumped by one when two are asked for within the same
-// microsecond or the clock stepped back. Across restarts the ledger carries the bound: no epoch above
-// reserved is handed out before reserve durably recorded a higher one, and a restarted collector
-// starts above what its predecessor recorded (restore). A clock stepped back therefore only makes
-// epochs count on from the last one, never go lower.
-type epochs struct {
-	// turn serialises next (a reservation waits for Kafka) and is taken with a select on ctx, so a
-	// collection being stopped never waits behind another's reservation.
-	turn     chan struct{}
-	last     int64
-	reserved int64
-	now      func() time.Time
-	// reserve records that epochs up to upTo may be handed out; nil records nothing (tests).
-	reserve func(ctx context.Context, upTo int64) error
-}
-
-func newEpochs(now func() time.Time, reserve func(ctx context.Context, upTo int64) error) *epochs {
-	return &epochs{turn: make(chan struct{}, 1), now: now, reserve: reserve}
-}
-
-// reserveAhead is how far ahead of the clock epochs are reserved: one ledger write per served
-// cluster every this much time.
-const reserveAhead = 10 * time.Minute
-
-// restore makes every later epoch higher than floor. Call it before the first next.
-func (e *epochs) restore(floor int64) {
-	e.turn <- struct{}{}
-	defer func() { <-e.turn }()
-	e.last, e.reserved = max(e.last, floor), max(e.reserved, floor)
-}
-
-func (e *epochs) next(ctx context.Context) (int64, error) {
-	select {
-	case e.turn <- struct{}{}:
-	case <-ctx.Done():
-		return 0, fmt.Errorf("next epoch: %w", ctx.Err())
-	}
-	defer func() { <-e.turn }()
-	n := max(e.now().UnixMicro(), e.last+1)
-	if e.reserve != nil && n > e.reserved {
-		upTo := n + reserveAhead.Microseconds()
-		if err := e.reserve(ctx, upTo); err != nil {
-			return 0, fmt.Errorf("reserve epochs: %w", err)
-		}
-		e.reserved = upTo
-	}
-	e.last = n
-	return n, nil
 }

@@ -15,19 +15,7 @@ import (
 // column), the qualified and one-cluster views, and pages without repeats carry no such Warning.
 func TestFleetListWarnsOfRepeatedNames(t *testing.T) {
 	srv := newFacadeServer(t, &fakeStore{objects: fleetObjects()})
-	warned := func(path, accept string) string {
-		t.Helper()
-		code, h, body := fetch(t, "GET", srv.URL+path, accept)
-		if code != 200 {
-			t.Fatalf("%s: %d %s", path, code, body)
-		}
-		for _, w := range h.Values("Warning") {
-			if strings.Contains(w, "names repeat across clusters") {
-				return w
-			}
-		}
-		return ""
-	}
+	warned := func(path, accept string) string { return repeatWarning(t, srv.URL+path, accept) }
 	if w := warned("/api/v1/namespaces/shop/pods?limit=500", ""); !strings.Contains(w, "shop/web-0000 in member1 and member2") || !strings.Contains(w, ContextQualified) {
 		t.Errorf("a fleet page with web-0000 of both members: Warning %q", w)
 	}
@@ -55,19 +43,7 @@ func TestFleetWatchWarnsOfRepeatedNames(t *testing.T) {
 		s.cache.apply(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cl, Version: "v1", Resource: "pods", Kind: "Pod",
 			Namespace: "shop", Name: "seed", UID: "uid-seed-" + cl, ResourceVersion: fmt.Sprint(rv), Epoch: 1, Object: json.RawMessage(obj)})
 	}
-	warned := func(path string) string {
-		t.Helper()
-		code, h, body := fetch(t, "GET", url+path, "")
-		if code != 200 {
-			t.Fatalf("%s: %d %s", path, code, body)
-		}
-		for _, w := range h.Values("Warning") {
-			if strings.Contains(w, "names repeat across clusters") {
-				return w
-			}
-		}
-		return ""
-	}
+	warned := func(path string) string { return repeatWarning(t, url+path, "") }
 	const streaming = "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"
 	for _, path := range []string{"/api/v1/namespaces/shop/pods" + streaming, "/api/v1/pods?watch=1&timeoutSeconds=1"} {
 		if w := warned(path); !strings.Contains(w, "watch's initial events (shop/web-0000 in member1 and member2)") || !strings.Contains(w, ContextQualified) {
@@ -83,4 +59,19 @@ func TestFleetWatchWarnsOfRepeatedNames(t *testing.T) {
 			t.Errorf("%s: Warning %q, want none", path, w)
 		}
 	}
+}
+
+// repeatWarning is the Warning of names repeated across clusters of a GET of url, "" if none.
+func repeatWarning(t *testing.T, url, accept string) string {
+	t.Helper()
+	code, h, body := fetch(t, "GET", url, accept)
+	if code != 200 {
+		t.Fatalf("%s: %d %s", url, code, body)
+	}
+	for _, w := range h.Values("Warning") {
+		if strings.Contains(w, "names repeat across clusters") {
+			return w
+		}
+	}
+	return ""
 }

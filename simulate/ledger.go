@@ -135,7 +135,7 @@ func (s *Simulator) purge(ctx context.Context, w *writer, records []registry.Sel
 	}
 	tombstones := make([]stream.Message, 0, len(records))
 	for _, r := range records {
-		epoch, err := s.epochs.next(ctx)
+		epoch, err := s.epochs.Next(ctx)
 		if err != nil {
 			return err
 		}
@@ -294,38 +294,6 @@ func (s *Simulator) openAPI(path string) openAPIDoc {
 	d := openAPIDoc{body: body, hash: fmt.Sprintf("%X", sha512.Sum512(body))}
 	actual, _ := s.docs.LoadOrStore(path, d)
 	return actual.(openAPIDoc)
-}
-
-// epochs hands out epochs as a collector does (microseconds of the clock, above every epoch an
-// earlier run reserved), recording in every simulated cluster's epochs record how far they go
-// before handing one out above the last reservation.
-type epochs struct {
-	turn     chan struct{}
-	last     int64
-	reserved int64
-	reserve  func(ctx context.Context, upTo int64) error
-}
-
-// reserveAhead is how far ahead of the clock epochs are reserved, as the collector does.
-const reserveAhead = 10 * time.Minute
-
-func (e *epochs) next(ctx context.Context) (int64, error) {
-	select {
-	case e.turn <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	defer func() { <-e.turn }()
-	n := max(time.Now().UnixMicro(), e.last+1)
-	if n > e.reserved {
-		upTo := n + reserveAhead.Microseconds()
-		if err := e.reserve(ctx, upTo); err != nil {
-			return 0, fmt.Errorf("reserve epochs: %w", err)
-		}
-		e.reserved = upTo
-	}
-	e.last = n
-	return n, nil
 }
 
 // reserveEpochs writes the epochs record of every simulated cluster.

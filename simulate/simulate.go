@@ -34,7 +34,7 @@ type Simulator struct {
 	broker stream.Broker
 	events stream.Writer
 	ledger stream.Writer
-	epochs *epochs
+	epochs *envelope.Epochs
 
 	clusters []*cluster
 	byName   map[string]*cluster
@@ -130,7 +130,7 @@ func New(opts Options) (*Simulator, error) {
 	s.events = s.broker.NewWriter(stream.WriterOptions{BatchSize: opts.PublishBatch, BatchBytes: opts.MaxMessageBytes, Compress: true})
 	s.ledger = s.broker.NewWriter(stream.WriterOptions{Topic: registry.LedgerTopic(opts.Topic), Compress: true,
 		BatchBytes: registry.LedgerMaxMessageBytes})
-	s.epochs = &epochs{turn: make(chan struct{}, 1), reserve: s.reserveEpochs}
+	s.epochs = envelope.NewEpochs(time.Now, s.reserveEpochs)
 	if opts.ListenAddr != "" {
 		e, err := serving.New(opts.Endpoints, s.log)
 		if err != nil {
@@ -193,7 +193,7 @@ func (s *Simulator) simulate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.epochs.last, s.epochs.reserved = held.floor, held.floor
+	s.epochs.Restore(held.floor)
 	w0 := s.newWriter()
 	if err := s.purge(ctx, w0, s.forgotten(held)); err != nil {
 		return err
@@ -283,7 +283,7 @@ func (s *Simulator) list(ctx context.Context, w *writer, r *renderer, c *cluster
 		if p == nil {
 			continue
 		}
-		epoch, err := s.epochs.next(ctx)
+		epoch, err := s.epochs.Next(ctx)
 		if err != nil {
 			return err
 		}

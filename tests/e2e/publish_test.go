@@ -253,6 +253,13 @@ func readPartition(t *testing.T, brokers []string, topic string, partition int) 
 
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
+	_, body := facadeGet(t, url)
+	return string(body)
+}
+
+// facadeGet is the status and body of a GET of url.
+func facadeGet(t *testing.T, url string) (int, []byte) {
+	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
@@ -262,5 +269,5 @@ func httpGet(t *testing.T, url string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(body)
+	return resp.StatusCode, body
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -150,19 +149,6 @@ func facadePath(view, group, version, namespace, resource string) string {
 	return p + "/" + resource
 }
 
-func facadeGet(t *testing.T, url string) (int, []byte) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, body
-}
 
 // The fleet simulator, beside a real collector of the test bed's members, through Kafka, the
 // indexer, OpenSearch and the query API (issue 25): every simulated cluster's pairs are Running in

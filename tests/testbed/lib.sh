@@ -153,3 +153,19 @@ else:
     raise SystemExit("free_port: no free port below the ephemeral range")
 PY
 }
+
+# go_install_tool NAME VERSION DIR LDFLAGS PACKAGE installs a Go command of its own module (its own
+# dependency graph, like kwok, Helm and k9s) into DIR, a version-keyed cache folder, unless DIR
+# holds it already; the binary is DIR/NAME. It builds into DIR.tmp and renames, so an interrupted
+# build never leaves a half folder that looks done.
+go_install_tool() {
+  local name=$1 version=$2 dir=$3 ldflags=$4 pkg=$5
+  [[ -x "$dir/$name" ]] && return 0
+  local start
+  start=$(date +%s)
+  log "building $name $version from the Go module proxy"
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+  GOBIN="$dir.tmp" GOFLAGS=-trimpath go install -ldflags "$ldflags" "$pkg@$version"
+  rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  log "built $name in $(( $(date +%s) - start ))s into $dir"
+}
