@@ -35,20 +35,34 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 	names, namespaces := map[string]bool{}, map[string]bool{}
 	budget := maxCoverEvents
 	fresh := rvVector(nil)
+	readFresh := func() {
+		if fresh == nil {
+			// The fleet status polls the watermarks every PollInterval: the window may start
+			// above what it last read (a query API just started, an indexer just caught up), or
+			// it may not hold the pair at all. The index's own watermarks are covered by
+			// definition; read once per LIST, when needed.
+			fresh, _ = s.freshWatermarks(ctx, res) // unreadable: the positions stay as they are
+			if fresh == nil {
+				fresh = rvVector{}
+			}
+		}
+	}
 	for cl, wm := range vec {
+		if listing[cl] && wm == 0 {
+			// Listing, or unknown to the fleet status: never a position of 0, which a client
+			// takes for "from now on" and so misses what changed between its LIST and its WATCH.
+			// A watermark does not move while its pair lists, so the index's own stands.
+			readFresh()
+			vec[cl] = fresh[cl]
+			continue
+		}
 		if listing[cl] || budget == 0 {
 			continue
 		}
 		pair := res.pair(cl)
 		evs, ok, below := s.cache.eventsAfter(pair, wm, budget)
-		if below && fresh == nil {
-			// The fleet status polls the watermarks every PollInterval: the window may start
-			// above what it last read (a query API just started, an indexer just caught up). The
-			// index's own watermarks are covered by definition; read once per LIST, when needed.
-			fresh, _ = s.freshWatermarks(ctx, res) // unreadable: the positions stay as they are
-			if fresh == nil {
-				fresh = rvVector{}
-			}
+		if below {
+			readFresh()
 		}
 		if below && fresh[cl] > wm {
 			wm = fresh[cl]

@@ -80,3 +80,23 @@ func TestListPositionNotBelowTheWindow(t *testing.T) {
 		t.Errorf("LIST: %d, position %s, want the index's 600 (500 is below the window: every watch from it is 410)", code, got)
 	}
 }
+
+// TestListPositionOfAPairTheFleetStatusLacks: a pair the fleet status does not hold (not polled
+// yet, or a poll that missed it) is taken for one being listed; its LIST position is then the
+// index's own watermark, never 0, which a client's watch takes for "from now on" and so misses
+// every change between its LIST and its WATCH.
+func TestListPositionOfAPairTheFleetStatusLacks(t *testing.T) {
+	base, s := newFacadeServerWithCache(t, &fakeStore{})
+	pair := store.Pair{Cluster: "member1", Resource: "pods"}
+	s.cache.floor[pair], s.cache.head[pair], s.cache.stable[pair] = 500, 500, 500
+	s.fleet.mu.Lock()
+	delete(s.fleet.watermarks, pair)
+	s.fleet.mu.Unlock()
+	s.fleet.readWatermarks = func(context.Context) ([]store.Watermark, error) {
+		return []store.Watermark{{Cluster: "member1", Resource: "pods", Kind: "Pod", ResourceVersion: 500}}, nil
+	}
+	code, _, body := fetch(t, "GET", base+"/clusters/member1/api/v1/namespaces/shop/pods?resourceVersion=0", "")
+	if got := gjson.GetBytes(body, "metadata.resourceVersion").Str; code != 200 || got != "500" {
+		t.Errorf("LIST: %d, position %s, want the index's 500", code, got)
+	}
+}
