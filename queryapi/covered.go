@@ -48,12 +48,14 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 		}
 	}
 	for cl, wm := range vec {
-		if listing[cl] && wm == 0 {
-			// Listing, or unknown to the fleet status: never a position of 0, which a client
-			// takes for "from now on" and so misses what changed between its LIST and its WATCH.
-			// A watermark does not move while its pair lists, so the index's own stands.
+		if _, known := s.fleet.watermark(res.pair(cl)); !known {
+			// Unknown to the fleet status (not polled since the pair's first SYNC, or a poll
+			// that missed it): not a position of 0, which a client takes for "from now on" and so
+			// misses what changed between its LIST and its WATCH, but the index's own watermark
+			// (it does not move while the pair lists). Only for pairs the status lacks, so that
+			// a fleet's cold start, with many pairs at 0, does not read every watermark per LIST.
 			readFresh()
-			vec[cl] = fresh[cl]
+			vec[cl] = max(wm, fresh[cl])
 			continue
 		}
 		if listing[cl] || budget == 0 {
