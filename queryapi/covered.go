@@ -56,6 +56,14 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 			// a fleet's cold start, with many pairs at 0, does not read every watermark per LIST.
 			readFresh()
 			vec[cl] = max(wm, fresh[cl])
+			if vec[cl] == 0 {
+				// No watermark stored yet (the pair's first SYNC is being written): a watch from
+				// the window's start replays every event of the pair (repeats of what the LIST
+				// shows, never a gap).
+				if from, ok := s.cache.replayFrom(res.pair(cl)); ok {
+					vec[cl] = from
+				}
+			}
 			continue
 		}
 		if listing[cl] || budget == 0 {

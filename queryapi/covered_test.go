@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -98,5 +99,33 @@ func TestListPositionOfAPairTheFleetStatusLacks(t *testing.T) {
 	code, _, body := fetch(t, "GET", base+"/clusters/member1/api/v1/namespaces/shop/pods?resourceVersion=0", "")
 	if got := gjson.GetBytes(body, "metadata.resourceVersion").Str; code != 200 || got != "500" {
 		t.Errorf("LIST: %d, position %s, want the index's 500", code, got)
+	}
+}
+
+// TestListPositionBeforeThePairsFirstWatermark: the index holds no watermark of the pair yet (its
+// first SYNC's watermark is still being stored), but the watch cache holds its events: the LIST's
+// position is where a watch replays them all, not 0.
+func TestListPositionBeforeThePairsFirstWatermark(t *testing.T) {
+	base, s := newFacadeServerWithCache(t, &fakeStore{})
+	pair := store.Pair{Cluster: "member1", Resource: "pods"}
+	s.fleet.mu.Lock()
+	delete(s.fleet.watermarks, pair)
+	s.fleet.mu.Unlock()
+	s.fleet.readWatermarks = func(context.Context) ([]store.Watermark, error) { return nil, nil }
+	s.cache.mu.Lock()
+	s.cache.floor[pair], s.cache.head[pair], s.cache.stable[pair] = 0, 0, 0
+	s.cache.mu.Unlock()
+	obj := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","namespace":"shop","uid":"uid-a","resourceVersion":"610"}}`
+	s.cache.apply(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "member1", Version: "v1", Resource: "pods", Kind: "Pod",
+		Namespace: "shop", Name: "a", UID: "uid-a", ResourceVersion: "610", Epoch: 1, Object: json.RawMessage(obj)})
+	code, _, body := fetch(t, "GET", base+"/clusters/member1/api/v1/namespaces/shop/pods?resourceVersion=0", "")
+	got := gjson.GetBytes(body, "metadata.resourceVersion").Str
+	if code != 200 || got == "0" || got == "" {
+		t.Fatalf("LIST: %d, position %q, want one a watch replays the window from", code, got)
+	}
+	// A watch from there starts at once and sends the pair's event.
+	code, _, body = fetch(t, "GET", base+"/clusters/member1/api/v1/namespaces/shop/pods?watch=1&timeoutSeconds=1&resourceVersion="+got, "")
+	if code != 200 || !strings.Contains(string(body), `"type":"ADDED"`) || !strings.Contains(string(body), "uid-a") {
+		t.Errorf("watch from %s: %d %s, want a's ADDED", got, code, body)
 	}
 }

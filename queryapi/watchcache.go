@@ -779,6 +779,19 @@ func (c *watchCache) heads(res apiResource, clusters []string) rvVector {
 	return out
 }
 
+// replayFrom is the lowest position of the pair a watch can start from and miss nothing the window
+// holds: its floor, at least 1 (0 is no position to a client: a watch from it starts from now).
+// ok is false when the cache is not ready, holds nothing of the pair, or a list of it began before
+// the window (positions inside it are not placed).
+func (c *watchCache) replayFrom(p store.Pair) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready || c.head[p] == 0 || c.truncated[p] || c.renumbered[p] != nil {
+		return 0, false
+	}
+	return max(c.floor[p], 1), true
+}
+
 // previous is the object of the pair's event with seq, while the window holds it: an object's
 // state before a later event, for a watch to judge whether it matched its selectors then.
 func (c *watchCache) previous(p store.Pair, seq uint64) []byte {
