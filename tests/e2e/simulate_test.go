@@ -149,7 +149,6 @@ func facadePath(view, group, version, namespace, resource string) string {
 	return p + "/" + resource
 }
 
-
 // The fleet simulator, beside a real collector of the test bed's members, through Kafka, the
 // indexer, OpenSearch and the query API (issue 25): every simulated cluster's pairs are Running in
 // the fleet status, indexed up to the resourceVersion of their last event, with as many documents
