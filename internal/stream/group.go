@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 )
 
 // GroupReaderConfig says what a GroupReader reads.
@@ -28,6 +31,7 @@ type GroupReaderConfig struct {
 // goroutines.
 type kafkaGroupReader struct {
 	config kafka.ReaderConfig
+	log    *slog.Logger
 
 	once   sync.Once
 	reader *kafka.Reader // set by the first Fetch or Commit; stays nil when Close comes first
@@ -78,7 +82,7 @@ func (c *Client) NewGroupReader(cfg GroupReaderConfig) (GroupReader, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("kafka reader of topic %q in group %q: %w", cfg.Topic, cfg.Group, err)
 	}
-	return &kafkaGroupReader{config: rc}, nil
+	return &kafkaGroupReader{config: rc, log: c.log}, nil
 }
 
 // start joins the group, unless Close came first; it returns nil then.
@@ -88,22 +92,51 @@ func (r *kafkaGroupReader) start() *kafka.Reader {
 }
 
 // Fetch returns the next message, blocking until there is one. It returns an error wrapping ctx's
-// once ctx is done, and io.EOF once the reader is closed; kafka-go retries broker errors itself, so another error
-// is worth a retry with backoff.
+// once ctx is done, and io.EOF once the reader is closed.
+//
+// Other errors are logged here and never returned. kafka-go's reader retries every broker error on
+// its own (each partition's reader with its own backoff, the group's join with its own), and queues
+// what it retried among the messages as a report: a broker killed for ten seconds leaves dozens in
+// the queue, ahead of the messages written once its partitions had new leaders. Each one returned
+// and answered with a caller's backoff of seconds held those messages back for minutes (issue 26:
+// the index caught up 2 to 3 minutes after a broker's loss instead of 20 s).
 func (r *kafkaGroupReader) Fetch(ctx context.Context) (Message, error) {
 	reader := r.start()
 	if reader == nil {
 		return Message{}, io.EOF
 	}
-	m, err := reader.FetchMessage(ctx)
-	if errors.Is(err, io.EOF) {
-		return Message{}, io.EOF
+	var (
+		reports  int
+		reported time.Time
+	)
+	for {
+		m, err := reader.FetchMessage(ctx)
+		switch {
+		case err == nil:
+			if reports > 0 {
+				r.log.Info("kafka reader reading again", "topic", r.config.Topic, "errorsRetried", reports)
+			}
+			return fromKafka(&m), nil
+		case errors.Is(err, io.EOF):
+			return Message{}, io.EOF
+		case ctx.Err() != nil:
+			return Message{}, fmt.Errorf("fetch from topic %s: %w", r.config.Topic, ctx.Err())
+		}
+		reports++
+		if time.Since(reported) >= reportEvery {
+			r.log.Warn("kafka reader retrying", "topic", r.config.Topic, "errorsRetried", reports, "err", err)
+			reported = time.Now()
+		}
+		// The reports come at the pace of kafka-go's retries; the pause bounds the loop should one
+		// ever come back at once, repeatedly.
+		if err := lifecycle.Sleep(ctx, 10*time.Millisecond); err != nil {
+			return Message{}, fmt.Errorf("fetch from topic %s: %w", r.config.Topic, err)
+		}
 	}
-	if err != nil {
-		return Message{}, fmt.Errorf("fetch from topic %s: %w", r.config.Topic, err)
-	}
-	return fromKafka(&m), nil
 }
+
+// reportEvery is how often a reader that keeps retrying says so.
+const reportEvery = 10 * time.Second
 
 // Commit commits, for each partition, the offset after its message in msgs: pass the last message
 // of each partition whose work is done. A failed commit (a rebalance moved the partition, say)

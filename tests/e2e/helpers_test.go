@@ -72,13 +72,22 @@ type process struct {
 }
 
 // startProcess runs `kubesearch ARGS...`; it is stopped (SIGTERM, then SIGKILL) when the test ends.
-// Its log is printed if the test fails.
+// Its log is printed if the test fails, and kept in $KUBESEARCH_E2E_LOGDIR when that is set.
 func startProcess(t *testing.T, name string, args ...string) *process {
 	t.Helper()
 	bin := kubesearchBinary(t)
 	p := &process{t: t, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
-	w := &lockedWriter{mu: p.mu, w: p.log}
+	var w io.Writer = &lockedWriter{mu: p.mu, w: p.log}
+	if dir := os.Getenv("KUBESEARCH_E2E_LOGDIR"); dir != "" {
+		// Keeps every component's log, a passing test's too: how long a fault took is read there.
+		f, err := os.Create(filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"."+name+"."+strconv.Itoa(int(time.Now().UnixMilli()))+".log"))
+		if err != nil {
+			t.Fatalf("KUBESEARCH_E2E_LOGDIR: %v", err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		w = &lockedWriter{mu: p.mu, w: io.MultiWriter(p.log, f)}
+	}
 	p.cmd.Stdout, p.cmd.Stderr = w, w
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
