@@ -9,8 +9,9 @@
 // registry is PURGEd. Each member's OpenAPI v3 documents of the group-versions it collects are relayed
 // through the collectors' ledger for the query API's facade (openapi.go).
 //
-// It leaves out what happens to the events (the indexer) and leader election: run one collector per
-// member cluster at a time, or two collectors would interleave epochs and delete each other's documents.
+// It leaves out what happens to the events (the indexer). Replicas of one collector share its member
+// clusters through a lease (Options.Lease, lease.go); without it, run one collector per member
+// cluster at a time, or two collectors would interleave epochs and delete each other's documents.
 package collector
 
 import (
@@ -86,6 +87,11 @@ type Options struct {
 	// selections removed from clusters it still serves. Collectors sharing a Kafka topic need distinct
 	// names.
 	Name string
+	// Lease makes this process one of several replicas of the collector Name (same topic and
+	// configuration files), which share its member clusters through a Kafka consumer group: each
+	// cluster is collected by one replica at a time, and moves to another within about
+	// stream.ShareSessionTimeout when its replica is killed or hangs (lease.go).
+	Lease bool
 
 	Logger *slog.Logger
 }
@@ -137,6 +143,12 @@ func (o *Options) Validate() error {
 	if len(o.Brokers) == 0 && o.Stream == nil {
 		errs = append(errs, errors.New("--kafka-brokers: required"))
 	}
+	if o.Lease && o.Name == "" {
+		errs = append(errs, errors.New("--lease: needs --name, which the replicas sharing the member clusters have in common"))
+	}
+	if o.Lease && o.Stream != nil {
+		errs = append(errs, errors.New("--lease: needs Kafka; a process with an in-process stream has no replicas"))
+	}
 	for name, v := range map[string]int{"--topic-partitions": o.TopicPartitions, "--publish-buffer": o.PublishBuffer,
 		"--publish-batch": o.PublishBatch, "--burst": o.Burst} {
 		if v < 1 {
@@ -166,6 +178,7 @@ type Collector struct {
 	ledger  *ledger
 	metrics *metrics
 	epochs  *envelope.Epochs
+	lease   *lease // nil without Options.Lease
 	// started is set once the ledger is read and the first plan applied: /readyz waits for it.
 	started atomic.Bool
 
@@ -212,7 +225,16 @@ func New(opts Options) (*Collector, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.kafka = stream.NewClient(opts.Brokers, kafkaConn, c.log)
+		client := stream.NewClient(opts.Brokers, kafkaConn, c.log)
+		c.kafka = client
+		if opts.Lease {
+			g, err := client.NewShareGroup(stream.SharesConfig{Topic: leaseTopic(opts.Topic), Count: leaseShares,
+				Group: leaseGroup(opts.Topic, opts.Name)})
+			if err != nil {
+				return nil, fmt.Errorf("--lease: %w", err)
+			}
+			c.lease = &lease{group: g, log: c.log}
+		}
 	}
 	c.pub = newPublisher(c.kafka, publisherOptions{
 		Topic: opts.Topic, Partitions: opts.TopicPartitions,
@@ -285,10 +307,24 @@ func (c *Collector) collect(ctx context.Context) error {
 			<-mr.done
 			delete(c.members, name)
 		}
+		if c.lease != nil {
+			// Only now: the other replicas start what this one collected once it left the group.
+			if err := c.lease.group.Close(); err != nil {
+				c.log.Warn("lease: leaving the group failed; the other replicas take over after the session timeout", "err", err)
+			}
+		}
 	}()
 	if err := c.start(ctx); err != nil {
 		c.log.Warn("stopped before the first plan was applied", "err", err)
 		return nil
+	}
+	if c.lease != nil {
+		following := make(chan struct{})
+		go func() {
+			defer close(following)
+			_ = c.follow(ctx)
+		}()
+		defer func() { <-following }()
 	}
 	c.log.Info("collector started", "clusters", len(c.plan.Clusters), "topic", c.opts.Topic, "listen", c.Addr())
 	ticker := time.NewTicker(c.opts.ReloadInterval)
@@ -307,6 +343,14 @@ func (c *Collector) collect(ctx context.Context) error {
 // plan, in that order: a PURGE of a namespace scope must precede the list of a wider scope that
 // replaces it. It returns an error only when ctx ends first.
 func (c *Collector) start(ctx context.Context) error {
+	if c.lease != nil {
+		// First the holding, then the ledger: what the clusters' previous holder reserved is in it.
+		h, err := c.lease.next(ctx)
+		if err != nil {
+			return err
+		}
+		c.lease.set(h)
+	}
 	floor, err := c.ledger.load(ctx)
 	if err != nil {
 		return err
@@ -314,16 +358,19 @@ func (c *Collector) start(ctx context.Context) error {
 	c.epochs.Restore(floor)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ledger.serve(c.plan)
+	c.ledger.serve(c.held(c.plan))
 	if err := c.purgeForgotten(ctx); err != nil {
 		return err
 	}
 	for cl, paths := range c.ledger.forgottenOpenAPI(c.plan) {
+		if !c.holdsCluster(cl) {
+			continue
+		}
 		if err := c.ledger.dropOpenAPI(ctx, cl, paths); err != nil {
 			return err
 		}
 	}
-	c.apply(ctx, registry.Plan{}, c.plan)
+	c.apply(ctx, registry.Plan{}, c.held(c.plan))
 	c.started.Store(true)
 	return nil
 }
@@ -347,7 +394,7 @@ func (c *Collector) reload(ctx context.Context) {
 		return
 	}
 	c.log.Info("configuration changed, applying")
-	c.apply(ctx, c.plan, plan)
+	c.apply(ctx, c.held(c.plan), c.held(plan))
 	c.plan, c.digest = plan, digest
 }
 
@@ -441,7 +488,7 @@ func (c *Collector) purge(ctx context.Context, cluster string, entries []registr
 	keys := make([]registry.SelectionKey, len(entries))
 	for i, e := range entries {
 		keys[i] = e.Key()
-		epoch, err := c.epochs.Next(ctx)
+		epoch, err := c.epochsOf(cluster).Next(ctx)
 		if err != nil {
 			return err
 		}
@@ -464,7 +511,9 @@ func (c *Collector) purgeForgotten(ctx context.Context) error {
 	forgotten := c.ledger.forgotten(c.plan)
 	clusters := make([]string, 0, len(forgotten))
 	for cl := range forgotten {
-		clusters = append(clusters, cl)
+		if c.holdsCluster(cl) { // the other replicas' clusters are theirs to purge
+			clusters = append(clusters, cl)
+		}
 	}
 	slices.Sort(clusters)
 	for _, cl := range clusters {
@@ -591,6 +640,11 @@ func (c *Collector) handler() http.Handler {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		body := map[string]any{"items": c.Status()}
+		if c.lease != nil {
+			h := c.lease.holding()
+			body["lease"] = map[string]any{"generation": h.Generation, "shares": len(h.Shares), "of": leaseShares,
+				"clusters": len(c.viewMembers())}
+		}
 		if w := c.Warnings(); len(w) > 0 {
 			body["warnings"] = w
 		}

@@ -390,7 +390,7 @@ func (m *member) start(ctx context.Context, k registry.SelectionKey, sel registr
 		log: m.log.With("gvr", res.gvr.String(), "namespace", sel.Namespace), notFound: m.rediscover,
 	}
 	g := newGate(m.c.pub, cancel)
-	col.store = newStore(cctx, sc, g, m.c.epochs, st)
+	col.store = newStore(cctx, sc, g, m.c.epochsOf(m.cluster.Name), st)
 	r := &running{res: res, secret: sel.SecretData, gate: g, done: make(chan struct{})}
 	m.running[k] = r
 	go func() {

@@ -48,7 +48,7 @@ type store struct {
 	ctx    context.Context
 	scope  scope
 	sink   sink
-	epochs *envelope.Epochs
+	epochs epochSource
 	status *statusEntry
 
 	mu    sync.Mutex
@@ -62,7 +62,7 @@ type listing struct {
 	seen  map[string]keyState
 }
 
-func newStore(ctx context.Context, sc scope, s sink, ep *envelope.Epochs, st *statusEntry) *store {
+func newStore(ctx context.Context, sc scope, s sink, ep epochSource, st *statusEntry) *store {
 	return &store{ctx: ctx, scope: sc, sink: s, epochs: ep, status: st, items: map[string]keyState{}}
 }
 

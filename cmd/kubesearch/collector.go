@@ -60,7 +60,8 @@ func collectorFlags(g flagGroups) func() collector.Options {
 		fs.StringVar(&o.Topic, "topic", o.Topic, "Kafka topic of the event stream")
 		fs.IntVar(&o.TopicPartitions, "topic-partitions", o.TopicPartitions, "partitions of the topic when the collector creates it")
 		fs.IntVar(&o.MaxMessageBytes, "kafka-max-message-bytes", o.MaxMessageBytes, "largest event published; at most the broker's message.max.bytes")
-		fs.StringVar(&o.Name, "name", "", "this collector's name in the ledger (<topic>.collectors), unique per collector; with it, a member removed while the collector was down is purged at its next start")
+		fs.StringVar(&o.Name, "name", "", "this collector's name in the ledger (<topic>.collectors), unique per collector (its replicas share it, see --lease); with it, a member removed while the collector was down is purged at its next start")
+		fs.BoolVar(&o.Lease, "lease", false, "run as one of several replicas of the collector --name (same topic and configuration): the replicas share the member clusters through a Kafka consumer group, each collected by one replica at a time and taken over within about 15 s when its replica dies or hangs")
 	})
 	kafkaSecurityFlags(g, &o.Kafka)
 	g.add("Tuning", func(fs *pflag.FlagSet) {

@@ -33,7 +33,9 @@ func NewEpochs(now func() time.Time, reserve func(ctx context.Context, upTo int6
 // cluster every this much time.
 const ReserveAhead = 10 * time.Minute
 
-// Restore makes every later epoch higher than floor. Call it before the first Next.
+// Restore makes every later epoch higher than floor. Call it before the first Next, and again when
+// another process may have handed out epochs of the same clusters (a collector replica taking
+// clusters over from another).
 func (e *Epochs) Restore(floor int64) {
 	e.turn <- struct{}{}
 	defer func() { <-e.turn }()
