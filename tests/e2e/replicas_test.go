@@ -80,10 +80,13 @@ spec:
 		return a.code == http.StatusOK && a.result.Total == int64(len(ch.truth(t, ""))), nil
 	})
 
-	clients := []*replicaWatcher{
-		startReplicaInformer(t, lb, "informer-qualified", queryapi.QualifiedPrefix, "", ns),
-		startReplicaInformer(t, lb, "informer-member2", queryapi.ClustersPrefix+"member2", "member2", ns),
-	}
+	// One informer lists by streaming (a watch with initial events), the other by LIST.
+	watchList.set(true)
+	qualified := startReplicaInformer(t, lb, "informer-qualified", queryapi.QualifiedPrefix, "", ns)
+	watchList.set(false)
+	member2 := startReplicaInformer(t, lb, "informer-member2", queryapi.ClustersPrefix+"member2", "member2", ns)
+	watchList.set(true)
+	clients := []*replicaWatcher{qualified, member2}
 	for _, c := range clients {
 		c.waitConverged(t, ch, "the informer's first list", time.Minute)
 	}
@@ -95,6 +98,13 @@ spec:
 		other := 1 - victim
 		name := fmt.Sprintf("replica %s killed", "AB"[victim:victim+1])
 		t.Run(name, func(t *testing.T) {
+			// The replica killed last round is started again just now: the watches come to it
+			// as soon as it says it is ready, as they would in a rolling update.
+			var readyAt time.Time
+			if replicas[other] == nil {
+				replicas[other] = startReplica(other)
+				readyAt = time.Now()
+			}
 			// Every client's watch is open on the victim; the next requests go to the other.
 			lb.route(victim)
 			lb.waitWatching(t, victim, "informer-qualified", "informer-member2", "kubectl")
@@ -106,6 +116,10 @@ spec:
 			// Before the kill returns, the clients may have asked the other replica already.
 			killed := time.Now()
 			replicas[victim].kill()
+			replicas[victim] = nil
+			if !readyAt.IsZero() {
+				t.Logf("replica %s was started again and ready %s before the kill", "AB"[other:other+1], killed.Sub(readyAt).Round(10*time.Millisecond))
+			}
 			lb.closeIdle()
 			if err := <-churned; err != nil {
 				t.Fatal(err)
@@ -133,12 +147,13 @@ spec:
 				}
 			}
 			t.Logf("kubectl: %d runs so far, %d objects printed again unchanged by a later run's list", kc.runs(), kc.duplicates())
-			replicas[victim] = startReplica(victim) // back, for the next round and the pages
 		})
 		if t.Failed() {
 			return
 		}
 	}
+
+	replicas[1] = startReplica(1)
 
 	// Continue tokens: a first page from one replica, the next from the other, and so on.
 	t.Run("REST continue tokens page on the other replica", func(t *testing.T) {
