@@ -160,23 +160,45 @@ spec:
 		params := url.Values{"resources": {"configmaps"}, "namespaces": {ns}}
 		lb.route(0)
 		whole, _ := searchAll(t, lb.base, params, nil)
+		want := memberTruth(t, env, []string{ns}, "configmaps", "", "")
 		params.Set("limit", "7")
-		pages := 1
-		lb.route(0)
-		got, first := searchAll(t, lb.base, params, func(page int) {
-			lb.route((page + 1) % 2)
-			pages++
-		})
-		if pages < 3 {
-			t.Fatalf("%d pages: want at least 3, so tokens cross both ways", pages)
+		for _, walk := range []struct {
+			name  string
+			first int
+			// between runs before page+1 is asked and says which replica answers it.
+			between func(page int) int
+		}{
+			{"alternating", 0, func(page int) int { return (page + 1) % 2 }},
+			{"B killed after the first page, started again after the second", 1, func(page int) int {
+				switch page {
+				case 0:
+					replicas[1].kill()
+					replicas[1] = nil
+					lb.closeIdle()
+					return 0
+				case 1:
+					replicas[1] = startReplica(1)
+				}
+				return (page + 1) % 2
+			}},
+		} {
+			pages := 1
+			lb.route(walk.first)
+			got, first := searchAll(t, lb.base, params, func(page int) {
+				lb.route(walk.between(page))
+				pages++
+			})
+			if pages < 3 {
+				t.Fatalf("%s: %d pages: want at least 3, so tokens cross both ways", walk.name, pages)
+			}
+			if first.result.Total != int64(len(whole)) || len(got) != len(whole) {
+				t.Errorf("%s: %d pages: %d items, total %d; one page: %d items", walk.name, pages, len(got), first.result.Total, len(whole))
+			}
+			if d := diff(got, want); d != "" {
+				t.Errorf("%s: pages across replicas differ from the members: %s", walk.name, d)
+			}
+			t.Logf("%s: %d REST pages of 7 gave the %d ConfigMaps once each", walk.name, pages, len(got))
 		}
-		if first.result.Total != int64(len(whole)) || len(got) != len(whole) {
-			t.Errorf("%d pages: %d items, total %d; one page: %d items", pages, len(got), first.result.Total, len(whole))
-		}
-		if d := diff(got, memberTruth(t, env, []string{ns}, "configmaps", "", "")); d != "" {
-			t.Errorf("pages across replicas differ from the members: %s", d)
-		}
-		t.Logf("%d REST pages of 7, alternating replicas, gave the %d ConfigMaps once each", pages, len(got))
 	})
 	t.Run("facade continue tokens page on the other replica", func(t *testing.T) {
 		dyn := dynamic.NewForConfigOrDie(facadeConfig(lb.base, queryapi.QualifiedPrefix))
