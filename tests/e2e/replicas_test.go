@@ -87,6 +87,12 @@ spec:
 	member2 := startReplicaInformer(t, lb, "informer-member2", queryapi.ClustersPrefix+"member2", "member2", ns)
 	watchList.set(true)
 	clients := []*replicaWatcher{qualified, member2}
+	if got := lb.firstList("informer-qualified"); got == nil || !got.initial {
+		t.Errorf("informer-qualified did not list by streaming: %+v", got)
+	}
+	if got := lb.firstList("informer-member2"); got == nil || !got.list {
+		t.Errorf("informer-member2 did not list by LIST: %+v", got)
+	}
 	for _, c := range clients {
 		c.waitConverged(t, ch, "the informer's first list", time.Minute)
 	}
@@ -146,7 +152,8 @@ spec:
 					t.Logf("%s listed again %d times since it synced", c.agent, relisted)
 				}
 			}
-			t.Logf("kubectl: %d runs so far, %d objects printed again unchanged by a later run's list", kc.runs(), kc.duplicates())
+			t.Logf("kubectl: %d runs so far (%d ended with an error), %d objects printed again unchanged by a later run's list",
+				kc.runs(), kc.failures(), kc.duplicates())
 		})
 		if t.Failed() {
 			return
@@ -377,6 +384,19 @@ func (lb *replicaProxy) waitWatching(t *testing.T, i int, agents ...string) {
 		}
 		return true, nil
 	})
+}
+
+// firstList is an agent's first LIST or streaming list.
+func (lb *replicaProxy) firstList(agent string) *proxied {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	for _, r := range lb.log {
+		if r.agent == agent && (r.list || r.initial) {
+			c := *r
+			return &c
+		}
+	}
+	return nil
 }
 
 // relists counts an agent's LISTs and streaming lists since a time.
@@ -895,6 +915,12 @@ func (kw *kubectlWatch) state() map[string]replicaState {
 		}
 	}
 	return out
+}
+
+func (kw *kubectlWatch) failures() int {
+	kw.mu.Lock()
+	defer kw.mu.Unlock()
+	return len(kw.errs)
 }
 
 func (kw *kubectlWatch) runs() int {
