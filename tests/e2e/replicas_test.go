@@ -118,7 +118,11 @@ spec:
 			half := make(chan struct{})
 			churned := make(chan error, 1)
 			go func() { churned <- ch.round(t.Context(), fmt.Sprintf("r%d", round), half) }()
-			<-half
+			select {
+			case <-half:
+			case err := <-churned: // failed before half of it
+				t.Fatal(err)
+			}
 			// Before the kill returns, the clients may have asked the other replica already.
 			killed := time.Now()
 			replicas[victim].kill()
