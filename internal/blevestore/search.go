@@ -77,8 +77,8 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 	}
 	tok := token{Query: q.Fingerprint(), Offset: q.Limit, Now: q.Now.UnixNano(), Total: res.Total,
 		Expires: s.now().Add(s.keepAlive).UnixNano()}
-	id, evicted, err := s.snaps.Open(q.Subject, q.Drain, s.now())
-	for _, sn := range evicted {
+	id, evicted, expired, err := s.snaps.Open(q.Subject, q.Drain, s.now())
+	for _, sn := range append(evicted, expired...) {
 		_ = sn.r.Close() // a reader of a closed index has nothing left to free
 	}
 	switch {

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -128,6 +130,43 @@ func TestSearchReleaseFreesShare(t *testing.T) {
 	paged(t, s, "alice", false)
 	if got := closedNow(s, f); !slices.Equal(got, []string{"pit-1"}) {
 		t.Errorf("PITs closed: %q; want pit-1 only, by Release", got)
+	}
+}
+
+// TestSearchPITPagedOnAnotherReplica: replicas behind a load balancer share PITs through their
+// continue tokens. The replica that opened one stops counting it when its keep-alive passes in its
+// own ledger, but must not close it then: another replica may have read pages in it since, which
+// kept it alive in OpenSearch, and the client's next page would be a 410.
+func TestSearchPITPagedOnAnotherReplica(t *testing.T) {
+	f := &fakeOpenSearch{t: t, search: inItsPIT}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	clock := now
+	replica := func() *Store {
+		s, err := New(Options{Addresses: []string{srv.URL}, TokenKey: []byte("0123456789abcdef"), KeepAlive: 5 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		s.now = func() time.Time { return clock }
+		return s
+	}
+	a, b := replica(), replica()
+	q, _ := paged(t, a, "alice", false) // pit-1, in a's ledger
+	for range 3 {
+		clock = clock.Add(4 * time.Minute) // within the keep-alive of the last page, past a's after two
+		res, err := b.Search(t.Context(), q)
+		if err != nil || res.Continue == "" {
+			t.Fatalf("page on the other replica at +%s: continue %q, %v", clock.Sub(now), res.Continue, err)
+		}
+		q.Continue = res.Continue
+		paged(t, a, "bob", false) // a's next first page forgets what expired in its ledger
+	}
+	if n, _ := a.pits.Count("alice"); n != 0 {
+		t.Errorf("the replica that opened alice's PIT still counts it %s later", clock.Sub(now))
+	}
+	if got := closedNow(a, f); slices.Contains(got, "pit-1") {
+		t.Errorf("PITs closed: %q; pit-1 was paged in on the other replica within its keep-alive", got)
 	}
 }
 

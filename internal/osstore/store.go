@@ -113,9 +113,13 @@ func (s *Store) firstPagePIT(ctx context.Context, q *query.Query, body map[strin
 	if len(page.sorts) <= q.Limit {
 		return s.page(ctx, q, res, page, tok, false) // the last page: page closes the PIT
 	}
-	snap, evicted, err := s.pits.Open(q.Subject, q.Drain, s.now())
+	// The PITs whose keep-alive passed in the ledger are left to OpenSearch, which frees them at
+	// the same keep-alive — unless another replica read a page in one since (a continue token pages
+	// on any replica), which kept it alive for that client: closing it would answer its next page
+	// 410. Evicted ones are closed: their tokens answer ErrExpired from now on.
+	snap, evicted, _, err := s.pits.Open(q.Subject, q.Drain, s.now())
 	for _, p := range evicted {
-		s.closePITLater(ctx, p) // their tokens answer ErrExpired from now on
+		s.closePITLater(ctx, p)
 	}
 	if err != nil {
 		// Every PIT the subject (or the process) may hold has a page being read in it, or is a

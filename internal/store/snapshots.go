@@ -55,23 +55,26 @@ var ErrNoSnapshot = errors.New("no snapshot available")
 // (query.Query.Drain). Room is made by closing an idle snapshot of a client token: the subject's
 // least recently used one when it holds its share (SnapshotsPerSubject); when the process holds
 // its own, one of the subject holding the most (evictFairLocked). evicted are the values the
-// caller frees. Without such a snapshot to close, Open fails with ErrNoSnapshot, saying why.
-func (s *Snapshots[T]) Open(subject string, drain bool, now time.Time) (id string, evicted []T, err error) {
+// caller frees; expired those of idle snapshots whose keep-alive passed, forgotten first, which the
+// caller frees unless its backend frees them by itself (see osstore: another replica may still be
+// paging in an OpenSearch point-in-time). Without such a snapshot to close, Open fails with
+// ErrNoSnapshot, saying why.
+func (s *Snapshots[T]) Open(subject string, drain bool, now time.Time) (id string, evicted, expired []T, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	evicted = s.expireLocked(now)
+	expired = s.expireLocked(now)
 	if s.subjects[subject] >= s.perSubject {
 		v, ok := s.evictLocked(func(e *snapshotEntry[T]) bool { return e.subject == subject },
 			fmt.Sprintf("one subject holds at most %d", s.perSubject))
 		if !ok {
-			return "", evicted, fmt.Errorf("%w: each of the %d snapshots of this subject is in use", ErrNoSnapshot, s.subjects[subject])
+			return "", evicted, expired, fmt.Errorf("%w: each of the %d snapshots of this subject is in use", ErrNoSnapshot, s.subjects[subject])
 		}
 		evicted = append(evicted, v)
 	}
 	if (!drain && s.clients >= s.held) || s.live >= s.total {
 		v, ok := s.evictFairLocked(subject, drain)
 		if !ok {
-			return "", evicted, fmt.Errorf("%w: every snapshot this server may hold is in use, or its subject's within a fair share", ErrNoSnapshot)
+			return "", evicted, expired, fmt.Errorf("%w: every snapshot this server may hold is in use, or its subject's within a fair share", ErrNoSnapshot)
 		}
 		evicted = append(evicted, v)
 	}
@@ -85,7 +88,7 @@ func (s *Snapshots[T]) Open(subject string, drain bool, now time.Time) (id strin
 	if !drain {
 		s.clients++
 	}
-	return id, evicted, nil
+	return id, evicted, expired, nil
 }
 
 // evictLocked closes the least recently used snapshot of a client token that no page is being read

@@ -12,7 +12,10 @@ import (
 // open admits and holds a snapshot named v, as a backend does for a first page with more pages.
 func open(t *testing.T, s *Snapshots[string], subject string, drain bool, v string, now time.Time) (string, []string) {
 	t.Helper()
-	id, evicted, err := s.Open(subject, drain, now)
+	id, evicted, expired, err := s.Open(subject, drain, now)
+	if len(expired) > 0 {
+		t.Fatalf("Open(%s, %s) expired %q", subject, v, expired)
+	}
 	if err != nil {
 		t.Fatalf("Open(%s, %s): %v", subject, v, err)
 	}
@@ -61,7 +64,7 @@ func TestSnapshotsPerSubject(t *testing.T) {
 			t.Fatal("Acquire = false")
 		}
 	}
-	if _, evicted, err := s.Open("alice", false, now); !errors.Is(err, ErrNoSnapshot) || len(evicted) > 0 {
+	if _, evicted, _, err := s.Open("alice", false, now); !errors.Is(err, ErrNoSnapshot) || len(evicted) > 0 {
 		t.Errorf("Open with every snapshot busy = %v, evicted %q; want ErrNoSnapshot, none", err, evicted)
 	}
 }
@@ -159,7 +162,7 @@ func TestSnapshotsFairShare(t *testing.T) {
 			_, _ = s.Acquire(findID(t, s, fmt.Sprintf("g%d-%d", g, round)))
 		}
 	}
-	if _, evicted, err := s.Open("erin", false, now); !errors.Is(err, ErrNoSnapshot) || len(evicted) > 0 {
+	if _, evicted, _, err := s.Open("erin", false, now); !errors.Is(err, ErrNoSnapshot) || len(evicted) > 0 {
 		t.Errorf("erin's first page with the greedy snapshots busy = %v, closing %q; want ErrNoSnapshot, none", err, evicted)
 	}
 	for _, id := range carol {
@@ -210,7 +213,7 @@ func TestSnapshotsLifecycle(t *testing.T) {
 	if !s.Release(busy, "busy", now) {
 		t.Error("the last Release of a removed snapshot does not free it")
 	}
-	id, _, err := s.Open("u", false, now)
+	id, _, _, err := s.Open("u", false, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,5 +252,29 @@ func TestInFlight(t *testing.T) {
 	}
 	if _, err := f.Acquire("alice"); !errors.Is(err, ErrThrottled) {
 		t.Errorf("a repeated done freed two places: %v", err)
+	}
+}
+
+// TestSnapshotsOpenExpires: Open forgets the idle snapshots whose keep-alive passed and returns
+// them apart from those it closes to make room, which a backend frees at once; an expired one it
+// may leave to expire by itself (osstore: another replica may be paging in it).
+func TestSnapshotsOpenExpires(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := NewSnapshots[string](Limits{SnapshotsPerSubject: 1, Snapshots: 20})
+	for _, h := range []struct {
+		subject, v string
+		keep       time.Duration
+	}{{"u", "old", time.Minute}, {"v", "lru", 10 * time.Minute}} {
+		id, _, _, err := s.Open(h.subject, false, now)
+		if err != nil || !s.Hold(id, h.v, now.Add(h.keep)) {
+			t.Fatalf("Open/Hold %s: %v", h.v, err)
+		}
+	}
+	_, evicted, expired, err := s.Open("v", false, now.Add(2*time.Minute))
+	if err != nil || !slices.Equal(evicted, []string{"lru"}) || !slices.Equal(expired, []string{"old"}) {
+		t.Errorf("Open past old's keep-alive with v's share full = evicted %q, expired %q, %v; want [lru], [old], nil", evicted, expired, err)
+	}
+	if n, all := s.Count("u"); n != 0 || all != 1 {
+		t.Errorf("after Open: u holds %d of %d snapshots; want 0 of 1", n, all)
 	}
 }

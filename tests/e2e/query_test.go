@@ -217,6 +217,15 @@ type queryPipeline struct {
 
 func startQueryPipeline(t *testing.T, env *testbed.Env, registries string, indexerArgs ...string) *queryPipeline {
 	t.Helper()
+	p := startIngest(t, env, registries, indexerArgs...)
+	p.base = p.startQueryAPI(t, "--stale-after", "3s", "--poll-interval", "500ms")
+	return p
+}
+
+// startIngest starts the pipeline's collector and indexer, and no query API: for a test that starts
+// its own.
+func startIngest(t *testing.T, env *testbed.Env, registries string, indexerArgs ...string) *queryPipeline {
+	t.Helper()
 	p := &queryPipeline{owner: t, env: env, registries: registries, topic: uniqueName("query"), prefix: uniqueName("qe2e")}
 	tailTopic(t, env.KafkaBrokers, p.topic) // creates the topic
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -229,7 +238,6 @@ func startQueryPipeline(t *testing.T, env *testbed.Env, registries string, index
 	p.collector, collectorBase = startCollector(t, env, registries, p.topic, "--page-size", "500")
 	p.collectorStatus = collectorBase + "/status"
 	waitHTTP(t, collectorBase+"/readyz", 3*time.Minute)
-	p.base = p.startQueryAPI(t, "--stale-after", "3s", "--poll-interval", "500ms")
 	t.Cleanup(func() {
 		req, _ := http.NewRequest(http.MethodDelete, env.OpenSearchURL+"/"+p.prefix+"-*", nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
