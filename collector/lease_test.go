@@ -107,11 +107,10 @@ func TestHoldMovesOnlyWhatMoved(t *testing.T) {
 	c.ledger = newLedger(broker, "events", "collector", log)
 	c.epochs = envelope.NewEpochs(time.Now, c.ledger.reserve)
 	c.lease = &lease{group: &fakeShares{}, log: log}
-	pubCtx, stopPub := context.WithCancel(ctx)
 	pubDone := make(chan struct{})
 	go func() {
 		defer close(pubDone)
-		_ = c.pub.run(pubCtx)
+		_ = c.pub.run(ctx)
 	}()
 	t.Cleanup(func() {
 		c.mu.Lock()
@@ -120,7 +119,7 @@ func TestHoldMovesOnlyWhatMoved(t *testing.T) {
 			<-mr.done
 		}
 		c.mu.Unlock()
-		stopPub()
+		c.pub.close()
 		<-pubDone
 		_ = c.ledger.close()
 		_ = c.pub.writer.Close()
@@ -134,7 +133,7 @@ func TestHoldMovesOnlyWhatMoved(t *testing.T) {
 	sel := registry.Selection{SelectionKey: registry.SelectionKey{Kind: "ConfigMap"}, Version: "v1", Sources: []registry.Source{{Registry: "r"}}}
 	for _, name := range []string{a, b} {
 		c.plan.Clusters = append(c.plan.Clusters, registry.ClusterPlan{
-			Cluster:    registry.Cluster{Name: name, Server: "https://127.0.0.1:1", TokenFile: token},
+			Cluster:    registry.Cluster{Name: name, Server: "https://127.0.0.1:1", TokenFile: token, InsecureSkipTLSVerify: true},
 			Selections: []registry.Selection{sel}})
 	}
 	slices.SortFunc(c.plan.Clusters, func(x, y registry.ClusterPlan) int { return strings.Compare(x.Cluster.Name, y.Cluster.Name) })

@@ -45,6 +45,14 @@ type pipeline struct {
 
 func startPipeline(t *testing.T, env *testbed.Env, f fleet) *pipeline {
 	t.Helper()
+	p := startIndexing(t, env, f)
+	p.startCollector(t)
+	return p
+}
+
+// startIndexing starts the pipeline's indexer and no collector: for a test that starts its own.
+func startIndexing(t *testing.T, env *testbed.Env, f fleet) *pipeline {
+	t.Helper()
 	p := &pipeline{env: env, f: f, registries: f.registries(t), topic: uniqueName("pipeline"), prefix: uniqueName("e2e")}
 	client, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{env.OpenSearchURL}}})
 	if err != nil {
@@ -53,7 +61,6 @@ func startPipeline(t *testing.T, env *testbed.Env, f fleet) *pipeline {
 	p.os = client
 	tailTopic(t, env.KafkaBrokers, p.topic) // creates the topic
 	p.startIndexer(t)
-	p.startCollector(t)
 	t.Cleanup(func() {
 		_, _ = client.Indices.Delete(context.Background(), opensearchapi.IndicesDeleteReq{Indices: []string{p.prefix + "-*"}})
 	})

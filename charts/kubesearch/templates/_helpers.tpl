@@ -21,6 +21,12 @@
 {{- printf "%s-%s" (include "kubesearch.fullname" .root | trunc 50 | trimSuffix "-") .component -}}
 {{- end -}}
 
+{{/* kubesearch.collectorReplicas: collector.replicas, with auto resolved by the mode. */}}
+{{- define "kubesearch.collectorReplicas" -}}
+{{- $r := .Values.collector.replicas -}}
+{{- if eq (toString $r) "auto" -}}{{ ternary 2 1 (eq .Values.collector.mode "central") }}{{- else -}}{{ int $r }}{{- end -}}
+{{- end -}}
+
 {{- define "kubesearch.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
 {{ include "kubesearch.selectorLabels" . }}
