@@ -160,7 +160,9 @@ func (c *Collector) held(plan registry.Plan) registry.Plan {
 }
 
 // holdsCluster tells whether this replica collects the cluster: always without a lease.
-func (c *Collector) holdsCluster(cluster string) bool { return c.lease == nil || c.lease.holds(cluster) }
+func (c *Collector) holdsCluster(cluster string) bool {
+	return c.lease == nil || c.lease.holds(cluster)
+}
 
 // follow applies every next holding of the lease until ctx is done.
 func (c *Collector) follow(ctx context.Context) error {
