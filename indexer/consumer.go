@@ -33,6 +33,7 @@ type messageReader interface {
 type documents interface {
 	Write(ctx context.Context, ops []store.Op) ([]store.Failure, error)
 	DeleteOlder(ctx context.Context, scope store.ListScope, epoch int64) (int64, error)
+	DeleteOlderEach(ctx context.Context, syncs []store.Sync) (deleted []int64, errs []error)
 	DeleteAll(ctx context.Context, sel store.Selection) (int64, error)
 	Refresh(ctx context.Context, kinds ...string) error
 }
@@ -247,10 +248,10 @@ func (c *consumer) decodeBatch(msgs []stream.Message) *decodedBatch {
 	return &decodedBatch{msgs: msgs, items: items}
 }
 
-// apply applies one decoded batch and commits it. Object events are written in _bulk requests; a
-// SYNC or PURGE marker first waits for everything before it to be written (a partition's order is
-// kept: a SYNC follows the ADDEDs of its list), then deletes. It returns an error only when ctx ends
-// first; nothing of the batch is committed then.
+// apply applies one decoded batch and commits it, in runs between PURGE markers (applyRun): a PURGE
+// deletes whatever the epoch, so everything before it is written and collected first, and nothing
+// after it before. It returns an error only when ctx ends first; nothing of the batch is committed
+// then.
 func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
 	msgs, items := b.msgs, b.items
 	for _, m := range msgs {
@@ -259,64 +260,23 @@ func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
 	if err := c.loadWatermarks(ctx, items); err != nil {
 		return err
 	}
-	var (
-		letters []deadLetter
-		segment []*item
-	)
-	// A segment is a run of object events between markers. Its dead-lettered events count as
-	// applied for the watermarks: they will never be written, and must not hold them back.
-	writeSegment := func() error {
-		if len(segment) == 0 {
-			return nil
+	start := 0
+	for i, it := range items {
+		if it.ev == nil || it.ev.Type != envelope.Purge {
+			continue
 		}
-		var (
-			ops    []store.Op
-			owners []*item // owners[i] is the event of ops[i]
-		)
-		for _, it := range segment {
-			if it.op != nil && c.wm.superseded(it.ev, it.msg.Partition) {
-				c.metrics.superseded.Inc()
-				continue
-			}
-			if it.op != nil {
-				ops = append(ops, *it.op)
-				owners = append(owners, it)
-			}
+		if err := c.applyRun(ctx, items[start:i]); err != nil {
+			return err
 		}
-		if len(ops) > 0 {
-			failed, err := c.docs.Write(ctx, ops)
-			if err != nil {
-				return err
-			}
-			for _, f := range failed {
-				it := owners[f.Pos]
-				it.dead = &deadLetter{msg: it.msg, reason: ReasonRejected, err: f.Err, index: c.indexOf(it.ev.Kind)}
-			}
+		if err := c.marker(ctx, it); err != nil {
+			return err
 		}
-		for _, it := range segment {
-			c.wm.written(it.ev, it.msg.Partition)
-		}
-		segment = segment[:0]
-		return nil
+		start = i + 1
 	}
-	for _, it := range items {
-		switch {
-		case it.ev == nil:
-			// Undecodable: dead-lettered, belongs to no pair.
-		case it.ev.Type == envelope.Sync || it.ev.Type == envelope.Purge:
-			if err := writeSegment(); err != nil {
-				return err
-			}
-			if err := c.marker(ctx, it); err != nil {
-				return err
-			}
-		default:
-			segment = append(segment, it)
-		}
-	}
-	if err := writeSegment(); err != nil {
+	if err := c.applyRun(ctx, items[start:]); err != nil {
 		return err
 	}
+	var letters []deadLetter
 	for _, it := range items {
 		if it.dead != nil {
 			letters = append(letters, *it.dead)
@@ -333,6 +293,96 @@ func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
 	c.commit(ctx, msgs)
 	c.metrics.batches.Inc()
 	c.metrics.inFlight.Sub(float64(len(msgs)))
+	return nil
+}
+
+// applyRun applies a run of object events and SYNC markers: every object event is written first, in
+// stream order (one _bulk), then every SYNC marker deletes its scope's documents of older epochs,
+// behind one refresh for them all, then the watermarks move in stream order.
+//
+// Collecting a SYNC's garbage after the object events that follow it in the run deletes exactly what
+// collecting it at its place would. It deletes the documents of its scope with an epoch older than
+// its own; every later event of that scope written in the run has its epoch or a newer one (an older
+// one is superseded and dropped, judged against the marker's epoch as once the marker is applied), and
+// no event of another scope matches. What must precede a SYNC's collection still does: everything
+// before it is written, and refreshed, so a document the list rewrote at an unchanged version is seen
+// with its new epoch and kept. The watermarks are only stored and read once the batch is applied.
+func (c *consumer) applyRun(ctx context.Context, run []*item) error {
+	var (
+		ops    []store.Op
+		owners []*item // owners[i] is the event of ops[i]
+		syncs  []*item
+	)
+	for _, it := range run {
+		switch {
+		case it.ev == nil:
+			// Undecodable: dead-lettered, belongs to no pair.
+		case it.ev.Type == envelope.Sync:
+			c.wm.marked(it.ev, it.msg.Partition)
+			syncs = append(syncs, it)
+		case it.op == nil:
+			// Dead-lettered when decoded; it moves the watermarks below all the same.
+		case c.wm.superseded(it.ev, it.msg.Partition):
+			c.metrics.superseded.Inc()
+		default:
+			ops = append(ops, *it.op)
+			owners = append(owners, it)
+		}
+	}
+	if len(ops) > 0 {
+		failed, err := c.docs.Write(ctx, ops)
+		if err != nil {
+			return err
+		}
+		for _, f := range failed {
+			it := owners[f.Pos]
+			it.dead = &deadLetter{msg: it.msg, reason: ReasonRejected, err: f.Err, index: c.indexOf(it.ev.Kind)}
+		}
+	}
+	if err := c.collectSyncs(ctx, syncs); err != nil {
+		return err
+	}
+	// Dead-lettered object events count as applied for the watermarks: they will never be written,
+	// and must not hold them back. A dead-lettered SYNC does not complete its list.
+	for _, it := range run {
+		switch {
+		case it.ev == nil:
+		case it.ev.Type == envelope.Sync:
+			if it.dead == nil {
+				c.wm.synced(it.ev, it.msg.Partition)
+			}
+		default:
+			c.wm.written(it.ev, it.msg.Partition)
+		}
+	}
+	return nil
+}
+
+// collectSyncs deletes, for each SYNC marker, the documents of its scope from older epochs, all
+// behind one refresh. A marker whose collection failed is retried alone (marker), with the
+// refreshes of its own, until it is done or refused for good.
+func (c *consumer) collectSyncs(ctx context.Context, syncs []*item) error {
+	if len(syncs) == 0 {
+		return nil
+	}
+	batch := make([]store.Sync, len(syncs))
+	for i, it := range syncs {
+		batch[i] = store.Sync{Scope: store.ListScope{Pair: it.ev.Pair(), Kind: it.ev.Kind, Namespace: it.ev.Namespace}, Epoch: it.ev.Epoch}
+	}
+	deleted, errs := c.docs.DeleteOlderEach(ctx, batch)
+	for i, it := range syncs {
+		if errs[i] != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("SYNC marker for cluster %s resource %s: %w", it.ev.Cluster, it.ev.GroupResource(), ctx.Err())
+			}
+			if err := c.marker(ctx, it); err != nil {
+				return err
+			}
+			continue
+		}
+		c.log.Debug("list completed; documents of older epochs deleted", "cluster", it.ev.Cluster, "resource", it.ev.GroupResource(),
+			"kind", it.ev.Kind, "namespace", it.ev.Namespace, "epoch", it.ev.Epoch, "index", c.indexOf(it.ev.Kind), "deleted", deleted[i])
+	}
 	return nil
 }
 
@@ -434,7 +484,7 @@ func (c *consumer) applyMarker(ctx context.Context, it *item) error {
 	attrs := []any{"cluster", ev.Cluster, "resource", ev.GroupResource(), "kind", ev.Kind, "namespace", ev.Namespace,
 		"epoch", ev.Epoch, "index", c.indexOf(ev.Kind), "deleted", deleted}
 	if ev.Type == envelope.Sync {
-		c.wm.synced(ev, it.msg.Partition)
+		// Its watermark moves in stream order once its run is applied (applyRun).
 		c.log.Debug("list completed; documents of older epochs deleted", attrs...)
 		return nil
 	}

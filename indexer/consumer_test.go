@@ -59,9 +59,11 @@ type fakeDocs struct {
 	refuse        map[string]bool
 	rejectMarkers bool
 	written       []string // uids, in order
+	calls         []string // "write N" and "sync N", in order
 }
 
 func (f *fakeDocs) Write(_ context.Context, ops []store.Op) ([]store.Failure, error) {
+	f.calls = append(f.calls, fmt.Sprintf("write %d", len(ops)))
 	var failed []store.Failure
 	for i, o := range ops {
 		if f.refuse[o.UID] {
@@ -78,6 +80,15 @@ func (f *fakeDocs) DeleteOlder(context.Context, store.ListScope, int64) (int64, 
 		return 0, fmt.Errorf("%w: POST /kubernetes-pod/_search: 400 parsing_exception", store.ErrRejected)
 	}
 	return 0, nil
+}
+
+func (f *fakeDocs) DeleteOlderEach(ctx context.Context, syncs []store.Sync) ([]int64, []error) {
+	f.calls = append(f.calls, fmt.Sprintf("sync %d", len(syncs)))
+	deleted, errs := make([]int64, len(syncs)), make([]error, len(syncs))
+	for i, sy := range syncs {
+		deleted[i], errs[i] = f.DeleteOlder(ctx, sy.Scope, sy.Epoch)
+	}
+	return deleted, errs
 }
 
 func (f *fakeDocs) DeleteAll(context.Context, store.Selection) (int64, error) { return 0, nil }
@@ -203,5 +214,48 @@ func TestApplySkipsSupersededEpochs(t *testing.T) {
 	}
 	if len(k.written) != 0 {
 		t.Errorf("a superseded event is not a dead letter; got %d letters", len(k.written))
+	}
+}
+
+// A batch's object events are written in one request, then its SYNC markers collect their garbage
+// together; an event after a SYNC of a newer epoch than its own is superseded even when the list
+// before the marker was consumed elsewhere (its epoch known only from the marker), and each SYNC
+// completes its list's watermark.
+func TestApplyCollectsSyncsAfterTheRun(t *testing.T) {
+	docs := &fakeDocs{}
+	k := &fakeKafka{}
+	c := newDecodeConsumer()
+	c.reader, c.dlq, c.docs, c.progress, c.wm = k, k, docs, fakeProgress{}, newWatermarks()
+	c.now, c.backoff, c.next = time.Now, defaultBackoff, map[int]int64{}
+	var msgs []stream.Message
+	for i, ev := range []*envelope.Event{
+		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "10", 3),
+		marker(envelope.Sync, "m1", "Pod", "pods", "", 3, "12"),
+		marker(envelope.Sync, "m2", "Pod", "pods", "", 5, "40"),                          // its list came before this batch
+		objectEvent(envelope.Modified, "m2", "Pod", "pods", "shop", "p9", "u9", "41", 4), // an older list's, later
+		objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p1", "u1", "13", 3),
+		objectEvent(envelope.Added, "m3", "Pod", "pods", "shop", "p3", "u3", "7", 1),
+		marker(envelope.Sync, "m3", "Pod", "pods", "", 1, "8"),
+	} {
+		v, err := ev.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, stream.Message{Topic: "events", Offset: int64(i), Value: v})
+	}
+	if err := c.apply(t.Context(), c.decodeBatch(msgs)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(docs.calls, ", "); got != "write 3, sync 3" {
+		t.Errorf("calls: %s; want write 3, sync 3", got)
+	}
+	if got := strings.Join(docs.written, ","); got != "u1,u1,u3" {
+		t.Errorf("written %s, want u1,u1,u3 (m2's older epoch after its SYNC skipped)", got)
+	}
+	for cluster, want := range map[string]int64{"m1": 13, "m2": 40, "m3": 8} {
+		s := c.wm.pairs[store.Pair{Cluster: cluster, Resource: "pods"}].scopes[""]
+		if s == nil || !s.Synced || s.Listing || s.ResourceVersion > want || s.written != want {
+			t.Errorf("%s: watermark %+v; want synced, not listing, written up to %d", cluster, s, want)
+		}
 	}
 }

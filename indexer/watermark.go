@@ -113,6 +113,13 @@ func (w *watermarks) superseded(ev *envelope.Event, partition int) bool {
 	return false
 }
 
+// marked notes a SYNC marker's epoch for superseded, as synced will once the marker is applied: the
+// events after it in the stream are judged against it before its garbage is collected (applyRun).
+func (w *watermarks) marked(ev *envelope.Event, partition int) {
+	s := w.pair(ev, partition).scope(ev.Namespace)
+	s.newest = max(s.newest, ev.Epoch)
+}
+
 // written records an ADDED, MODIFIED or DELETED event that is written (or dead-lettered: it will
 // never be, and must not hold the watermark back forever).
 func (w *watermarks) written(ev *envelope.Event, partition int) {

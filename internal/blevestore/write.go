@@ -198,6 +198,16 @@ func (s *Store) DeleteOlder(ctx context.Context, scope store.ListScope, epoch in
 	return n, nil
 }
 
+// DeleteOlderEach applies several SYNC markers, one after the other: nothing here waits on a
+// refresh that batching would share.
+func (s *Store) DeleteOlderEach(ctx context.Context, syncs []store.Sync) (deleted []int64, errs []error) {
+	deleted, errs = make([]int64, len(syncs)), make([]error, len(syncs))
+	for i, sy := range syncs {
+		deleted[i], errs[i] = s.DeleteOlder(ctx, sy.Scope, sy.Epoch)
+	}
+	return deleted, errs
+}
+
 // DeleteAll applies a PURGE marker: it deletes every document of sel, whatever its epoch.
 func (s *Store) DeleteAll(ctx context.Context, sel store.Selection) (int64, error) {
 	must := []bq.Query{

@@ -554,3 +554,60 @@ func TestStoreWriteSameUIDTwoClusters(t *testing.T) {
 		t.Errorf("after member1's SYNC: %s, want deleted 3/140", got)
 	}
 }
+
+// Several SYNC markers applied together delete what each would alone — a scope's documents of older
+// epochs, not those its list rewrote at an unchanged version, nothing of another scope — behind one
+// refresh before and one after, where one by one they cost two each.
+func TestStoreDeleteOlderEach(t *testing.T) {
+	f := osstoretest.New()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	s, err := New(Options{Addresses: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	op := func(cluster, uid string, epoch, rv int64) store.Op {
+		doc := fmt.Appendf(nil, `{"cluster":%q,"group":"","resource":"pods","kind":"Pod","namespace":"shop","uid":%q,"epoch":%d,"resourceVersion":%d}`,
+			cluster, uid, epoch, rv)
+		return store.Op{Kind: "Pod", Cluster: cluster, UID: uid, Doc: doc, Epoch: epoch, Version: rv, Versioned: true}
+	}
+	var ops []store.Op
+	var syncs []store.Sync
+	for i := range 5 {
+		cluster := fmt.Sprintf("member%d", i)
+		// The first list saw a, b and c; the second sees a unchanged and b changed: c vanished.
+		ops = append(ops, op(cluster, "a", 1, 10), op(cluster, "b", 1, 11), op(cluster, "c", 1, 12))
+		syncs = append(syncs, store.Sync{Scope: store.ListScope{Pair: store.Pair{Cluster: cluster, Resource: "pods"}, Kind: "Pod"}, Epoch: 2})
+	}
+	if failed, err := s.Write(t.Context(), ops); err != nil || len(failed) > 0 {
+		t.Fatalf("write: failed %v, err %v", failed, err)
+	}
+	ops = ops[:0]
+	for i := range 4 { // member4 is not listed again: its SYNC is not in the batch
+		cluster := fmt.Sprintf("member%d", i)
+		ops = append(ops, op(cluster, "a", 2, 10), op(cluster, "b", 2, 13))
+	}
+	if failed, err := s.Write(t.Context(), ops); err != nil || len(failed) > 0 {
+		t.Fatalf("write: failed %v, err %v", failed, err)
+	}
+	before := f.Refreshes.Load()
+	deleted, errs := s.DeleteOlderEach(t.Context(), syncs[:4])
+	if got := f.Refreshes.Load() - before; got != 2 {
+		t.Errorf("%d refreshes for 4 markers, want 2", got)
+	}
+	for i := range 4 {
+		cluster := fmt.Sprintf("member%d", i)
+		if errs[i] != nil || deleted[i] != 1 {
+			t.Errorf("SYNC of %s: deleted %d, %v; want 1", cluster, deleted[i], errs[i])
+		}
+		for uid, want := range map[string]string{"a": "2/10", "b": "2/13", "c": "deleted"} {
+			if got := f.Engine.State(testIndex, store.DocID(cluster, uid)); got != want {
+				t.Errorf("%s/%s: %s, want %s", cluster, uid, got, want)
+			}
+		}
+	}
+	if got := f.Engine.State(testIndex, store.DocID("member4", "c")); got != "1/12" {
+		t.Errorf("member4/c, of no marker in the batch: %s, want 1/12", got)
+	}
+}

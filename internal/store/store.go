@@ -88,6 +88,12 @@ type ListScope struct {
 	Namespace string
 }
 
+// Sync is one SYNC marker's garbage: the documents of Scope from an epoch older than Epoch.
+type Sync struct {
+	Scope ListScope
+	Epoch int64
+}
+
 // Selection is what a PURGE marker removes: every object of (Cluster, Group, Kind), or of one
 // namespace of it. It names the kind, not the resource: a selection the member never served has no
 // resource name.

@@ -28,6 +28,9 @@ type Server struct {
 	indices   map[string]bool
 	// bulkDown makes _bulk answer 503 while set.
 	bulkDown atomic.Bool
+	// Refreshes counts the _refresh requests: the engine's writes are visible at once, but how many
+	// refreshes a caller asks for is what it costs a real cluster.
+	Refreshes atomic.Int64
 }
 
 // New returns a Server over an empty engine, without templates, indices or aliases.
@@ -118,6 +121,7 @@ func (f *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case parts[0] == "_mget" || len(parts) == 2 && parts[1] == "_mget":
 		reply(200, f.mget(parts, body))
 	case len(parts) == 2 && parts[1] == "_refresh":
+		f.Refreshes.Add(1)
 		reply(200, `{"_shards":{"total":1,"successful":1,"failed":0}}`)
 	case len(parts) == 2 && parts[1] == "_search" && gjson.GetBytes(body, "version").Bool():
 		// A garbage collection page: ids, indices and versions in uid order, after search_after.
