@@ -618,7 +618,9 @@ func (c *Cache) evictLocked(old *Event) {
 	c.evictedLocked(old)
 }
 
-// ErrTooOld is a watch position the window no longer covers.
+// ErrTooOld is a watch position the window no longer covers (or a watch the cache ended: its
+// pair's member went back, the cache started over): the facade answers 410 Expired, and the
+// client lists again.
 var ErrTooOld = errors.New("too old resource version")
 
 // cursor is a watch's place in the cache.
@@ -642,7 +644,8 @@ type cursor struct {
 	since  map[store.Pair]uint64
 }
 
-// ErrTooNew is a watch position ahead of everything the stream has shown.
+// ErrTooNew is a watch position ahead of everything the stream has shown: the facade answers 504
+// with the cause ResourceVersionTooLarge, never 410 (the client would list again in vain).
 var ErrTooNew = errors.New("too large resource version")
 
 // start is Start's placement of a watch: its cursor (this package's tests hold cursors, not
