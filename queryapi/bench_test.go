@@ -14,6 +14,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/table"
+	"github.com/kubesearch/kubesearch/queryapi/watchcache"
 )
 
 // benchPod is an event of a typical Pod (about 9 KB of JSON: three containers, an init container,
@@ -40,14 +41,23 @@ func benchPod(b *testing.B, typ envelope.Type, rv string) *envelope.Event {
 // its node renamed <name>_<cluster>).
 func BenchmarkWatchEvent(b *testing.B) {
 	const cluster = "member-eu-1"
-	c := newWatchCache(slog.New(slog.DiscardHandler), 1000, 64<<20)
-	c.replaying, c.ready = false, true
-	c.apply(benchPod(b, envelope.Added, "184466"))
-	c.apply(benchPod(b, envelope.Modified, "184467"))
-	evs := c.win.all()
+	c := watchcache.New(watchcache.Options{MaxEvents: 1000, MaxBytes: 64 << 20})
+	c.CaughtUp()
+	c.Apply(benchPod(b, envelope.Added, "184466"))
+	c.Apply(benchPod(b, envelope.Modified, "184467"))
+	pair := store.Pair{Cluster: cluster, Resource: "pods"}
+	feed, err := c.Start(b.Context(), []store.Pair{pair}, map[store.Pair]int64{pair: 0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer feed.Stop()
+	evs, _, _, err := feed.Read()
+	if err != nil || len(evs) == 0 {
+		b.Fatalf("read the window: %d events, %v", len(evs), err)
+	}
 	e := evs[len(evs)-1]
-	if e.typ != watch.Modified || e.prevSeq == 0 {
-		b.Fatalf("cache event %s with previous %d, want a MODIFIED with its previous state", e.typ, e.prevSeq)
+	if e.Type != watch.Modified || e.PrevSeq == 0 {
+		b.Fatalf("cache event %s with previous %d, want a MODIFIED with its previous state", e.Type, e.PrevSeq)
 	}
 	s := &Server{log: slog.New(slog.DiscardHandler), cache: c}
 	res := apiResource{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true}
@@ -79,7 +89,7 @@ func BenchmarkWatchEvent(b *testing.B) {
 			}
 			out.table = table.For(res.Group, res.Resource)
 			w := &watcher{s: s, r: &facadeRequest{view: bc.view, path: "/api/v1/pods", version: "v1", resource: "pods"},
-				res: res, out: out, q: q, from: rvVector{cluster: 184000}, pos: rvVector{cluster: 184000}}
+				res: res, out: out, q: q, feed: feed, from: rvVector{cluster: 184000}, pos: rvVector{cluster: 184000}}
 			for _, cl := range []string{cluster, "member-eu-2", "member-us-1"} {
 				w.pairs = append(w.pairs, store.Pair{Cluster: cl, Resource: "pods"})
 				if bc.view.vector() {

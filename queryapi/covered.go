@@ -8,7 +8,24 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/queryapi/watchcache"
 )
+
+// positions is what a LIST needs of the watch cache (package watchcache): how far the stream has
+// shown each pair (a consistent read waits for the index to reach it), and the events the index
+// must show before a position covers them (cover).
+type positions interface {
+	// Heads are, per pair, the newest resourceVersion the stream has shown; pairs without any are
+	// left out, and all of them while the cache is not ready.
+	Heads(pairs []store.Pair) map[store.Pair]int64
+	// ReplayFrom is the lowest position of the pair a watch can start from and miss nothing the
+	// window holds; false when there is none to tell.
+	ReplayFrom(p store.Pair) (int64, bool)
+	// EventsAfter are the pair's events above rv, at most limit, oldest first; ok is false when
+	// they cannot be the whole story, below when the window starts above rv.
+	EventsAfter(p store.Pair, rv int64, limit int) (evs []*watchcache.Event, ok, below bool)
+}
 
 // maxCoverEvents bounds the events one LIST checks against the index: a prefix of them still
 // gives a position (up to where the prefix is covered).
@@ -29,7 +46,7 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 	}
 	type pending struct {
 		cluster string
-		events  []*cacheEvent
+		events  []*watchcache.Event
 	}
 	var todo []pending
 	names, namespaces := map[string]bool{}, map[string]bool{}
@@ -60,7 +77,7 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 				// No watermark stored yet (the pair's first SYNC is being written): a watch from
 				// the window's start replays every event of the pair (repeats of what the LIST
 				// shows, never a gap).
-				if from, ok := s.cache.replayFrom(res.pair(cl)); ok {
+				if from, ok := s.cache.ReplayFrom(res.pair(cl)); ok {
 					vec[cl] = from
 				}
 			}
@@ -70,14 +87,14 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 			continue
 		}
 		pair := res.pair(cl)
-		evs, ok, below := s.cache.eventsAfter(pair, wm, budget)
+		evs, ok, below := s.cache.EventsAfter(pair, wm, budget)
 		if below {
 			readFresh()
 		}
 		if below && fresh[cl] > wm {
 			wm = fresh[cl]
 			vec[cl] = wm
-			evs, ok, _ = s.cache.eventsAfter(pair, wm, budget)
+			evs, ok, _ = s.cache.EventsAfter(pair, wm, budget)
 		}
 		if !ok || len(evs) == 0 {
 			continue
@@ -85,8 +102,8 @@ func (s *Server) cover(ctx context.Context, res apiResource, vec rvVector, listi
 		budget -= len(evs)
 		todo = append(todo, pending{cl, evs})
 		for _, e := range evs {
-			names[gjson.GetBytes(e.obj, "metadata.name").Str] = true
-			namespaces[e.ns] = true
+			names[gjson.GetBytes(e.Object, "metadata.name").Str] = true
+			namespaces[e.Namespace] = true
 		}
 	}
 	if len(todo) == 0 {
@@ -144,23 +161,23 @@ func (s *Server) freshWatermarks(ctx context.Context, res apiResource) (rvVector
 // coveredPrefix is the resourceVersion of the last event of a prefix of evs (oldest first) whose
 // every event the index shows — the object at that state or a newer one, or gone when the event, or
 // a later one of the stream, is its deletion; 0 when the first is not shown.
-func coveredPrefix(cluster string, evs []*cacheEvent, shown map[string]int64) int64 {
+func coveredPrefix(cluster string, evs []*watchcache.Event, shown map[string]int64) int64 {
 	deletedAt := map[string]int64{}
 	for _, e := range evs {
-		if e.typ == watch.Deleted {
-			deletedAt[e.uid] = e.rv
+		if e.Type == watch.Deleted {
+			deletedAt[e.UID] = e.RV
 		}
 	}
 	var at int64
 	for _, e := range evs {
-		rv, present := shown[cluster+"/"+e.uid]
+		rv, present := shown[cluster+"/"+e.UID]
 		switch {
-		case present && rv >= e.rv:
-		case !present && deletedAt[e.uid] >= e.rv:
+		case present && rv >= e.RV:
+		case !present && deletedAt[e.UID] >= e.RV:
 		default:
 			return at
 		}
-		at = e.rv
+		at = e.RV
 	}
 	return at
 }

@@ -32,10 +32,10 @@ func TestListPositionIsCoveredByTheIndex(t *testing.T) {
 	b := fakeObject{cluster: "member1", resource: "pods", namespace: "shop", name: "b", rv: 520}
 	c := fakeObject{cluster: "member1", resource: "pods", namespace: "shop", name: "c", rv: 530}
 	count := 0
-	s.cache.apply(&envelope.Event{V: envelope.Version, Type: envelope.Sync, Cluster: "member1", Version: "v1", Resource: "pods",
+	cacheOf(s).Apply(&envelope.Event{V: envelope.Version, Type: envelope.Sync, Cluster: "member1", Version: "v1", Resource: "pods",
 		Kind: "Pod", Epoch: 1, ListResourceVersion: "500", Count: &count})
 	for _, o := range []fakeObject{a, b, c} {
-		s.cache.apply(podEvent(envelope.Added, o, 1))
+		cacheOf(s).Apply(podEvent(envelope.Added, o, 1))
 	}
 	position := func() string {
 		t.Helper()
@@ -56,7 +56,7 @@ func TestListPositionIsCoveredByTheIndex(t *testing.T) {
 	}
 	gone := c
 	gone.rv = 540
-	s.cache.apply(podEvent(envelope.Deleted, gone, 1))
+	cacheOf(s).Apply(podEvent(envelope.Deleted, gone, 1))
 	if got := position(); got != "530" {
 		t.Errorf("c's deletion not searchable yet: position %s, want 530", got)
 	}
@@ -72,7 +72,7 @@ func TestListPositionIsCoveredByTheIndex(t *testing.T) {
 func TestListPositionNotBelowTheWindow(t *testing.T) {
 	base, s := newFacadeServerWithCache(t, &fakeStore{}) // the fleet status read member1's pods at 500
 	pair := store.Pair{Cluster: "member1", Resource: "pods"}
-	s.cache.floor[pair], s.cache.head[pair], s.cache.stable[pair] = 600, 600, 600 // seeded at 600 since
+	cacheOf(s).Seed([]store.Watermark{{Cluster: pair.Cluster, Resource: pair.Resource, Kind: "Pod", ResourceVersion: 600}}) // seeded at 600 since
 	s.fleet.readWatermarks = func(context.Context) ([]store.Watermark, error) {
 		return []store.Watermark{{Cluster: "member1", Resource: "pods", Kind: "Pod", ResourceVersion: 600}}, nil
 	}
@@ -89,7 +89,7 @@ func TestListPositionNotBelowTheWindow(t *testing.T) {
 func TestListPositionOfAPairTheFleetStatusLacks(t *testing.T) {
 	base, s := newFacadeServerWithCache(t, &fakeStore{})
 	pair := store.Pair{Cluster: "member1", Resource: "pods"}
-	s.cache.floor[pair], s.cache.head[pair], s.cache.stable[pair] = 500, 500, 500
+	cacheOf(s).Seed([]store.Watermark{{Cluster: pair.Cluster, Resource: pair.Resource, Kind: "Pod", ResourceVersion: 500}})
 	s.fleet.mu.Lock()
 	delete(s.fleet.watermarks, pair)
 	s.fleet.mu.Unlock()
@@ -112,11 +112,9 @@ func TestListPositionBeforeThePairsFirstWatermark(t *testing.T) {
 	delete(s.fleet.watermarks, pair)
 	s.fleet.mu.Unlock()
 	s.fleet.readWatermarks = func(context.Context) ([]store.Watermark, error) { return nil, nil }
-	s.cache.mu.Lock()
-	s.cache.floor[pair], s.cache.head[pair], s.cache.stable[pair] = 0, 0, 0
-	s.cache.mu.Unlock()
+	cacheOf(s).Seed([]store.Watermark{{Cluster: pair.Cluster, Resource: pair.Resource, Kind: "Pod", ResourceVersion: 0}})
 	obj := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","namespace":"shop","uid":"uid-a","resourceVersion":"610"}}`
-	s.cache.apply(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "member1", Version: "v1", Resource: "pods", Kind: "Pod",
+	cacheOf(s).Apply(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "member1", Version: "v1", Resource: "pods", Kind: "Pod",
 		Namespace: "shop", Name: "a", UID: "uid-a", ResourceVersion: "610", Epoch: 1, Object: json.RawMessage(obj)})
 	code, _, body := fetch(t, "GET", base+"/clusters/member1/api/v1/namespaces/shop/pods?resourceVersion=0", "")
 	got := gjson.GetBytes(body, "metadata.resourceVersion").Str

@@ -205,7 +205,7 @@ func TestEventsServedInBothGroups(t *testing.T) {
 func TestEventsWatchedInTheOtherGroup(t *testing.T) {
 	u, s := eventsFacade(t, "")
 	ev := coreEvent("member1", "ev-new", "web-2", 600)
-	s.cache.apply(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "member1", Version: "v1", Resource: "events", Kind: "Event",
+	cacheOf(s).Apply(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: "member1", Version: "v1", Resource: "events", Kind: "Event",
 		Namespace: "shop", Name: "ev-new", UID: "ev-member1-ev-new", ResourceVersion: "600", Epoch: 1, Object: json.RawMessage(ev)})
 	got := make(chan []string, 1)
 	go func() {

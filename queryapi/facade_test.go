@@ -21,6 +21,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/registry"
 	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/queryapi/watchcache"
 )
 
 // fakeStore answers searches from objects in memory: the filters the facade sets (resource,
@@ -147,13 +148,17 @@ func newFacadeTestServer(t *testing.T, st searcher) (*httptest.Server, *Server) 
 	f.poll(t.Context())
 	s := &Server{opts: Options{RequestTimeout: 5 * time.Second, ResourceVersionWait: 300 * time.Millisecond},
 		log: slog.New(slog.DiscardHandler), store: st, fleet: f, metrics: newMetrics(), catalog: testCatalog(), authn: anonymous(t)}
-	s.cache = newWatchCache(s.log, 1000, 1<<20)
-	s.cache.replaying, s.cache.ready = false, true
+	c := watchcache.New(watchcache.Options{Log: s.log, MaxEvents: 1000, MaxBytes: 1 << 20})
+	c.CaughtUp()
+	s.cache = c
 	s.engine = s.routes()
 	srv := httptest.NewServer(s.engine)
 	t.Cleanup(srv.Close)
 	return srv, s
 }
+
+// cacheOf is the watch cache of a test server, to feed it events.
+func cacheOf(s *Server) *watchcache.Cache { return s.cache.(*watchcache.Cache) }
 
 func fetch(t *testing.T, method, url, accept string) (int, http.Header, []byte) {
 	t.Helper()

@@ -462,7 +462,7 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 	}
 	consistent := asked == "" && match == "" && s.cache != nil
 	if consistent {
-		want = s.cache.heads(res, clusters)
+		want = s.heads(res, clusters)
 	}
 	deadline := time.Now().Add(s.opts.ResourceVersionWait)
 	have := s.indexedVector(res, clusters)
@@ -505,6 +505,21 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 			}
 		}
 	}
+}
+
+// heads are, per cluster, the newest resourceVersion of a resource the stream has shown (the
+// watch cache knows it): what a consistent read waits for the index to reach. Clusters without
+// any are left out (nothing to wait for); so is everything while the cache is not ready.
+func (s *Server) heads(res apiResource, clusters []string) rvVector {
+	pairs := make([]store.Pair, 0, len(clusters))
+	for _, cl := range clusters {
+		pairs = append(pairs, res.pair(cl))
+	}
+	out := rvVector{}
+	for p, h := range s.cache.Heads(pairs) {
+		out[p.Cluster] = h
+	}
+	return out
 }
 
 // indexedVector is, for each of clusters, the resource's watermark there: 0 when nothing of it is

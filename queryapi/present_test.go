@@ -97,7 +97,7 @@ func TestStreamingWatchObjectsPerSubject(t *testing.T) {
 	}
 	srvURL, s := newFacadeServerWithCache(t, st)
 	s.watchObjects = newWatchObjects(2500)
-	s.cache.head[store.Pair{Cluster: "member1", Resource: "pods"}] = 500
+	cacheOf(s).SetHeadForTest(store.Pair{Cluster: "member1", Resource: "pods"}, 500)
 	const subject = "system:anonymous"
 	url := srvURL + "/clusters/member1/api/v1/namespaces/shop/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&resourceVersion=0"
 
@@ -140,7 +140,7 @@ func TestStreamingWatchObjectsPerSubject(t *testing.T) {
 		watches = append(watches, w)
 	}
 	obj := fakeObject{cluster: "member1", resource: "pods", namespace: "shop", name: "web-0005", rv: 600}.json()
-	s.cache.apply(&envelope.Event{V: envelope.Version, Type: envelope.Deleted, Cluster: "member1", Version: "v1", Resource: "pods", Kind: "Pod",
+	cacheOf(s).Apply(&envelope.Event{V: envelope.Version, Type: envelope.Deleted, Cluster: "member1", Version: "v1", Resource: "pods", Kind: "Pod",
 		Namespace: "shop", Name: "web-0005", UID: "uid-member1-shop-web-0005", ResourceVersion: "600", Epoch: 1, Object: obj})
 	for i, w := range watches {
 		for {

@@ -2,7 +2,7 @@
 // gin server that parses Kubernetes-style parameters into the query model, runs them on the store,
 // and says with every answer how fresh it is; and, for kubectl and client-go, discovery, OpenAPI,
 // LIST, GET and WATCH of the fleet in three views (facade.go), the watch fed from the event stream
-// (watchcache.go). Errors are Kubernetes Status objects.
+// (package watchcache). Errors are Kubernetes Status objects.
 package queryapi
 
 import (
@@ -31,6 +31,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/mappings"
+	"github.com/kubesearch/kubesearch/queryapi/watchcache"
 )
 
 // Options configure the query API.
@@ -272,7 +273,7 @@ type Server struct {
 	fleet    *fleet
 	catalog  *catalog
 	kafka    stream.Broker // nil without KafkaBrokers or Stream
-	cache    *watchCache   // nil without KafkaBrokers or Stream
+	cache    watchCache    // nil without KafkaBrokers or Stream
 	metrics  *metrics
 	authn    *auth.Authenticator
 	hosts    acceptHosts       // --accept-hosts, for anonymous requests
@@ -286,6 +287,15 @@ type Server struct {
 
 	// watchObjects bounds the objects each subject's streaming watches track (present.go).
 	watchObjects *watchObjects
+}
+
+// watchCache is what the facade needs of the watch cache (package watchcache): WATCH places
+// watches in it (watchStarter, watch.go), LIST asks it how far the stream is and which positions
+// the index covers (positions, covered.go), and Run fills it from the event stream.
+type watchCache interface {
+	Run(ctx context.Context) error
+	watchStarter
+	positions
 }
 
 // searcher is what the query API needs of a store backend: searches, and the per-pair counts of the
@@ -407,7 +417,9 @@ func New(o Options) (*Server, error) {
 		})
 	}
 	if s.kafka != nil {
-		s.cache = newWatchCache(log, o.WatchWindowEvents, o.WatchWindowBytes)
+		s.cache = watchcache.New(watchcache.Options{Log: log, MaxEvents: o.WatchWindowEvents, MaxBytes: o.WatchWindowBytes,
+			Stream: s.kafka, Topic: o.Topic, IndexerGroup: o.IndexerGroup, Index: backend,
+			ResourceOf: s.catalog.resourceOf, CatalogSynced: s.catalog.isSynced})
 	}
 	s.closers = closers
 	s.engine = s.routes()
@@ -445,9 +457,7 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	if s.kafka != nil {
 		g.Go("collectors' ledger", s.followLedger)
-		g.Go("watch cache", func(ctx context.Context) error {
-			return s.cache.run(ctx, s.kafka, s.opts.Topic, s.opts.IndexerGroup, s.backend, s.catalog)
-		})
+		g.Go("watch cache", s.cache.Run)
 	} else {
 		s.log.Warn("no --kafka-brokers: the Kubernetes facade discovers no resources; REST search is served")
 	}

@@ -209,7 +209,7 @@ func TestQualifiedWatchTranslatesFieldSelectors(t *testing.T) {
 	for i, cl := range []string{"member2", "member1"} {
 		obj := fmt.Sprintf(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"web-1.%d","namespace":"shop","uid":"uid-ev-%s","resourceVersion":"%d","annotations":{"resource.karmada.io/cached-from-cluster":%q}},"involvedObject":{"kind":"Pod","namespace":"shop","name":"web-1"},"reason":"BackOff"}`,
 			i, cl, 400+i, cl)
-		s.cache.apply(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cl, Version: "v1", Resource: "events", Kind: "Event",
+		cacheOf(s).Apply(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cl, Version: "v1", Resource: "events", Kind: "Event",
 			Namespace: "shop", Name: fmt.Sprintf("web-1.%d", i), UID: "uid-ev-" + cl, ResourceVersion: fmt.Sprint(400 + i), Epoch: 1, Object: json.RawMessage(obj)})
 	}
 	var ev struct {

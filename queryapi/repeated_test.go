@@ -40,7 +40,7 @@ func TestFleetWatchWarnsOfRepeatedNames(t *testing.T) {
 	// The stream is where the index's watermarks are (500 and 700).
 	for cl, rv := range map[string]int{"member1": 500, "member2": 700} {
 		obj := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"seed","namespace":"shop","uid":"uid-seed-%s","resourceVersion":"%d"}}`, cl, rv)
-		s.cache.apply(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cl, Version: "v1", Resource: "pods", Kind: "Pod",
+		cacheOf(s).Apply(&envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cl, Version: "v1", Resource: "pods", Kind: "Pod",
 			Namespace: "shop", Name: "seed", UID: "uid-seed-" + cl, ResourceVersion: fmt.Sprint(rv), Epoch: 1, Object: json.RawMessage(obj)})
 	}
 	warned := func(path string) string { return repeatWarning(t, url+path, "") }

@@ -89,8 +89,8 @@ func TestFacadeSameUIDInTwoClusters(t *testing.T) {
 // the same uid at a higher resourceVersion (member2's numbering is its own).
 func TestStreamingWatchSameUIDInTwoClusters(t *testing.T) {
 	base, s := newTwinFacade(t, 100, 600)
-	s.cache.head[store.Pair{Cluster: "member1", Resource: "pods"}] = 500
-	s.cache.head[store.Pair{Cluster: "member2", Resource: "pods"}] = 700
+	cacheOf(s).SetHeadForTest(store.Pair{Cluster: "member1", Resource: "pods"}, 500)
+	cacheOf(s).SetHeadForTest(store.Pair{Cluster: "member2", Resource: "pods"}, 700)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
@@ -130,7 +130,7 @@ func TestStreamingWatchSameUIDInTwoClusters(t *testing.T) {
 		t.Fatalf("initial events %v; want member1's and member2's web", initial)
 	}
 	// Past member1's position when the watch started (its watermark, 500), below member2's web.
-	s.cache.apply(twinEvent(t, "member1", envelope.Modified, 550))
+	cacheOf(s).Apply(twinEvent(t, "member1", envelope.Modified, 550))
 	for {
 		var ev event
 		if err := dec.Decode(&ev); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/registry"
 	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/queryapi/watchcache"
 )
 
 // tenantPolicy lets alice see pods and widgets of member1's namespace shop, and lets prometheus
@@ -92,13 +93,14 @@ func tenantWorld(t *testing.T, withMember2 bool, policy string, with ...func(*Se
 	}
 	s := &Server{opts: Options{RequestTimeout: 5 * time.Second, ResourceVersionWait: 300 * time.Millisecond, SessionRecheckInterval: 50 * time.Millisecond},
 		log: slog.New(slog.DiscardHandler), store: st, fleet: f, metrics: newMetrics(), catalog: cat, authn: authn, authz: authorizer}
-	s.cache = newWatchCache(s.log, 1000, 1<<20)
-	s.cache.replaying, s.cache.ready = false, true
-	s.cache.head[store.Pair{Cluster: "member1", Resource: "pods"}] = 500
+	c := watchcache.New(watchcache.Options{Log: s.log, MaxEvents: 1000, MaxBytes: 1 << 20})
+	c.CaughtUp()
+	s.cache = c
+	cacheOf(s).SetHeadForTest(store.Pair{Cluster: "member1", Resource: "pods"}, 500)
 	if withMember2 {
 		// The stream holds member2 events the index has not caught up with: a consistent read of
 		// a subject that covers member2 waits for them.
-		s.cache.head[store.Pair{Cluster: "member2", Resource: "pods"}] = 900
+		cacheOf(s).SetHeadForTest(store.Pair{Cluster: "member2", Resource: "pods"}, 900)
 	}
 	for _, f := range with {
 		f(s)

@@ -24,6 +24,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/authz"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/queryapi/watchcache"
 )
 
 // Watch parameters.
@@ -47,6 +48,16 @@ const maxUnjudged = time.Minute
 // bookmarkEvery is how often an idle watch that asked for bookmarks gets one.
 const bookmarkEvery = 10 * time.Second
 
+// watchStarter places watches: the watch cache (package watchcache), which turns the event stream
+// into watch events of every pair. A watcher filters them (selectors, namespace, the subject's
+// scope) and renders them for its view.
+type watchStarter interface {
+	// Start places a watch of pairs, each after its position in from (a member's
+	// resourceVersion): watchcache.ErrTooOld when the window may lack an event after one (410),
+	// watchcache.ErrTooNew when the stream did not reach one before ctx ended (504).
+	Start(ctx context.Context, pairs []store.Pair, from map[store.Pair]int64) (*watchcache.Watch, error)
+}
+
 // watcher is one WATCH request being served.
 type watcher struct {
 	s   *Server
@@ -59,13 +70,15 @@ type watcher struct {
 	// watch reads (fewer for a qualified name).
 	clusters []string
 	pairs    []store.Pair
+	// feed is where the watch reads its pairs' events from the watch cache.
+	feed *watchcache.Watch
 	// from is, per cluster, where the watch started: every event after it is sent, in the
 	// stream's order (a re-list's events do not come in resourceVersion order). pos is where a
 	// client that got what was sent may resume: bookmarks and the fleet views' event
 	// resourceVersions carry it.
 	from, pos rvVector
 	// after is, per pair, the seq of the event the watch resumed after, when its position was an
-	// event of a re-list in progress (cursor.after): the pair's events are then sent by their
+	// event of a re-list in progress (watchcache.Watch.After): the pair's events are then sent by their
 	// place in the stream, not by resourceVersion.
 	after map[store.Pair]uint64
 	// present are the objects the client holds, with the resourceVersion it got; nil when the
@@ -161,7 +174,6 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 	// Without a resourceVersion kube-apiserver starts a watch with the current state as ADDED
 	// events, unless sendInitialEvents=false says to start from now.
 	fromList := initial || (!params.Has(paramSendInitialEvents) && (rv == "" || rv == "0"))
-	var cur cursor
 	switch {
 	case !fromList && (rv == "" || rv == "0"):
 		w.pos = s.indexedVector(res, clusters)
@@ -211,14 +223,16 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, s.opts.ResourceVersionWait)
 	w.from = maps.Clone(w.pos)
-	cur, err = s.cache.start(startCtx, w.positions())
+	w.feed, err = s.cache.Start(startCtx, w.pairs, w.positions())
 	cancelStart()
-	defer s.cache.stop(&cur, w.pairs)
+	if err == nil {
+		defer w.feed.Stop()
+	}
 	switch {
-	case errors.Is(err, errTooOld):
+	case errors.Is(err, watchcache.ErrTooOld):
 		writeStatusObject(c, newStatus(http.StatusGone, metav1.StatusReasonExpired, err.Error()))
 		return
-	case errors.Is(err, errTooNew):
+	case errors.Is(err, watchcache.ErrTooNew):
 		st := newStatus(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, err.Error())
 		st.Details = &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}}
 		writeStatusObject(c, st)
@@ -236,7 +250,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 			return
 		}
 	} else {
-		w.after = cur.after // a list's position is never inside a re-list (watermarks wait for the SYNC)
+		w.after = w.feed.After() // a list's position is never inside a re-list (watermarks wait for the SYNC)
 	}
 	c.Header("Content-Type", "application/json")
 	c.Header("Transfer-Encoding", "chunked")
@@ -263,7 +277,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 	defer recheck.Stop()
 	lastBookmark := time.Now()
 	for {
-		evs, stable, next, err := s.cache.read(&cur, w.pairs)
+		evs, stable, next, err := w.feed.Read()
 		if err != nil {
 			w.status(newStatus(http.StatusGone, metav1.StatusReasonExpired, err.Error()))
 			w.flush()
@@ -416,44 +430,44 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 // clusters or namespaces, events the client has seen (at or below its position), and objects
 // outside its selectors are skipped; an object entering the selectors is ADDED, one leaving them
 // DELETED, as kube-apiserver does.
-func (w *watcher) event(e *cacheEvent) {
-	if !w.covers(e.pair) || (w.r.namespace != "" && e.ns != w.r.namespace) || !w.q.Scope.Allows(e.pair.Cluster, e.ns, e.pair.Group, e.pair.Resource) {
+func (w *watcher) event(e *watchcache.Event) {
+	if !w.covers(e.Pair) || (w.r.namespace != "" && e.Namespace != w.r.namespace) || !w.q.Scope.Allows(e.Pair.Cluster, e.Namespace, e.Pair.Group, e.Pair.Resource) {
 		return
 	}
-	if seq, ok := w.after[e.pair]; ok {
-		if e.seq <= seq {
+	if seq, ok := w.after[e.Pair]; ok {
+		if e.Seq <= seq {
 			return // the client had it when the watch started
 		}
-	} else if e.rv <= w.from[e.pair.Cluster] && e.rv != 0 {
+	} else if e.RV <= w.from[e.Pair.Cluster] && e.RV != 0 {
 		return // the client had it when the watch started
 	}
-	w.pos[e.pair.Cluster] = max(w.pos[e.pair.Cluster], e.stable)
-	id := store.DocID(e.pair.Cluster, e.uid) // a uid is unique within one member only
+	w.pos[e.Pair.Cluster] = max(w.pos[e.Pair.Cluster], e.Stable)
+	id := store.DocID(e.Pair.Cluster, e.UID) // a uid is unique within one member only
 	if w.present != nil {
-		if seen, ok := w.present.get(id); ok && e.typ != watch.Deleted && e.rv != 0 && e.rv <= seen {
+		if seen, ok := w.present.get(id); ok && e.Type != watch.Deleted && e.RV != 0 && e.RV <= seen {
 			return // the initial events showed this state or a newer one
 		}
 	}
-	match := matches(w.q, e.obj)
+	match := matches(w.q, e.Object)
 	wasKnown, had := false, false
 	switch {
 	case w.present != nil:
 		_, had = w.present.get(id)
 		wasKnown = true
-	case e.typ == watch.Added:
+	case e.Type == watch.Added:
 	default:
 		// Resumed: whether the client holds the object is judged by its previous state, while
 		// the window has it; else by its previous labels alone (a field selector is then taken
 		// to have matched).
-		if prev := w.s.cache.previous(e.pair, e.prevSeq); prev != nil {
+		if prev := w.feed.Previous(e.Pair, e.PrevSeq); prev != nil {
 			had, wasKnown = matches(w.q, prev), true
-		} else if e.prevLabels != "" {
-			had, wasKnown = matches(&query.Query{Labels: w.q.Labels}, []byte(`{"metadata":{"labels":`+e.prevLabels+`}}`)), true
+		} else if e.PrevLabels != "" {
+			had, wasKnown = matches(&query.Query{Labels: w.q.Labels}, []byte(`{"metadata":{"labels":`+e.PrevLabels+`}}`)), true
 		}
 	}
-	typ := e.typ
+	typ := e.Type
 	switch {
-	case e.typ == watch.Deleted:
+	case e.Type == watch.Deleted:
 		if wasKnown && !had {
 			return
 		}
@@ -472,10 +486,10 @@ func (w *watcher) event(e *cacheEvent) {
 		if typ == watch.Deleted {
 			w.present.remove(id)
 		} else {
-			w.hold(id, e.rv)
+			w.hold(id, e.RV)
 		}
 	}
-	w.send(typ, e.obj, w.pos)
+	w.send(typ, e.Object, w.pos)
 }
 
 func (w *watcher) covers(p store.Pair) bool {

@@ -1,4 +1,4 @@
-package queryapi
+package watchcache
 
 import (
 	"cmp"
@@ -30,7 +30,7 @@ type eventWindow struct {
 
 // pairEvents are one pair's events in the window.
 type pairEvents struct {
-	events []*cacheEvent // oldest first
+	events []*Event // oldest first
 	bytes  int64
 	// evicted is the seq of the pair's newest event that left the window, 0 if none: a watch that
 	// had not read it has a gap.
@@ -47,11 +47,11 @@ func (w *eventWindow) measure(pe *pairEvents) {
 	pe.load = max(float64(len(pe.events))/float64(w.maxEvents), float64(pe.bytes)/float64(w.maxBytes))
 }
 
-func (w *eventWindow) add(e *cacheEvent) {
-	pe := w.pairs[e.pair]
+func (w *eventWindow) add(e *Event) {
+	pe := w.pairs[e.Pair]
 	if pe == nil {
 		pe = &pairEvents{at: -1}
-		w.pairs[e.pair] = pe
+		w.pairs[e.Pair] = pe
 	}
 	pe.events = append(pe.events, e)
 	pe.bytes += e.size()
@@ -67,7 +67,7 @@ func (w *eventWindow) add(e *cacheEvent) {
 
 // evictOne takes the oldest event of the pair holding the largest share while the window is over
 // budget; nil when it is within it. One event always stays, however large.
-func (w *eventWindow) evictOne() *cacheEvent {
+func (w *eventWindow) evictOne() *Event {
 	if w.count <= 1 || (w.count <= w.maxEvents && w.bytes <= w.maxBytes) {
 		return nil
 	}
@@ -76,7 +76,7 @@ func (w *eventWindow) evictOne() *cacheEvent {
 	pe.events[0] = nil
 	pe.events = pe.events[1:]
 	pe.bytes -= old.size()
-	pe.evicted = old.seq
+	pe.evicted = old.Seq
 	w.count--
 	w.bytes -= old.size()
 	w.measure(pe)
@@ -90,12 +90,12 @@ func (w *eventWindow) evictOne() *cacheEvent {
 }
 
 // since are the pair's events with a seq at or above seq (shared: the caller must not change it).
-func (w *eventWindow) since(p store.Pair, seq uint64) []*cacheEvent {
+func (w *eventWindow) since(p store.Pair, seq uint64) []*Event {
 	pe := w.pairs[p]
 	if pe == nil {
 		return nil
 	}
-	i := sort.Search(len(pe.events), func(i int) bool { return pe.events[i].seq >= seq })
+	i := sort.Search(len(pe.events), func(i int) bool { return pe.events[i].Seq >= seq })
 	return pe.events[i:]
 }
 
@@ -108,21 +108,21 @@ func (w *eventWindow) evicted(p store.Pair) uint64 {
 }
 
 // get is the pair's event with seq, nil when the window does not hold it.
-func (w *eventWindow) get(p store.Pair, seq uint64) *cacheEvent {
+func (w *eventWindow) get(p store.Pair, seq uint64) *Event {
 	evs := w.since(p, seq)
-	if len(evs) == 0 || evs[0].seq != seq {
+	if len(evs) == 0 || evs[0].Seq != seq {
 		return nil
 	}
 	return evs[0]
 }
 
 // all are the window's events in the stream's order (for tests and small windows).
-func (w *eventWindow) all() []*cacheEvent {
-	var out []*cacheEvent
+func (w *eventWindow) all() []*Event {
+	var out []*Event
 	for _, pe := range w.pairs {
 		out = append(out, pe.events...)
 	}
-	slices.SortFunc(out, func(a, b *cacheEvent) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(out, func(a, b *Event) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out
 }
 

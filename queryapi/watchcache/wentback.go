@@ -1,4 +1,4 @@
-package queryapi
+package watchcache
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ type scopeState struct {
 	// seen is the highest resourceVersion the scope showed in its numbering: its last list's and
 	// those of its events since (and of older epochs in the same numbering).
 	seen int64
-	// gen is the pair's numbering (watchCache.gens) at its last SYNC.
+	// gen is the pair's numbering (Cache.gens) at its last SYNC.
 	gen uint64
 	// wentBackAt is the epoch of the list that found the member had gone back: events and SYNCs of
 	// older epochs are of the old numbering (a late event of the superseded collector, a replay)
@@ -58,7 +58,7 @@ type renumbering struct {
 
 func (r *renumbering) issue(rv int64) { r.issued[rv] = struct{}{} }
 
-func (c *watchCache) scopesOf(p store.Pair) map[string]*scopeState {
+func (c *Cache) scopesOf(p store.Pair) map[string]*scopeState {
 	m := c.scopes[p]
 	if m == nil {
 		m = map[string]*scopeState{}
@@ -69,7 +69,7 @@ func (c *watchCache) scopesOf(p store.Pair) map[string]*scopeState {
 
 // eventScopeLocked is the scope an object event belongs to, as the indexer finds it: the
 // cluster-wide scope when there is one, else its namespace's (provisional until its first SYNC).
-func (c *watchCache) eventScopeLocked(p store.Pair, ns string) *scopeState {
+func (c *Cache) eventScopeLocked(p store.Pair, ns string) *scopeState {
 	m := c.scopesOf(p)
 	if sc := m[""]; sc != nil {
 		return sc
@@ -84,7 +84,7 @@ func (c *watchCache) eventScopeLocked(p store.Pair, ns string) *scopeState {
 
 // oldNumberingLocked tells whether an object event is of a numbering the member left (to be
 // dropped), and notes what the event shows of its scope otherwise.
-func (c *watchCache) oldNumberingLocked(p store.Pair, ns string, epoch, rv int64) bool {
+func (c *Cache) oldNumberingLocked(p store.Pair, ns string, epoch, rv int64) bool {
 	sc := c.eventScopeLocked(p, ns)
 	if epoch < sc.wentBackAt {
 		c.oldReachedLocked(p, rv)
@@ -105,7 +105,7 @@ func (c *watchCache) oldNumberingLocked(p store.Pair, ns string, epoch, rv int64
 
 // syncScopeLocked applies a SYNC to its scope: true when the SYNC is of a numbering the member
 // left (to be dropped). A list of a newer epoch below what the scope showed renumbers the pair.
-func (c *watchCache) syncScopeLocked(p store.Pair, ns string, epoch, listRV int64) bool {
+func (c *Cache) syncScopeLocked(p store.Pair, ns string, epoch, listRV int64) bool {
 	m := c.scopesOf(p)
 	sc := m[ns]
 	if sc == nil {
@@ -139,7 +139,7 @@ func (c *watchCache) syncScopeLocked(p store.Pair, ns string, epoch, listRV int6
 }
 
 // wentBackLocked starts the pair over at the list of sc at listRV, below what sc showed.
-func (c *watchCache) wentBackLocked(p store.Pair, sc *scopeState, listRV int64) {
+func (c *Cache) wentBackLocked(p store.Pair, sc *scopeState, listRV int64) {
 	c.resets[p]++ // open watches of the pair end
 	wake(c.subs[p])
 	r := c.renumbered[p]
@@ -171,7 +171,7 @@ func (c *watchCache) wentBackLocked(p store.Pair, sc *scopeState, listRV int64) 
 // learnLocked notes, at the start, an event or SYNC of sc read before the list the index stands on
 // and above it (at rv): the member went back in between. Everything the window holds of the pair
 // so far is of the new numbering (the events of the old one above it are dropped).
-func (c *watchCache) learnLocked(p store.Pair, sc *scopeState, rv int64) {
+func (c *Cache) learnLocked(p store.Pair, sc *scopeState, rv int64) {
 	sc.wentBackAt = max(sc.wentBackAt, sc.epoch)
 	r := c.renumbered[p]
 	if r == nil {
@@ -180,8 +180,8 @@ func (c *watchCache) learnLocked(p store.Pair, sc *scopeState, rv int64) {
 		c.gens[p]++
 		r = &renumbering{issued: map[int64]struct{}{}}
 		for _, e := range c.win.since(p, 0) {
-			r.issue(e.rv)
-			r.issue(e.stable)
+			r.issue(e.RV)
+			r.issue(e.Stable)
 		}
 		r.issue(c.floor[p])
 		r.issue(c.head[p])
@@ -198,7 +198,7 @@ func (c *watchCache) learnLocked(p store.Pair, sc *scopeState, rv int64) {
 // What the new numbering issued before the start is known only as far as the watermarks and the
 // replayed events show: a client's position of the new numbering below the ceiling and between
 // them is 410 too — a re-list it did not need, never a gap.
-func (c *watchCache) seedRenumberingLocked(w store.Watermark) {
+func (c *Cache) seedRenumberingLocked(w store.Watermark) {
 	var ceiling int64
 	for _, s := range w.Scopes {
 		ceiling = max(ceiling, s.Ceiling)
@@ -221,7 +221,7 @@ func (c *watchCache) seedRenumberingLocked(w store.Watermark) {
 }
 
 // oldReachedLocked notes that the numbering the pair's member left reached rv.
-func (c *watchCache) oldReachedLocked(p store.Pair, rv int64) {
+func (c *Cache) oldReachedLocked(p store.Pair, rv int64) {
 	if r := c.renumbered[p]; r != nil {
 		r.ceiling = max(r.ceiling, rv)
 	}
@@ -229,7 +229,7 @@ func (c *watchCache) oldReachedLocked(p store.Pair, rv int64) {
 
 // oldPositionLocked is the 410 of a position of the pair from before its member went back, nil for
 // any other.
-func (c *watchCache) oldPositionLocked(p store.Pair, rv int64) error {
+func (c *Cache) oldPositionLocked(p store.Pair, rv int64) error {
 	r := c.renumbered[p]
 	if r == nil || rv > r.ceiling {
 		return nil
@@ -238,21 +238,21 @@ func (c *watchCache) oldPositionLocked(p store.Pair, rv int64) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s/%s at %d: a position from before the member's resourceVersions went back (it listed again below them: etcd restored or the cluster rebuilt)",
-		errTooOld, p.Cluster, groupResourceOf(p), rv)
+		ErrTooOld, p.Cluster, groupResourceOf(p), rv)
 }
 
 // evictedLocked notes that an event of the pair left the window, after the floor moved.
-func (c *watchCache) evictedLocked(e *cacheEvent) {
-	r := c.renumbered[e.pair]
+func (c *Cache) evictedLocked(e *Event) {
+	r := c.renumbered[e.Pair]
 	if r == nil {
 		return
 	}
-	f := c.floor[e.pair]
+	f := c.floor[e.Pair]
 	if f > r.ceiling {
-		delete(c.renumbered, e.pair) // every old position is below the floor
+		delete(c.renumbered, e.Pair) // every old position is below the floor
 		return
 	}
-	for _, rv := range []int64{e.rv, e.stable} {
+	for _, rv := range []int64{e.RV, e.Stable} {
 		if rv < f {
 			delete(r.issued, rv)
 		}

@@ -1,4 +1,4 @@
-package queryapi
+package watchcache
 
 import (
 	"cmp"
@@ -23,51 +23,40 @@ import (
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
 
-// The watch cache feeds the facade's WATCH (DESIGN section 5). Every query API replica reads every
-// partition of the event stream itself, no consumer group, into a bounded window of events, and
-// keeps the identity of every cached object (uid → namespace, name, resourceVersion, epoch, a
-// metadata-only copy), which turns the stream into Kubernetes watch events: a collector's re-list
-// repeats unchanged objects (dropped here), and its SYNC marker says which objects vanished (sent as
-// DELETED here). A watch resumes from any resourceVersion the window still covers; from an older
-// one it gets 410 Gone and re-lists.
-//
-// Start: the window must hold every event a LIST served from the index may not show yet, so
-// reading starts a little before the indexers' committed offsets (what they have not written yet
-// is after them), and object identities are seeded from the index. A watch may resume from a
-// pair's resourceVersion only at or above its watermark at that start (the pair's floor, raised as
-// events leave the window): older positions may need events from before the window.
-//
-// A member whose resourceVersions go backwards starts its pairs over in a new numbering, and
-// clients holding positions of the old one get 410 (wentback.go).
-
-// cacheEvent is one watch event of one object.
-type cacheEvent struct {
-	seq  uint64
-	typ  watch.EventType
-	pair store.Pair
-	ns   string
-	uid  string
-	rv   int64
-	// obj is the object as a LIST returns it; for a DELETED the cache made up (a SYNC or PURGE),
-	// its metadata-only copy.
-	obj []byte
-	// prevLabels are the object's labels before the event (a JSON object, "" if it was not cached),
-	// so a resumed watch can tell an object that left its label selector; prevSeq is the seq of
-	// the object's previous event (its previous state, while the window holds it), 0 if none.
-	prevLabels string
-	prevSeq    uint64
-	// stable is the pair's position once this event is applied: a client that has seen it may
+// Event is one watch event of one object. Events are shared by every watch that reads them and
+// never change once the cache has made them: exported fields, so the facade reads them without
+// copies, and must not write them.
+type Event struct {
+	// Seq is the event's place in the stream's order (from 1, global across pairs).
+	Seq  uint64
+	Type watch.EventType
+	Pair store.Pair
+	// Namespace and UID are the object's; RV its resourceVersion at this event (for a DELETED
+	// the cache made up, the SYNC's or PURGE's).
+	Namespace string
+	UID       string
+	RV        int64
+	// Object is the object as a LIST returns it; for a DELETED the cache made up (a SYNC or
+	// PURGE), its metadata-only copy.
+	Object []byte
+	// PrevLabels are the object's labels before the event (a JSON object, "" if it was not
+	// cached), so a resumed watch can tell an object that left its label selector; PrevSeq is the
+	// Seq of the object's previous event (its previous state, while the window holds it: see
+	// Watch.Previous), 0 if none.
+	PrevLabels string
+	PrevSeq    uint64
+	// Stable is the pair's position once this event is applied: a client that has seen it may
 	// resume from there and miss nothing. During a re-list it stays where the list began: a
 	// re-list publishes changed objects in key order, not resourceVersion order, so a resume from
 	// the newest one seen would skip older changes still to come.
-	stable int64
+	Stable int64
 }
 
 // relisting tells an event of a re-list in progress: its resourceVersion is above the position a
 // client may resume from, and later events of the same list may carry lower ones.
-func (e *cacheEvent) relisting() bool { return e.rv > e.stable }
+func (e *Event) relisting() bool { return e.RV > e.Stable }
 
-func (e *cacheEvent) size() int64 { return int64(len(e.obj) + len(e.prevLabels) + 160) }
+func (e *Event) size() int64 { return int64(len(e.Object) + len(e.PrevLabels) + 160) }
 
 // objState is what the cache keeps of every cached object.
 type objState struct {
@@ -79,8 +68,9 @@ type objState struct {
 	lastSeq  uint64 // the seq of its last event, 0 for one seeded from the index
 }
 
-// watchCache is the window and the identities. Its methods are safe for concurrent use.
-type watchCache struct {
+// Cache is the window and the identities. Its methods are safe for concurrent use.
+type Cache struct {
+	opts      Options
 	log       *slog.Logger
 	maxEvents int
 	maxBytes  int64
@@ -93,13 +83,13 @@ type watchCache struct {
 	kinds   map[store.Pair]string
 	head    map[store.Pair]int64 // the newest resourceVersion applied, per pair
 	floor   map[store.Pair]int64 // below this a watch may have missed events
-	// stable is, per pair, the position a client may resume from (see cacheEvent.stable);
+	// stable is, per pair, the position a client may resume from (see Event.Stable);
 	// synced the epoch of the pair's last completed list: an ADDED of a newer epoch is a re-list
 	// in progress.
 	stable map[store.Pair]int64
 	synced map[store.Pair]int64
 	// relisting is, per pair, the seq of the window's first event of a re-list in progress per
-	// resourceVersion (see cacheEvent.relisting): where start places a watch resumed from it.
+	// resourceVersion (see Event.relisting): where start places a watch resumed from it.
 	relisting map[store.Pair]map[int64]uint64
 	// truncated are the pairs whose list was in progress when reading began (the index's
 	// watermark said so): the window may lack the list's first events, so until its SYNC a position
@@ -114,7 +104,7 @@ type watchCache struct {
 	gens       map[store.Pair]uint64
 	resets     map[store.Pair]uint64
 	// replaying is true until the events written before the start are read: events then are not
-	// deduplicated against the seeded identities (see apply).
+	// deduplicated against the seeded identities (see Apply).
 	replaying bool
 	ready     bool
 	// generation counts restarts of the cache: a watch of an earlier generation ends with 410.
@@ -125,15 +115,48 @@ type watchCache struct {
 	subs map[store.Pair]map[chan struct{}]struct{}
 }
 
-func newWatchCache(log *slog.Logger, maxEvents int, maxBytes int64) *watchCache {
-	// Sequence numbers start at 1: 0 says "no event" in prevSeq and lastSeq.
-	c := &watchCache{log: log, maxEvents: maxEvents, maxBytes: maxBytes, changed: make(chan struct{}), nextSeq: 1,
+// Options are what a cache reads (Run) and how much of it it keeps.
+type Options struct {
+	Log *slog.Logger // nil: nothing logged
+	// MaxEvents and MaxBytes bound the window, shared by every pair (window.go).
+	MaxEvents int
+	MaxBytes  int64
+	// Stream is the event stream Run follows, Topic its events' topic; IndexerGroup is the
+	// indexers' consumer group, whose committed offsets say where reading starts (see fill).
+	Stream       stream.Broker
+	Topic        string
+	IndexerGroup string
+	// Index is read at every start of Run: its watermarks, and the identity of every stored
+	// object.
+	Index Index
+	// ResourceOf maps a stored object's cluster, group and kind to its resource ("" when unknown):
+	// the index stores kinds, the stream and the facade speak resources. Run seeds identities only
+	// once CatalogSynced says the mapping is complete.
+	ResourceOf    func(cluster, group, kind string) string
+	CatalogSynced func() bool
+}
+
+// Index is what the cache reads of the index at its start: the watermarks, below which every
+// event is searchable, and the stored objects' identities.
+type Index interface {
+	Search(ctx context.Context, q *query.Query) (*store.Result, error)
+	Watermarks(ctx context.Context) ([]store.Watermark, error)
+}
+
+// New is an empty cache, not ready: Run fills it (or Seed, Apply and CaughtUp, for a caller that
+// reads the stream itself).
+func New(o Options) *Cache {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	// Sequence numbers start at 1: 0 says "no event" in PrevSeq and lastSeq.
+	c := &Cache{opts: o, log: o.Log, maxEvents: o.MaxEvents, maxBytes: o.MaxBytes, changed: make(chan struct{}), nextSeq: 1,
 		subs: map[store.Pair]map[chan struct{}]struct{}{}}
 	c.resetLocked()
 	return c
 }
 
-func (c *watchCache) resetLocked() {
+func (c *Cache) resetLocked() {
 	c.win = newEventWindow(c.maxEvents, c.maxBytes)
 	c.objects = map[store.Pair]map[string]*objState{}
 	c.kinds = map[store.Pair]string{}
@@ -155,7 +178,7 @@ func (c *watchCache) resetLocked() {
 	}
 }
 
-func (c *watchCache) notifyLocked() {
+func (c *Cache) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
@@ -171,18 +194,14 @@ func wake(subs map[chan struct{}]struct{}) {
 	}
 }
 
-// cacheSource is what the cache reads besides the stream: the index.
-type cacheSource interface {
-	searcher
-	Watermarks(ctx context.Context) ([]store.Watermark, error)
-}
-
-// run fills the cache until ctx is done, starting over (every watch ends with 410) when the stream
-// cannot be followed from where it was.
-func (c *watchCache) run(ctx context.Context, kafka stream.Broker, topic, indexerGroup string, src cacheSource, cat *catalog) error {
+// Run fills the cache from Options.Stream until ctx is done, starting over (every watch ends with
+// 410) when the stream cannot be followed from where it was.
+func (c *Cache) Run(ctx context.Context) error {
+	o := c.opts
+	kafka, topic, indexerGroup, src := o.Stream, o.Topic, o.IndexerGroup, o.Index
 	bo := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second, Steps: 1 << 30}
 	for {
-		err := c.fill(ctx, kafka, topic, indexerGroup, src, cat.resourceOf, cat.isSynced)
+		err := c.fill(ctx, kafka, topic, indexerGroup, src, o.ResourceOf, o.CatalogSynced)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -203,7 +222,7 @@ func (c *watchCache) run(ctx context.Context, kafka stream.Broker, topic, indexe
 // interval), and a LIST does not show it.
 const replaySlack = 5000
 
-func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, indexerGroup string, src cacheSource,
+func (c *Cache) fill(ctx context.Context, kafka stream.Broker, topic, indexerGroup string, src Index,
 	resourceOf func(cluster, group, kind string) string, catalogSynced func() bool) error {
 	spans, err := kafka.Spans(ctx, topic)
 	if err != nil {
@@ -246,9 +265,7 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 	if err != nil {
 		return fmt.Errorf("watermarks: %w", err)
 	}
-	c.mu.Lock()
-	c.seedWatermarksLocked(wms)
-	c.mu.Unlock()
+	c.Seed(wms)
 	// Seeding maps each stored object to its resource through the catalog: it must be read first.
 	for !catalogSynced() {
 		if err := lifecycle.Sleep(ctx, 100*time.Millisecond); err != nil {
@@ -258,12 +275,9 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 	if err := c.seed(ctx, src, resourceOf); err != nil {
 		return fmt.Errorf("seed from the index: %w", err)
 	}
-	c.mu.Lock()
 	if len(behind) == 0 {
-		c.replaying, c.ready = false, true
-		c.notifyLocked()
+		c.CaughtUp()
 	}
-	c.mu.Unlock()
 	c.log.Info("watch cache reading the event stream", "topic", topic, "partitions", len(spans), "replaying", len(behind), "eventsToReplay", toRead)
 	f, err := kafka.NewFollower(stream.FollowerConfig{Topic: topic, From: from})
 	if err != nil {
@@ -272,15 +286,12 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 	return f.Run(ctx, func(_ context.Context, m stream.Message) error {
 		ev, err := envelope.Unmarshal(m.Value)
 		if err == nil {
-			c.apply(ev)
+			c.Apply(ev)
 		}
 		if end, ok := behind[m.Partition]; ok && m.Offset+1 >= end {
 			delete(behind, m.Partition)
 			if len(behind) == 0 {
-				c.mu.Lock()
-				c.replaying, c.ready = false, true
-				c.notifyLocked()
-				c.mu.Unlock()
+				c.CaughtUp()
 				c.log.Info("watch cache caught up with the event stream")
 			}
 		}
@@ -288,8 +299,25 @@ func (c *watchCache) fill(ctx context.Context, kafka stream.Broker, topic, index
 	})
 }
 
+// Seed starts every pair at its watermark, as Run does at each start before it reads the stream.
+func (c *Cache) Seed(wms []store.Watermark) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seedWatermarksLocked(wms)
+}
+
+// CaughtUp says the events written before the start are read (Run says it once it has read up to
+// where the stream ended when it started): from then on events are deduplicated against the
+// identities, and watches are placed.
+func (c *Cache) CaughtUp() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.replaying, c.ready = false, true
+	c.notifyLocked()
+}
+
 // seedWatermarksLocked starts every pair at its watermark.
-func (c *watchCache) seedWatermarksLocked(wms []store.Watermark) {
+func (c *Cache) seedWatermarksLocked(wms []store.Watermark) {
 	for _, w := range wms {
 		// A pair without events in the window is still at its watermark: a LIST says so, and a
 		// watch from there must start, not wait for an event.
@@ -310,7 +338,7 @@ func (c *watchCache) seedWatermarksLocked(wms []store.Watermark) {
 }
 
 // seed reads the identity of every cached object from the index.
-func (c *watchCache) seed(ctx context.Context, src searcher, resourceOf func(cluster, group, kind string) string) error {
+func (c *Cache) seed(ctx context.Context, src Index, resourceOf func(cluster, group, kind string) string) error {
 	q := &query.Query{Limit: query.MaxLimit, MetadataOnly: true, Now: time.Now(), Drain: true}
 	n := 0
 	for {
@@ -393,10 +421,18 @@ func deletedAt(meta []byte, rv int64) []byte {
 	if old.Index == 0 || rv == 0 {
 		return meta // no deletion resourceVersion known: the last one the object had
 	}
-	return splice(meta, []edit{{old.Index, len(old.Raw), strconv.Quote(strconv.FormatInt(rv, 10))}})
+	at := strconv.Quote(strconv.FormatInt(rv, 10))
+	out := make([]byte, 0, len(meta)+len(at)-len(old.Raw))
+	out = append(append(out, meta[:old.Index]...), at...)
+	return append(out, meta[old.Index+len(old.Raw):]...)
 }
 
-func (c *watchCache) objectsOf(p store.Pair) map[string]*objState {
+// clusterOf reads the member a stored object came from.
+func clusterOf(obj []byte) string {
+	return gjson.GetBytes(obj, "metadata.annotations."+gjson.Escape(document.CachedFromClusterAnnotation)).Str
+}
+
+func (c *Cache) objectsOf(p store.Pair) map[string]*objState {
 	m := c.objects[p]
 	if m == nil {
 		m = map[string]*objState{}
@@ -405,8 +441,8 @@ func (c *watchCache) objectsOf(p store.Pair) map[string]*objState {
 	return m
 }
 
-// apply turns one event of the stream into watch events.
-func (c *watchCache) apply(ev *envelope.Event) {
+// Apply turns one event of the stream into watch events. Run applies every event it reads.
+func (c *Cache) Apply(ev *envelope.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pair := ev.Pair()
@@ -440,14 +476,14 @@ func (c *watchCache) apply(ev *envelope.Event) {
 		} else {
 			c.stable[pair] = max(c.stable[pair], rv)
 		}
-		e := &cacheEvent{typ: watch.Added, pair: pair, ns: ev.Namespace, uid: ev.UID, rv: rv, obj: obj}
+		e := &Event{Type: watch.Added, Pair: pair, Namespace: ev.Namespace, UID: ev.UID, RV: rv, Object: obj}
 		if st != nil {
-			e.typ, e.prevLabels, e.prevSeq = watch.Modified, st.labels, st.lastSeq
+			e.Type, e.PrevLabels, e.PrevSeq = watch.Modified, st.labels, st.lastSeq
 		}
 		next := stateOf(obj, ev.Epoch)
 		c.appendLocked(e)
 		if st == nil || rv >= st.rv || ev.Epoch > st.epoch {
-			next.lastSeq = e.seq
+			next.lastSeq = e.Seq
 			objs[ev.UID] = next
 		}
 	case envelope.Deleted:
@@ -464,9 +500,9 @@ func (c *watchCache) apply(ev *envelope.Event) {
 		if ev.Epoch <= c.synced[pair] {
 			c.stable[pair] = max(c.stable[pair], rv)
 		}
-		e := &cacheEvent{typ: watch.Deleted, pair: pair, ns: ev.Namespace, uid: ev.UID, rv: rv, obj: obj}
+		e := &Event{Type: watch.Deleted, Pair: pair, Namespace: ev.Namespace, UID: ev.UID, RV: rv, Object: obj}
 		if st != nil {
-			e.prevLabels, e.prevSeq = st.labels, st.lastSeq
+			e.PrevLabels, e.PrevSeq = st.labels, st.lastSeq
 		}
 		c.appendLocked(e)
 	case envelope.Sync:
@@ -496,8 +532,8 @@ func (c *watchCache) apply(ev *envelope.Event) {
 		for uid, st := range c.objects[pair] {
 			if st.epoch < ev.Epoch && (ev.Namespace == "" || st.ns == ev.Namespace) {
 				delete(c.objects[pair], uid)
-				c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: pair, ns: st.ns, uid: uid, rv: rv, obj: deletedAt(st.meta, rv),
-					prevLabels: st.labels, prevSeq: st.lastSeq})
+				c.appendLocked(&Event{Type: watch.Deleted, Pair: pair, Namespace: st.ns, UID: uid, RV: rv, Object: deletedAt(st.meta, rv),
+					PrevLabels: st.labels, PrevSeq: st.lastSeq})
 			}
 		}
 	case envelope.Purge:
@@ -522,8 +558,8 @@ func (c *watchCache) apply(ev *envelope.Event) {
 			for _, uid := range gone {
 				st := objs[uid]
 				delete(objs, uid)
-				c.appendLocked(&cacheEvent{typ: watch.Deleted, pair: p, ns: st.ns, uid: uid, rv: c.head[p], obj: deletedAt(st.meta, c.head[p]),
-					prevLabels: st.labels, prevSeq: st.lastSeq})
+				c.appendLocked(&Event{Type: watch.Deleted, Pair: p, Namespace: st.ns, UID: uid, RV: c.head[p], Object: deletedAt(st.meta, c.head[p]),
+					PrevLabels: st.labels, PrevSeq: st.lastSeq})
 			}
 		}
 	}
@@ -533,24 +569,24 @@ func (c *watchCache) apply(ev *envelope.Event) {
 	c.notifyLocked()
 }
 
-func (c *watchCache) appendLocked(e *cacheEvent) {
-	e.seq = c.nextSeq
-	e.stable = c.stable[e.pair]
-	if r := c.renumbered[e.pair]; r != nil {
-		r.issue(e.rv)
-		r.issue(e.stable)
+func (c *Cache) appendLocked(e *Event) {
+	e.Seq = c.nextSeq
+	e.Stable = c.stable[e.Pair]
+	if r := c.renumbered[e.Pair]; r != nil {
+		r.issue(e.RV)
+		r.issue(e.Stable)
 	}
 	c.nextSeq++
 	c.win.add(e)
-	wake(c.subs[e.pair])
+	wake(c.subs[e.Pair])
 	if e.relisting() {
-		m := c.relisting[e.pair]
+		m := c.relisting[e.Pair]
 		if m == nil {
 			m = map[int64]uint64{}
-			c.relisting[e.pair] = m
+			c.relisting[e.Pair] = m
 		}
-		if _, ok := m[e.rv]; !ok {
-			m[e.rv] = e.seq
+		if _, ok := m[e.RV]; !ok {
+			m[e.RV] = e.Seq
 		}
 	}
 	for old := c.win.evictOne(); old != nil; old = c.win.evictOne() {
@@ -559,31 +595,33 @@ func (c *watchCache) appendLocked(e *cacheEvent) {
 }
 
 // evictLocked raises the floor of the pair of an event that left the window.
-func (c *watchCache) evictLocked(old *cacheEvent) {
-	if r := c.renumbered[old.pair]; r != nil && old.seq < r.since {
+func (c *Cache) evictLocked(old *Event) {
+	if r := c.renumbered[old.Pair]; r != nil && old.Seq < r.since {
 		return // of the numbering the member left: says nothing of positions now
 	}
-	floor := old.rv
+	floor := old.RV
 	if old.relisting() {
 		// A client at this event's resourceVersion may lack later events of its list with
 		// lower ones, and start can no longer place it after the event: that position is
-		// gone too — unless it is also the pair's position after the list's SYNC (see apply).
-		if c.stable[old.pair] != old.rv {
+		// gone too — unless it is also the pair's position after the list's SYNC (see Apply).
+		if c.stable[old.Pair] != old.RV {
 			floor++
 		}
-		if m := c.relisting[old.pair]; m[old.rv] == old.seq {
-			delete(m, old.rv)
+		if m := c.relisting[old.Pair]; m[old.RV] == old.Seq {
+			delete(m, old.RV)
 			if len(m) == 0 {
-				delete(c.relisting, old.pair)
+				delete(c.relisting, old.Pair)
 			}
 		}
 	}
-	c.floor[old.pair] = max(c.floor[old.pair], floor)
+	c.floor[old.Pair] = max(c.floor[old.Pair], floor)
 	c.evictedLocked(old)
 }
 
-// errTooOld is a watch position the window no longer covers.
-var errTooOld = errors.New("too old resource version")
+// ErrTooOld is a watch position the window no longer covers (or a watch the cache ended: its
+// pair's member went back, the cache started over): the facade answers 410 Expired, and the
+// client lists again.
+var ErrTooOld = errors.New("too old resource version")
 
 // cursor is a watch's place in the cache.
 type cursor struct {
@@ -599,21 +637,20 @@ type cursor struct {
 	// progress, that event's seq: the watch sends the pair's events after it, whatever their
 	// resourceVersions (see resumeAfterLocked).
 	after map[store.Pair]uint64
-	// resets are the watch's pairs' watchCache.resets when it started (a pair's member going back
+	// resets are the watch's pairs' Cache.resets when it started (a pair's member going back
 	// since ends it with 410); since is, per pair whose member went back, the seq of the new
 	// numbering's first event: the pair's earlier events are not sent (see renumbering.since).
 	resets map[store.Pair]uint64
 	since  map[store.Pair]uint64
 }
 
-// errTooNew is a watch position ahead of everything the stream has shown.
-var errTooNew = errors.New("too large resource version")
+// ErrTooNew is a watch position ahead of everything the stream has shown: the facade answers 504
+// with the cause ResourceVersionTooLarge, never 410 (the client would list again in vain).
+var ErrTooNew = errors.New("too large resource version")
 
-// start places a watch of pairs from positions from (per pair, the resourceVersion it has seen up
-// to): errTooOld when the window may lack an event after one of them. It waits, bounded by ctx,
-// for the cache to be ready, and for every position to be reached by the stream (errTooNew when
-// ctx ends first: a position ahead of the stream is never 410, the client would re-list in vain).
-func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (cursor, error) {
+// start is Start's placement of a watch: its cursor (this package's tests hold cursors, not
+// Watches).
+func (c *Cache) start(ctx context.Context, from map[store.Pair]int64) (cursor, error) {
 	for {
 		c.mu.Lock()
 		var ahead error
@@ -624,12 +661,12 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 			for p, rv := range from {
 				_, placed := after[p]
 				if !placed && c.truncated[p] && rv > c.stable[p] && rv <= c.head[p] {
-					err := fmt.Errorf("%w: %s/%s at %d, inside a list whose start the watch window lacks", errTooOld, p.Cluster, groupResourceOf(p), rv)
+					err := fmt.Errorf("%w: %s/%s at %d, inside a list whose start the watch window lacks", ErrTooOld, p.Cluster, groupResourceOf(p), rv)
 					c.mu.Unlock()
 					return cursor{}, err
 				}
 				if !placed && rv < c.floor[p] {
-					err := fmt.Errorf("%w: %s/%s at %d, the watch window starts at %d", errTooOld, p.Cluster, groupResourceOf(p), rv, c.floor[p])
+					err := fmt.Errorf("%w: %s/%s at %d, the watch window starts at %d", ErrTooOld, p.Cluster, groupResourceOf(p), rv, c.floor[p])
 					c.mu.Unlock()
 					return cursor{}, err
 				}
@@ -638,7 +675,7 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 					return cursor{}, err
 				}
 				if rv > c.head[p] {
-					ahead = fmt.Errorf("%w: %s/%s at %d, the event stream is at %d", errTooNew, p.Cluster, groupResourceOf(p), rv, c.head[p])
+					ahead = fmt.Errorf("%w: %s/%s at %d, the event stream is at %d", ErrTooNew, p.Cluster, groupResourceOf(p), rv, c.head[p])
 				}
 			}
 			if ahead == nil {
@@ -676,12 +713,53 @@ func (c *watchCache) start(ctx context.Context, from map[store.Pair]int64) (curs
 	}
 }
 
+// Watch is one watch's place in the cache, from Start to Stop. A Watch is used by one goroutine.
+type Watch struct {
+	c     *Cache
+	cur   cursor
+	pairs []store.Pair
+}
+
+// Start places a watch of pairs from positions from (per pair, the resourceVersion its client
+// has seen up to): ErrTooOld when the window may lack an event after one of them. It waits,
+// bounded by ctx, for the cache to be ready, and for every position to be reached by the stream
+// (ErrTooNew when ctx ends first: a position ahead of the stream is never 410, the client would
+// re-list in vain). The Watch must be stopped.
+func (c *Cache) Start(ctx context.Context, pairs []store.Pair, from map[store.Pair]int64) (*Watch, error) {
+	cur, err := c.start(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	return &Watch{c: c, cur: cur, pairs: pairs}, nil
+}
+
+// Read returns the events of the watch's pairs it has not read (in the stream's order; events are
+// immutable), the pairs' stable positions (where a client that saw them may resume), and the
+// channel that says when one of the pairs has news. ErrTooOld says the watch fell behind its
+// pairs' windows, a pair's member went back, or the cache started over: the client lists again.
+func (w *Watch) Read() ([]*Event, map[store.Pair]int64, <-chan struct{}, error) {
+	return w.c.read(&w.cur, w.pairs)
+}
+
+// Stop ends the watch's subscriptions.
+func (w *Watch) Stop() { w.c.stop(&w.cur, w.pairs) }
+
+// After is, per pair whose position was the resourceVersion of an event of a re-list in progress,
+// that event's Seq: the watch sends the pair's events after it by their place in the stream,
+// whatever their resourceVersions (a re-list publishes in key order).
+func (w *Watch) After() map[store.Pair]uint64 { return w.cur.after }
+
+// Previous is the object of the pair's event with seq (an Event's PrevSeq), while the window holds
+// it: an object's state before a later event, for a resumed watch to judge whether it matched its
+// selectors then. nil when seq is 0 or the window no longer holds it.
+func (w *Watch) Previous(p store.Pair, seq uint64) []byte { return w.c.previous(p, seq) }
+
 // resumeAfterLocked finds, per pair whose position is the resourceVersion of an event of a re-list
 // in progress, that event (the first that carries it). A one-cluster view's events carry their
 // objects' own resourceVersions, and a re-list publishes in key order: a client that got such an
 // event has seen the stream up to it, yet later events of the list may carry lower
 // resourceVersions, which "above the position" would skip.
-func (c *watchCache) resumeAfterLocked(from map[store.Pair]int64) map[store.Pair]uint64 {
+func (c *Cache) resumeAfterLocked(from map[store.Pair]int64) map[store.Pair]uint64 {
 	var out map[store.Pair]uint64
 	for p, rv := range from {
 		if seq, ok := c.relisting[p][rv]; ok {
@@ -696,34 +774,34 @@ func (c *watchCache) resumeAfterLocked(from map[store.Pair]int64) map[store.Pair
 
 // read returns the events of pairs after cur (in the stream's order; events are immutable), the
 // pairs' stable positions (where a client that saw them may resume), and the channel that says
-// when one of the pairs has news. errTooOld says the watch fell behind its pairs' windows or the
+// when one of the pairs has news. ErrTooOld says the watch fell behind its pairs' windows or the
 // cache started over.
-func (c *watchCache) read(cur *cursor, pairs []store.Pair) ([]*cacheEvent, map[store.Pair]int64, <-chan struct{}, error) {
+func (c *Cache) read(cur *cursor, pairs []store.Pair) ([]*Event, map[store.Pair]int64, <-chan struct{}, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cur.generation != c.generation || !c.ready {
-		return nil, nil, nil, fmt.Errorf("%w: the watch cache started over", errTooOld)
+		return nil, nil, nil, fmt.Errorf("%w: the watch cache started over", ErrTooOld)
 	}
-	var evs []*cacheEvent
+	var evs []*Event
 	for _, p := range pairs {
 		if c.resets[p] != cur.resets[p] {
 			return nil, nil, nil, fmt.Errorf("%w: %s/%s: the member's resourceVersions went back (etcd restored or the cluster rebuilt); list again",
-				errTooOld, p.Cluster, groupResourceOf(p))
+				ErrTooOld, p.Cluster, groupResourceOf(p))
 		}
 		gap := c.win.evicted(p) >= cur.next
 		if cur.base != nil {
 			gap = c.win.evicted(p) != cur.base[p]
 		}
 		if gap {
-			return nil, nil, nil, fmt.Errorf("%w: the watch fell behind the window of %s/%s", errTooOld, p.Cluster, groupResourceOf(p))
+			return nil, nil, nil, fmt.Errorf("%w: the watch fell behind the window of %s/%s", ErrTooOld, p.Cluster, groupResourceOf(p))
 		}
 		evs = append(evs, c.win.since(p, cur.next)...)
 	}
 	if len(pairs) > 1 {
-		slices.SortFunc(evs, func(a, b *cacheEvent) int { return cmp.Compare(a.seq, b.seq) })
+		slices.SortFunc(evs, func(a, b *Event) int { return cmp.Compare(a.Seq, b.Seq) })
 	}
 	if cur.since != nil {
-		evs = slices.DeleteFunc(evs, func(e *cacheEvent) bool { s, ok := cur.since[e.pair]; return ok && e.seq < s })
+		evs = slices.DeleteFunc(evs, func(e *Event) bool { s, ok := cur.since[e.Pair]; return ok && e.Seq < s })
 		cur.since = nil // every later event is after it
 	}
 	cur.next, cur.base = c.nextSeq, nil
@@ -735,7 +813,7 @@ func (c *watchCache) read(cur *cursor, pairs []store.Pair) ([]*cacheEvent, map[s
 }
 
 // subscribeLocked has ch woken at every event of p.
-func (c *watchCache) subscribeLocked(p store.Pair, ch chan struct{}) {
+func (c *Cache) subscribeLocked(p store.Pair, ch chan struct{}) {
 	m := c.subs[p]
 	if m == nil {
 		m = map[chan struct{}]struct{}{}
@@ -745,7 +823,7 @@ func (c *watchCache) subscribeLocked(p store.Pair, ch chan struct{}) {
 }
 
 // stop ends a watch's subscriptions.
-func (c *watchCache) stop(cur *cursor, pairs []store.Pair) {
+func (c *Cache) stop(cur *cursor, pairs []store.Pair) {
 	if cur.wake == nil {
 		return
 	}
@@ -761,29 +839,29 @@ func (c *watchCache) stop(cur *cursor, pairs []store.Pair) {
 	}
 }
 
-// heads are, per cluster, the newest resourceVersion of a resource the stream has shown: what a
-// consistent read waits for the index to reach. Clusters without any are left out (nothing to wait
-// for); so is everything while the cache is not ready.
-func (c *watchCache) heads(res apiResource, clusters []string) rvVector {
+// Heads are, per pair, the newest resourceVersion the stream has shown: what a consistent read
+// waits for the index to reach. Pairs without any are left out (nothing to wait for); so is
+// everything while the cache is not ready.
+func (c *Cache) Heads(pairs []store.Pair) map[store.Pair]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := rvVector{}
+	out := map[store.Pair]int64{}
 	if !c.ready {
 		return out
 	}
-	for _, cl := range clusters {
-		if h := c.head[res.pair(cl)]; h > 0 {
-			out[cl] = h
+	for _, p := range pairs {
+		if h := c.head[p]; h > 0 {
+			out[p] = h
 		}
 	}
 	return out
 }
 
-// replayFrom is the lowest position of the pair a watch can start from and miss nothing the window
+// ReplayFrom is the lowest position of the pair a watch can start from and miss nothing the window
 // holds: its floor, at least 1 (0 is no position to a client: a watch from it starts from now).
 // ok is false when the cache is not ready, holds nothing of the pair, or a list of it began before
 // the window (positions inside it are not placed).
-func (c *watchCache) replayFrom(p store.Pair) (int64, bool) {
+func (c *Cache) ReplayFrom(p store.Pair) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.ready || c.head[p] == 0 || c.truncated[p] || c.renumbered[p] != nil {
@@ -794,14 +872,14 @@ func (c *watchCache) replayFrom(p store.Pair) (int64, bool) {
 
 // previous is the object of the pair's event with seq, while the window holds it: an object's
 // state before a later event, for a watch to judge whether it matched its selectors then.
-func (c *watchCache) previous(p store.Pair, seq uint64) []byte {
+func (c *Cache) previous(p store.Pair, seq uint64) []byte {
 	if seq == 0 {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.win.get(p, seq); e != nil {
-		return e.obj
+		return e.Object
 	}
 	return nil
 }
@@ -813,11 +891,11 @@ func groupResourceOf(p store.Pair) string {
 	return p.Resource + "." + p.Group
 }
 
-// eventsAfter are the pair's events above rv that the window holds, at most limit, oldest first (in
+// EventsAfter are the pair's events above rv that the window holds, at most limit, oldest first (in
 // resourceVersion order). ok is false when that cannot be the whole story: the cache is not ready,
 // the window's floor is above rv (below says stale: a newer rv may do), a list is in progress (its
 // events come in key order) or began before the window, or the member went back.
-func (c *watchCache) eventsAfter(p store.Pair, rv int64, limit int) (evs []*cacheEvent, ok, below bool) {
+func (c *Cache) EventsAfter(p store.Pair, rv int64, limit int) (evs []*Event, ok, below bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.ready || c.floor[p] > rv {
@@ -833,7 +911,7 @@ func (c *watchCache) eventsAfter(p store.Pair, rv int64, limit int) (evs []*cach
 	// window's last few, and the lock this holds is every watch's.
 	all := c.win.since(p, 0)
 	i := len(all)
-	for i > 0 && (all[i-1].rv > rv || all[i-1].relisting()) {
+	for i > 0 && (all[i-1].RV > rv || all[i-1].relisting()) {
 		i--
 	}
 	for _, e := range all[i:] {
