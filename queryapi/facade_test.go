@@ -404,3 +404,28 @@ func anonymous(t *testing.T) *auth.Authenticator {
 	}
 	return a
 }
+
+// /readyz waits for the watch cache to catch up with the stream once, so a replica that just started
+// takes no watch it cannot place yet (watchcache's TestReadyIsSticky: a later restart of the cache
+// leaves it ready).
+func TestReadyzWaitsForTheWatchCache(t *testing.T) {
+	srv, s := newFacadeTestServer(t, &fakeStore{})
+	c := watchcache.New(watchcache.Options{Log: s.log, MaxEvents: 1000, MaxBytes: 1 << 20})
+	s.cache = c
+	get := func() (int, string) {
+		resp, err := http.Get(srv.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, "watch cache") {
+		t.Errorf("before the cache caught up: %d %q, want 503 naming the watch cache", code, body)
+	}
+	c.CaughtUp()
+	if code, body := get(); code != http.StatusOK {
+		t.Errorf("after the cache caught up: %d %q, want 200", code, body)
+	}
+}

@@ -54,6 +54,11 @@ func (s *Server) routes() *gin.Engine {
 		if err == nil && s.kafka != nil && !s.catalog.isSynced() {
 			err = errors.New("the collectors' ledger (what each member has cached) not read yet")
 		}
+		if err == nil && s.cache != nil && !s.cache.Ready() {
+			// A replica behind a load balancer takes no traffic before it can place watches: at a
+			// fleet's size the cache takes minutes to seed (README, "Fleet simulator").
+			err = errors.New("the watch cache has not read the event stream up to where it ended at start")
+		}
 		if err != nil {
 			c.String(http.StatusServiceUnavailable, "not ready: %v\n", err)
 			return

@@ -294,6 +294,7 @@ type Server struct {
 // the index covers (positions, covered.go), and Run fills it from the event stream.
 type watchCache interface {
 	Run(ctx context.Context) error
+	Ready() bool
 	watchStarter
 	positions
 }

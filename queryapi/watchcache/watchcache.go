@@ -107,6 +107,9 @@ type Cache struct {
 	// deduplicated against the seeded identities (see Apply).
 	replaying bool
 	ready     bool
+	// caughtUp is set the first time the cache has read up to where the stream ended at its start,
+	// and stays set across restarts (Ready).
+	caughtUp bool
 	// generation counts restarts of the cache: a watch of an earlier generation ends with 410.
 	generation uint64
 	changed    chan struct{} // closed and replaced on every change, for watches being placed
@@ -312,8 +315,20 @@ func (c *Cache) Seed(wms []store.Watermark) {
 func (c *Cache) CaughtUp() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.replaying, c.ready = false, true
+	c.replaying, c.ready, c.caughtUp = false, true, true
 	c.notifyLocked()
+}
+
+// Ready says the cache has caught up with the stream once since the process started: a watch from
+// then on is placed at once, where before a watch (and a consistent LIST) of a replica that just
+// started waits for the cache up to --resource-version-wait, then fails. A later restart of the cache
+// (a partition's offsets gone from under it) does not make the process unready: its watches end
+// with 410 and are placed again once it caught up, and the REST search, which needs no cache, goes
+// on.
+func (c *Cache) Ready() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.caughtUp
 }
 
 // seedWatermarksLocked starts every pair at its watermark.

@@ -237,3 +237,18 @@ func drain(ch chan struct{}) {
 	default:
 	}
 }
+
+// Ready turns true once the cache caught up, and stays true when the cache starts over.
+func TestReadyIsSticky(t *testing.T) {
+	c := New(Options{MaxEvents: 10, MaxBytes: 1 << 20})
+	if c.Ready() {
+		t.Fatal("ready before catching up")
+	}
+	c.CaughtUp()
+	c.mu.Lock()
+	c.resetLocked()
+	c.mu.Unlock()
+	if !c.Ready() {
+		t.Error("not ready after the cache started over")
+	}
+}
