@@ -3,10 +3,12 @@
 # test bed, sized by a scale, then bench/report: bench/results/<date>.json, <date>.md (every figure
 # beside its goal), SVG plots under <date>/, and the README's section between the bench markers.
 #
-#   bench/run.sh [--scale small|default|large]     (or SCALE=...; default: default)
+#   bench/run.sh [--scale small|default|large|fleet]     (or SCALE=...; default: default)
 #
 # small is a smoke run of a few minutes; default fits in about 15 minutes on 2 cores; large is the
 # issues' sizes (100,000 Pods for the query API, the facade's memory and the stores; about an hour).
+# fleet is issue 25's fleet: the fleet benchmark alone, 1,000 simulated clusters of 2,000 objects
+# ingested by 1, 2 and 3 indexers (hours on 2 cores; BENCHES=... adds the others at large sizes).
 # A size variable already set in the environment (BENCH_PODS=...) wins over the scale's.
 # BENCHES="stores query" runs only those (names as below), in the usual order.
 # The log of the whole run is tee'd to bench/results/<date>-<scale>.log. A benchmark that fails is
@@ -39,12 +41,13 @@ done
 # benchmark needs at least 10,000 Pods (its selector asks for a full first page of 100 out of 1%).
 size() { # name small default large
   local v
-  case $scale in small) v=$2 ;; default) v=$3 ;; large) v=$4 ;; esac
+  case $scale in small) v=$2 ;; default) v=$3 ;; large) v=$4 ;; fleet) v=${5:-$4} ;; esac
   export "$1=${!1:-$v}"
 }
 case $scale in
   small|default|large) ;;
-  *) echo "bench: unknown scale $scale (small, default, large)" >&2; exit 2 ;;
+  fleet) BENCHES=${BENCHES:-fleet} ;;
+  *) echo "bench: unknown scale $scale (small, default, large, fleet)" >&2; exit 2 ;;
 esac
 #    variable                  small  default  large
 size BENCH_PODS                500    3000     10000
@@ -63,13 +66,17 @@ size BENCH_FACADE_LISTERS      10     10       10
 size BENCH_FACADE_MEMORY_PODS  3000   20000    100000
 size BENCH_STORE_PODS          2000   20000    100000
 size BENCH_STORE_QUERIES       20     100      300
+#    variable                  small  default  large  fleet
+size BENCH_FLEET_CLUSTERS      20     100      200    1000
+size BENCH_FLEET_OBJECTS       500    1000     2000   2000
+size BENCH_FLEET_INDEXERS      1      1        1      1,2,3
 
 # name → test, in the order they run.
-all=(collector resync indexer freshness roll query facade facade-memory stores)
+all=(collector resync indexer freshness roll query facade facade-memory stores fleet)
 declare -A tests=(
   [collector]=TestBenchCollectorList [resync]=TestBenchColdResync [indexer]=TestBenchIndexer [freshness]=TestBenchFreshness
   [roll]=TestBenchRoll [query]=TestBenchQuery [facade]=TestBenchFacade
-  [facade-memory]=TestBenchFacadeMemory [stores]=TestBenchStores
+  [facade-memory]=TestBenchFacadeMemory [stores]=TestBenchStores [fleet]=TestBenchFleetIngest
 )
 selected=()
 if [[ -n ${BENCHES:-} ]]; then
@@ -168,8 +175,11 @@ for b in "${selected[@]}"; do
 done
 
 echo "bench: report" | tee -a "$log"
+# A fleet run is not the README's table of the usual benchmarks: its figures stay in its results.
+readme=README.md
+[[ $scale == fleet ]] && readme=
 $GO run ./bench/report -results "$results" -steps "$steps" -scale "$scale" -date "$stamp" \
-  -out bench/results -readme README.md 2>&1 | tee -a "$log"
+  -out bench/results -readme "$readme" 2>&1 | tee -a "$log"
 report_status=${PIPESTATUS[0]}
 
 if ((${#failed[@]})); then
