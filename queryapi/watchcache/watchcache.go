@@ -59,13 +59,19 @@ func (e *Event) relisting() bool { return e.RV > e.Stable }
 func (e *Event) size() int64 { return int64(len(e.Object) + len(e.PrevLabels) + 160) }
 
 // objState is what the cache keeps of every cached object.
+//
+// It is kept for every object of the fleet, so it holds only what the cache needs: a DELETED the
+// cache makes up (deletedAt) is built from these fields, the pair and the uid, where a ready-made
+// metadata-only copy repeated the labels, the names and the cluster (500–700 bytes per object).
 type objState struct {
-	ns, name string
-	rv       int64
-	epoch    int64
-	labels   string // JSON, "{}" when it has none
-	meta     []byte // apiVersion, kind and the identifying metadata, for a DELETED made up here
-	lastSeq  uint64 // the seq of its last event, 0 for one seeded from the index
+	ns, name   string
+	rv         int64
+	epoch      int64
+	labels     string // JSON, "{}" when it has none
+	apiVersion string // interned: one string per apiVersion and kind
+	kind       string
+	created    string // metadata.creationTimestamp as stored, "" when absent
+	lastSeq    uint64 // the seq of its last event, 0 for one seeded from the index
 }
 
 // Cache is the window and the identities. Its methods are safe for concurrent use.
@@ -404,42 +410,63 @@ func splitGroupVersion(gv string) (group, version string) {
 
 // stateOf reads the identity of an object as stored.
 func stateOf(obj []byte, epoch int64) *objState {
-	m := gjson.GetManyBytes(obj, "apiVersion", "kind", "metadata.name", "metadata.namespace", "metadata.uid",
-		"metadata.resourceVersion", "metadata.labels", "metadata.creationTimestamp", "metadata.annotations."+gjson.Escape(document.CachedFromClusterAnnotation))
-	rv, _ := strconv.ParseInt(m[5].Str, 10, 64)
-	labels := m[6].Raw
-	if !m[6].IsObject() {
+	m := gjson.GetManyBytes(obj, "apiVersion", "kind", "metadata.name", "metadata.namespace",
+		"metadata.resourceVersion", "metadata.labels", "metadata.creationTimestamp")
+	rv, _ := strconv.ParseInt(m[4].Str, 10, 64)
+	labels := m[5].Raw
+	if !m[5].IsObject() {
 		labels = "{}"
 	}
-	st := &objState{ns: m[3].Str, name: m[2].Str, rv: rv, epoch: epoch, labels: labels}
-	meta := []byte(`{"apiVersion":` + m[0].Raw + `,"kind":` + m[1].Raw + `,"metadata":{"name":` + m[2].Raw)
-	if m[3].Exists() {
-		meta = append(meta, `,"namespace":`+m[3].Raw...)
-	}
-	meta = append(meta, `,"uid":`+m[4].Raw+`,"resourceVersion":`+m[5].Raw...)
-	if m[6].Exists() {
-		meta = append(meta, `,"labels":`+m[6].Raw...)
-	}
-	if m[7].Exists() {
-		meta = append(meta, `,"creationTimestamp":`+m[7].Raw...)
-	}
-	meta = append(meta, `,"annotations":{"`+document.CachedFromClusterAnnotation+`":`+m[8].Raw+`}}}`...)
-	st.meta = meta
-	return st
+	return &objState{ns: m[3].Str, name: m[2].Str, rv: rv, epoch: epoch, labels: labels,
+		apiVersion: intern(m[0].Str), kind: intern(m[1].Str), created: m[6].Str}
 }
 
-// deletedAt is the object of a DELETED the cache makes up: the metadata-only copy at the deletion's
-// resourceVersion, as kube-apiserver sends a deletion (a one-cluster view shows it as it is, and a
-// client resuming from it must not go back to the object's last change).
-func deletedAt(meta []byte, rv int64) []byte {
-	old := gjson.GetBytes(meta, "metadata.resourceVersion")
-	if old.Index == 0 || rv == 0 {
-		return meta // no deletion resourceVersion known: the last one the object had
+// interned holds one copy of each apiVersion and kind, which every object of a kind repeats.
+var interned sync.Map
+
+func intern(s string) string {
+	if v, ok := interned.Load(s); ok {
+		return v.(string)
 	}
-	at := strconv.Quote(strconv.FormatInt(rv, 10))
-	out := make([]byte, 0, len(meta)+len(at)-len(old.Raw))
-	out = append(append(out, meta[:old.Index]...), at...)
-	return append(out, meta[old.Index+len(old.Raw):]...)
+	v, _ := interned.LoadOrStore(s, s)
+	return v.(string)
+}
+
+// deletedAt is the metadata-only copy of an object the cache deletes without a last state from the
+// stream (a SYNC or PURGE made the DELETED, or the event had no object): apiVersion, kind, name,
+// namespace, uid, labels, creation time and the cluster annotation, at resourceVersion rv (its
+// last one when rv is 0).
+func deletedAt(st *objState, pair store.Pair, uid string, rv int64) []byte {
+	if rv == 0 {
+		rv = st.rv
+	}
+	b := make([]byte, 0, 192+len(st.labels))
+	b = append(b, `{"apiVersion":`...)
+	b = document.AppendString(b, st.apiVersion)
+	b = append(b, `,"kind":`...)
+	b = document.AppendString(b, st.kind)
+	b = append(b, `,"metadata":{"name":`...)
+	b = document.AppendString(b, st.name)
+	if st.ns != "" {
+		b = append(b, `,"namespace":`...)
+		b = document.AppendString(b, st.ns)
+	}
+	b = append(b, `,"uid":`...)
+	b = document.AppendString(b, uid)
+	b = append(b, `,"resourceVersion":"`...)
+	b = strconv.AppendInt(b, rv, 10)
+	b = append(b, '"')
+	if st.labels != "{}" {
+		b = append(b, `,"labels":`...)
+		b = append(b, st.labels...)
+	}
+	if st.created != "" {
+		b = append(b, `,"creationTimestamp":`...)
+		b = document.AppendString(b, st.created)
+	}
+	b = append(b, `,"annotations":{"`+document.CachedFromClusterAnnotation+`":`...)
+	b = document.AppendString(b, pair.Cluster)
+	return append(b, "}}}"...)
 }
 
 // clusterOf reads the member a stored object came from.
@@ -510,7 +537,7 @@ func (c *Cache) Apply(ev *envelope.Event) {
 			if st == nil {
 				return
 			}
-			obj = deletedAt(st.meta, rv)
+			obj = deletedAt(st, pair, ev.UID, rv)
 		}
 		if ev.Epoch <= c.synced[pair] {
 			c.stable[pair] = max(c.stable[pair], rv)
@@ -547,7 +574,7 @@ func (c *Cache) Apply(ev *envelope.Event) {
 		for uid, st := range c.objects[pair] {
 			if st.epoch < ev.Epoch && (ev.Namespace == "" || st.ns == ev.Namespace) {
 				delete(c.objects[pair], uid)
-				c.appendLocked(&Event{Type: watch.Deleted, Pair: pair, Namespace: st.ns, UID: uid, RV: rv, Object: deletedAt(st.meta, rv),
+				c.appendLocked(&Event{Type: watch.Deleted, Pair: pair, Namespace: st.ns, UID: uid, RV: rv, Object: deletedAt(st, pair, uid, rv),
 					PrevLabels: st.labels, PrevSeq: st.lastSeq})
 			}
 		}
@@ -573,7 +600,7 @@ func (c *Cache) Apply(ev *envelope.Event) {
 			for _, uid := range gone {
 				st := objs[uid]
 				delete(objs, uid)
-				c.appendLocked(&Event{Type: watch.Deleted, Pair: p, Namespace: st.ns, UID: uid, RV: c.head[p], Object: deletedAt(st.meta, c.head[p]),
+				c.appendLocked(&Event{Type: watch.Deleted, Pair: p, Namespace: st.ns, UID: uid, RV: c.head[p], Object: deletedAt(st, p, uid, c.head[p]),
 					PrevLabels: st.labels, PrevSeq: st.lastSeq})
 			}
 		}

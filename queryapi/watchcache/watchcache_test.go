@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/watch"
@@ -250,5 +251,30 @@ func TestReadyIsSticky(t *testing.T) {
 	c.mu.Unlock()
 	if !c.Ready() {
 		t.Error("not ready after the cache started over")
+	}
+}
+
+// A DELETED the cache makes up carries the object's identity as the index stored it — apiVersion,
+// kind, name, namespace, uid, labels, creation time, the cluster annotation — at the deletion's
+// resourceVersion, built from the identity when needed.
+func TestDeletedAtFromIdentity(t *testing.T) {
+	obj := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"shop","uid":"u-1","resourceVersion":"50",` +
+		`"labels":{"app.kubernetes.io/name":"web","team.example.com/owner":"a\"b"},"creationTimestamp":"2026-12-01T10:00:00Z",` +
+		`"annotations":{"resource.karmada.io/cached-from-cluster":"member1","other":"x"}},"spec":{"replicas":3}}`
+	st := stateOf([]byte(obj), 7)
+	pair := store.Pair{Cluster: "member1", Group: "apps", Resource: "deployments"}
+	want := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"shop","uid":"u-1","resourceVersion":"61",` +
+		`"labels":{"app.kubernetes.io/name":"web","team.example.com/owner":"a\"b"},"creationTimestamp":"2026-12-01T10:00:00Z",` +
+		`"annotations":{"resource.karmada.io/cached-from-cluster":"member1"}}}`
+	if got := string(deletedAt(st, pair, "u-1", 61)); got != want {
+		t.Errorf("deleted at 61:\n got %s\nwant %s", got, want)
+	}
+	if got := string(deletedAt(st, pair, "u-1", 0)); !strings.Contains(got, `"resourceVersion":"50"`) {
+		t.Errorf("deleted without a resourceVersion: %s, want its last, 50", got)
+	}
+	bare := stateOf([]byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"shop","uid":"u-2","resourceVersion":"9"}}`), 1)
+	if got, want := string(deletedAt(bare, store.Pair{Cluster: "m2", Resource: "namespaces"}, "u-2", 0)),
+		`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"shop","uid":"u-2","resourceVersion":"9","annotations":{"resource.karmada.io/cached-from-cluster":"m2"}}}`; got != want {
+		t.Errorf("cluster-scoped, no labels:\n got %s\nwant %s", got, want)
 	}
 }
