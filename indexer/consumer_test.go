@@ -187,28 +187,13 @@ func mustAtoi(t *testing.T, s string) int {
 // events of older epochs (a collector the new one replaced, still publishing) are not written,
 // whatever their resourceVersions; other scopes are not affected.
 func TestApplySkipsSupersededEpochs(t *testing.T) {
-	docs := &fakeDocs{}
-	k := &fakeKafka{}
-	c := newDecodeConsumer()
-	c.reader, c.dlq, c.docs, c.progress, c.wm = k, k, docs, fakeProgress{}, newWatermarks()
-	c.now, c.backoff, c.next = time.Now, defaultBackoff, map[int]int64{}
-	var msgs []stream.Message
-	for i, ev := range []*envelope.Event{
+	docs, k, _ := applyEvents(t,
 		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "10", 2),
 		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "5", 3),     // the new list
 		objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p1", "u1", "20", 2), // the old collector, later
 		objectEvent(envelope.Added, "m2", "Pod", "pods", "shop", "p1", "u9", "30", 2),    // another cluster
 		objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p1", "u1", "6", 3),
-	} {
-		v, err := ev.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, stream.Message{Topic: "events", Offset: int64(i), Value: v})
-	}
-	if err := c.apply(t.Context(), c.decodeBatch(msgs)); err != nil {
-		t.Fatal(err)
-	}
+	)
 	if got := strings.Join(docs.written, ","); got != "u1,u1,u9,u1" {
 		t.Errorf("written %s, want u1,u1,u9,u1 (the old epoch's event after the new list skipped)", got)
 	}
@@ -222,13 +207,7 @@ func TestApplySkipsSupersededEpochs(t *testing.T) {
 // before the marker was consumed elsewhere (its epoch known only from the marker), and each SYNC
 // completes its list's watermark.
 func TestApplyCollectsSyncsAfterTheRun(t *testing.T) {
-	docs := &fakeDocs{}
-	k := &fakeKafka{}
-	c := newDecodeConsumer()
-	c.reader, c.dlq, c.docs, c.progress, c.wm = k, k, docs, fakeProgress{}, newWatermarks()
-	c.now, c.backoff, c.next = time.Now, defaultBackoff, map[int]int64{}
-	var msgs []stream.Message
-	for i, ev := range []*envelope.Event{
+	docs, _, c := applyEvents(t,
 		objectEvent(envelope.Added, "m1", "Pod", "pods", "shop", "p1", "u1", "10", 3),
 		marker(envelope.Sync, "m1", "Pod", "pods", "", 3, "12"),
 		marker(envelope.Sync, "m2", "Pod", "pods", "", 5, "40"),                          // its list came before this batch
@@ -236,16 +215,7 @@ func TestApplyCollectsSyncsAfterTheRun(t *testing.T) {
 		objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p1", "u1", "13", 3),
 		objectEvent(envelope.Added, "m3", "Pod", "pods", "shop", "p3", "u3", "7", 1),
 		marker(envelope.Sync, "m3", "Pod", "pods", "", 1, "8"),
-	} {
-		v, err := ev.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, stream.Message{Topic: "events", Offset: int64(i), Value: v})
-	}
-	if err := c.apply(t.Context(), c.decodeBatch(msgs)); err != nil {
-		t.Fatal(err)
-	}
+	)
 	if got := strings.Join(docs.calls, ", "); got != "write 3, sync 3" {
 		t.Errorf("calls: %s; want write 3, sync 3", got)
 	}
@@ -258,4 +228,27 @@ func TestApplyCollectsSyncsAfterTheRun(t *testing.T) {
 			t.Errorf("%s: watermark %+v; want synced, not listing, written up to %d", cluster, s, want)
 		}
 	}
+}
+
+// applyEvents applies the events as one batch of partition 0 to a consumer over fakes, and returns
+// the fakes and the consumer.
+func applyEvents(t *testing.T, evs ...*envelope.Event) (*fakeDocs, *fakeKafka, *consumer) {
+	t.Helper()
+	docs := &fakeDocs{}
+	k := &fakeKafka{}
+	c := newDecodeConsumer()
+	c.reader, c.dlq, c.docs, c.progress, c.wm = k, k, docs, fakeProgress{}, newWatermarks()
+	c.now, c.backoff, c.next = time.Now, defaultBackoff, map[int]int64{}
+	msgs := make([]stream.Message, len(evs))
+	for i, ev := range evs {
+		v, err := ev.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs[i] = stream.Message{Topic: "events", Offset: int64(i), Value: v}
+	}
+	if err := c.apply(t.Context(), c.decodeBatch(msgs)); err != nil {
+		t.Fatal(err)
+	}
+	return docs, k, c
 }

@@ -2,11 +2,9 @@ package osstore
 
 import (
 	"errors"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/kubesearch/kubesearch/internal/osstore/osstoretest"
 	"github.com/kubesearch/kubesearch/internal/store"
 )
 
@@ -40,14 +38,7 @@ func TestWatermarkDocument(t *testing.T) {
 // (cluster, group, kind) whatever the namespace, and deleted ones are gone; a missing state index
 // holds none.
 func TestWatermarkPersistence(t *testing.T) {
-	f := osstoretest.New()
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	s, err := New(Options{Addresses: []string{srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	_, s := newEngineStore(t)
 	pods := store.Pair{Cluster: "m1", Resource: "pods"}
 	cms := store.Pair{Cluster: "m1", Resource: "configmaps"}
 	other := store.Pair{Cluster: "m2", Resource: "pods"}

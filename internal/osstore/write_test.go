@@ -464,14 +464,7 @@ func TestEpochRuleTombstoneReplaced(t *testing.T) {
 // TestStoreWriteRestoredObject is the restore through the store's HTTP calls, against the fake
 // OpenSearch: a _bulk item's _version is the tombstone's the writer remembers.
 func TestStoreWriteRestoredObject(t *testing.T) {
-	f := osstoretest.New()
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	s, err := New(Options{Addresses: []string{srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	f, s := newEngineStore(t)
 	write := func(o store.Op) {
 		t.Helper()
 		if failed, err := s.Write(t.Context(), []store.Op{o}); err != nil || len(failed) > 0 {
@@ -500,14 +493,7 @@ func TestStoreWriteRestoredObject(t *testing.T) {
 // document: a write of one never replaces the other's, a delete of one leaves the other, and a
 // SYNC of one cluster's scope never deletes the other's (issue 23 item 5).
 func TestStoreWriteSameUIDTwoClusters(t *testing.T) {
-	f := osstoretest.New()
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	s, err := New(Options{Addresses: []string{srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	f, s := newEngineStore(t)
 	doc := func(cluster string, epoch, rv int64) []byte {
 		return fmt.Appendf(nil, `{"cluster":%q,"group":"","resource":"pods","kind":"Pod","namespace":"shop","uid":"u","epoch":%d,"resourceVersion":%d}`,
 			cluster, epoch, rv)
@@ -559,14 +545,7 @@ func TestStoreWriteSameUIDTwoClusters(t *testing.T) {
 // epochs, not those its list rewrote at an unchanged version, nothing of another scope — behind one
 // refresh before and one after, where one by one they cost two each.
 func TestStoreDeleteOlderEach(t *testing.T) {
-	f := osstoretest.New()
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	s, err := New(Options{Addresses: []string{srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	f, s := newEngineStore(t)
 	op := func(cluster, uid string, epoch, rv int64) store.Op {
 		doc := fmt.Appendf(nil, `{"cluster":%q,"group":"","resource":"pods","kind":"Pod","namespace":"shop","uid":%q,"epoch":%d,"resourceVersion":%d}`,
 			cluster, uid, epoch, rv)
@@ -610,4 +589,19 @@ func TestStoreDeleteOlderEach(t *testing.T) {
 	if got := f.Engine.State(testIndex, store.DocID("member4", "c")); got != "1/12" {
 		t.Errorf("member4/c, of no marker in the batch: %s, want 1/12", got)
 	}
+}
+
+// newEngineStore is a Store over an osstoretest server (an engine that versions documents as
+// OpenSearch does), closed with the test.
+func newEngineStore(t *testing.T) (*osstoretest.Server, *Store) {
+	t.Helper()
+	f := osstoretest.New()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	s, err := New(Options{Addresses: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return f, s
 }

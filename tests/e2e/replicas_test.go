@@ -769,7 +769,7 @@ func (w *replicaWatcher) state() map[string]replicaState {
 func (w *replicaWatcher) waitConverged(t *testing.T, ch *replicaChurn, what string, timeout time.Duration) {
 	t.Helper()
 	var d []string
-	err := pollCondition(t, timeout, func() bool {
+	err := pollErr(t.Context(), timeout, func() bool {
 		d = stateDiff(w.state(), ch.truth(t, w.cluster))
 		return len(d) == 0
 	})
@@ -798,21 +798,6 @@ func (w *replicaWatcher) missed(ch *replicaChurn) []string {
 		}
 	}
 	return out
-}
-
-func pollCondition(t *testing.T, timeout time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
-	return nil
 }
 
 // kubectlWatch runs `kubectl get configmaps --watch` on the qualified view again whenever it ends,
@@ -962,7 +947,7 @@ func (kw *kubectlWatch) duplicates() int {
 func (kw *kubectlWatch) waitConverged(t *testing.T, ch *replicaChurn, what string, timeout time.Duration) {
 	t.Helper()
 	var d []string
-	err := pollCondition(t, timeout, func() bool {
+	err := pollErr(t.Context(), timeout, func() bool {
 		d = stateDiff(kw.state(), ch.truth(t, ""))
 		return len(d) == 0
 	})
