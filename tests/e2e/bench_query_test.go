@@ -108,7 +108,7 @@ func TestBenchQuery(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	base := "http://" + addr
 	startProcess(t, "queryapi", "queryapi", "--anonymous", "--listen", addr, "--opensearch-addresses", env.OpenSearchURL, "--index-prefix", prefix)
-	waitHTTP(t, base+"/readyz", time.Minute)
+	waitHTTP(t, base+"/readyz", 2*time.Minute)
 	if got := get(t, base, queryapi.PathSearch, url.Values{"limit": {"1"}}).result.Total; got != int64(n) {
 		t.Fatalf("%d documents searchable, want %d", got, n)
 	}

@@ -433,7 +433,7 @@ spec:
 	topic := uniqueName("collector-crd")
 	log := tailTopic(t, env.KafkaBrokers, topic)
 	_, base := startCollector(t, env, dir, topic)
-	waitHTTP(t, base+"/readyz", time.Minute)
+	waitHTTP(t, base+"/readyz", 2*time.Minute)
 	status := string(mustHTTP(t, "GET", base+"/status", ""))
 	if !strings.Contains(status, `"state": "Failed"`) || !strings.Contains(status, "the server doesn't have a resource type Gadget."+group) {
 		t.Fatalf("/status does not report the unserved kind as Failed with the reason:\n%s", status)

@@ -432,7 +432,7 @@ func TestIndexerReplayIsIdempotent(t *testing.T) {
 	startProcess(t, "replaying indexer", "indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
 		"--topic", p.topic, "--group", group, "--opensearch-addresses", env.OpenSearchURL,
 		"--index-prefix", p.prefix, "--listen", addr, "--batch-interval", "100ms")
-	waitHTTP(t, "http://"+addr+"/readyz", time.Minute)
+	waitHTTP(t, "http://"+addr+"/readyz", 2*time.Minute)
 	waitGroupCaughtUp(t, env, p.topic, group, 3*time.Minute)
 	after := indexSnapshot(t, env, p.prefix)
 

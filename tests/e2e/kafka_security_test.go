@@ -108,7 +108,7 @@ spec:
 		"--opensearch-addresses", env.OpenSearchURL, "--index-prefix", prefix, "--topic", topic,
 		"--indexer-group", topic + "-indexer"}, secure("scram-sha-256", user256, pass256)...)...)
 	base := "http://" + queryAddr
-	waitHTTP(t, base+"/readyz", time.Minute)
+	waitHTTP(t, base+"/readyz", 2*time.Minute)
 
 	eventually(t, "the ConfigMap searchable (collector and indexer over SASL_SSL)", time.Minute, func() bool {
 		a := get(t, base, "/v1alpha1/search", url.Values{"resources": {"configmaps"}, "namespaces": {ns}, "names": {"settings"}})

@@ -104,7 +104,7 @@ spec:
   - {apiVersion: v1, kind: Secret, namespace: %[2]s}
 `, cluster, ns))
 	collector, base := startCollector(t, env, dir, topic)
-	waitHTTP(t, base+"/readyz", time.Minute)
+	waitHTTP(t, base+"/readyz", 2*time.Minute)
 
 	named := func(evs []*envelope.Event, typ envelope.Type, name string) *envelope.Event {
 		i := slices.IndexFunc(evs, func(ev *envelope.Event) bool { return ev.Type == typ && ev.Name == name && ev.Namespace == ns })

@@ -122,7 +122,7 @@ func TestQueryCapsOnOpenSearch(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	startProcess(t, "queryapi", "queryapi", "--anonymous", "--listen", addr, "--opensearch-addresses", env.OpenSearchURL, "--index-prefix", prefix)
 	base := "http://" + addr
-	waitHTTP(t, base+"/readyz", time.Minute)
+	waitHTTP(t, base+"/readyz", 2*time.Minute)
 
 	t.Run("input past a limit is a 400 naming the parameter", func(t *testing.T) {
 		for _, tc := range []struct {

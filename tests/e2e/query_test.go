@@ -275,7 +275,7 @@ func (p *queryPipeline) startQueryAPIAt(t *testing.T, addr string, extra ...stri
 		"--kafka-brokers", strings.Join(p.env.KafkaBrokers, ","), "--topic", p.topic,
 		"--indexer-group", p.topic + "-indexer"}, extra...)
 	proc := startProcess(t, "queryapi", args...)
-	waitHTTP(t, "http://"+addr+"/readyz", time.Minute)
+	waitHTTP(t, "http://"+addr+"/readyz", 2*time.Minute)
 	return proc
 }
 

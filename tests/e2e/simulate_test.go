@@ -205,7 +205,7 @@ spec:
 		"--kafka-brokers", strings.Join(env.KafkaBrokers, ","), "--topic", topic, "--indexer-group", topic+"-indexer",
 		"--poll-interval", "500ms", "--stale-after", "3s")
 	base := "http://" + addr
-	waitHTTP(t, base+"/readyz", time.Minute)
+	waitHTTP(t, base+"/readyz", 2*time.Minute)
 	waitFleetMatches(t, base, st.Items, env.Clusters, 10*time.Minute)
 	t.Logf("the index matches the simulation %s after its start", time.Since(start).Round(time.Second))
 
