@@ -38,9 +38,11 @@ import (
 //   - every epoch handed out was reserved in the ledger first (envelope.Epochs), and a replica that
 //     gains clusters reads the ledger again and starts above every reservation in it.
 //
-// Between generations a replica keeps collecting what it held: only clusters whose share moved are
-// stopped (without a purge: they are collected elsewhere) and only new ones started, so a replica
-// joining or leaving does not make the others re-list the fleet.
+// Between consecutive generations a replica keeps collecting what it held: only clusters whose share
+// moved are stopped (without a purge: they are collected elsewhere) and only new ones started, so a
+// replica joining or leaving does not make the others re-list the fleet. A replica that missed a
+// generation (hung past its session) starts everything it holds over: another may have collected it
+// meanwhile, in newer epochs.
 
 const leaseShares = 60 // divides evenly among 2, 3, 4, 5 and 6 replicas
 
@@ -188,16 +190,23 @@ func (c *Collector) hold(ctx context.Context, h stream.Holding) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	before := c.held(c.plan)
+	prev := c.lease.holding()
 	c.lease.set(h)
 	after := c.held(c.plan)
+	// A cluster stays where it runs only if this replica held it in the generation just before: a
+	// replica that missed a generation (hung past its session, or cut off) may have had its clusters
+	// collected elsewhere meanwhile, in newer epochs than its own collections', which the indexer would
+	// then drop for good. Those start over, above every epoch the ledger records.
+	consecutive := h.Generation == prev.Generation+1
 	var kept registry.Plan
 	for _, cp := range before.Clusters {
-		if _, stays := after.Cluster(cp.Cluster.Name); stays {
+		if _, stays := after.Cluster(cp.Cluster.Name); stays && consecutive {
 			kept.Clusters = append(kept.Clusters, cp)
 			continue
 		}
 		if mr := c.members[cp.Cluster.Name]; mr != nil {
-			c.log.Info("lease: cluster moved to another replica, stopping its collections", "cluster", cp.Cluster.Name)
+			c.log.Info("lease: cluster moved to another replica or may have since the last generation held, stopping its collections",
+				"cluster", cp.Cluster.Name, "generation", h.Generation, "previous", prev.Generation)
 			mr.cancel()
 			<-mr.done
 			delete(c.members, cp.Cluster.Name)

@@ -168,9 +168,27 @@ func TestHoldMovesOnlyWhatMoved(t *testing.T) {
 		t.Errorf("epoch of %s after the takeover: %d, %v; want above the other replica's reservation %d", b, e, err, ahead)
 	}
 
-	c.hold(ctx, holding(3, b))
+	// This replica missed generation 3 (hung past its session): what it holds again in 4 may have been
+	// collected elsewhere in 3, in newer epochs, so it starts over above them.
+	runB := c.members[b]
+	if err := other.reserve(ctx, ahead+time.Hour.Microseconds()); err != nil {
+		t.Fatal(err)
+	}
+	c.hold(ctx, holding(4, a, b))
+	if got := memberNames(c); !slices.Equal(got, []string{a, b}) {
+		t.Fatalf("generation 4 runs %v, want [%s %s]", got, a, b)
+	}
+	if c.members[b] == runB || c.members[a] == runA {
+		t.Error("a replica that missed a generation kept its collections running in their old epochs")
+	}
+	if e, err := c.epochsOf(a).Next(ctx); err != nil || e <= ahead+time.Hour.Microseconds() {
+		t.Errorf("epoch of %s after the missed generation: %d, %v; want above the latest reservation", a, e, err)
+	}
+	runA = c.members[a]
+
+	c.hold(ctx, holding(5, b))
 	if got := memberNames(c); !slices.Equal(got, []string{b}) {
-		t.Fatalf("generation 3 runs %v, want [%s]", got, b)
+		t.Fatalf("generation 5 runs %v, want [%s]", got, b)
 	}
 	select {
 	case <-runA.done:
