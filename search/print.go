@@ -19,8 +19,8 @@ import (
 
 // object is what printing reads of a stored object besides its cells.
 type object struct {
-	raw      json.RawMessage
-	gvk      schema.GroupVersionKind
+	raw     json.RawMessage
+	gvk     schema.GroupVersionKind
 	name    string
 	ns      string
 	cluster string

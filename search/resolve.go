@@ -89,15 +89,15 @@ func searchName(gr schema.GroupResource) string {
 // imagePaths are where each kind keeps its containers' images: the REST search matches a path
 // through lists, so one requirement matches any container.
 var imagePaths = map[schema.GroupResource]string{
-	{Resource: "pods"}:                                  "spec.containers.image",
-	{Resource: "replicationcontrollers"}:                "spec.template.spec.containers.image",
-	{Resource: "podtemplates"}:                          "template.spec.containers.image",
-	{Group: "apps", Resource: "deployments"}:            "spec.template.spec.containers.image",
-	{Group: "apps", Resource: "replicasets"}:            "spec.template.spec.containers.image",
-	{Group: "apps", Resource: "statefulsets"}:           "spec.template.spec.containers.image",
-	{Group: "apps", Resource: "daemonsets"}:             "spec.template.spec.containers.image",
-	{Group: "batch", Resource: "jobs"}:                  "spec.template.spec.containers.image",
-	{Group: "batch", Resource: "cronjobs"}:              "spec.jobTemplate.spec.template.spec.containers.image",
+	{Resource: "pods"}:                        "spec.containers.image",
+	{Resource: "replicationcontrollers"}:      "spec.template.spec.containers.image",
+	{Resource: "podtemplates"}:                "template.spec.containers.image",
+	{Group: "apps", Resource: "deployments"}:  "spec.template.spec.containers.image",
+	{Group: "apps", Resource: "replicasets"}:  "spec.template.spec.containers.image",
+	{Group: "apps", Resource: "statefulsets"}: "spec.template.spec.containers.image",
+	{Group: "apps", Resource: "daemonsets"}:   "spec.template.spec.containers.image",
+	{Group: "batch", Resource: "jobs"}:        "spec.template.spec.containers.image",
+	{Group: "batch", Resource: "cronjobs"}:    "spec.jobTemplate.spec.template.spec.containers.image",
 }
 
 // imagePath is the one path of the kinds' images. A field selector's requirements all hold at once,
