@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -128,6 +129,19 @@ func (r *run) printTables(ctx context.Context, objs []object) error {
 		}
 		byKind[obj.gvk] = append(byKind[obj.gvk], obj)
 	}
+	// kubectl prints the kinds in the order they were asked for; kinds not asked for (a search of
+	// every kind) keep the order they first appear in.
+	printers := map[schema.GroupVersionKind]printer{}
+	rank := map[schema.GroupVersionKind]int{}
+	for _, gvk := range order {
+		var gr schema.GroupResource
+		printers[gvk], gr = r.printerFor(ctx, gvk)
+		rank[gvk] = len(r.resources)
+		if i := slices.Index(r.resources, gr); i >= 0 {
+			rank[gvk] = i
+		}
+	}
+	slices.SortStableFunc(order, func(a, b schema.GroupVersionKind) int { return rank[a] - rank[b] })
 	// kubectl names rows kind/name when a get covers several kinds, so rows stay told apart.
 	prefixKind := len(r.resources) != 1 || len(order) > 1
 	withNamespace := len(o.Namespaces) != 1
@@ -137,7 +151,7 @@ func (r *run) printTables(ctx context.Context, objs []object) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		p := r.printerFor(ctx, gvk)
+		p := printers[gvk]
 		cols := p.Columns()
 		var show []int
 		nameCol := -1
@@ -188,14 +202,15 @@ type printer interface {
 }
 
 // printerFor is kube-apiserver's printer of the kind's resource, or NAME and AGE (what kube-apiserver
-// prints for a custom resource without printer columns; this client reads no CRD).
-func (r *run) printerFor(ctx context.Context, gvk schema.GroupVersionKind) printer {
-	if gvr, ok := r.kinds.kindOf(ctx, gvk); ok {
+// prints for a custom resource without printer columns; this client reads no CRD); and the resource.
+func (r *run) printerFor(ctx context.Context, gvk schema.GroupVersionKind) (printer, schema.GroupResource) {
+	gvr, ok := r.kinds.kindOf(ctx, gvk)
+	if ok {
 		if p, ok := table.Lookup(gvr.Group, gvr.Resource); ok {
-			return p
+			return p, gvr.GroupResource()
 		}
 	}
-	return nameAge{}
+	return nameAge{}, gvr.GroupResource()
 }
 
 // nameAge prints NAME and AGE.

@@ -38,7 +38,11 @@ func (e usageError) Unwrap() error { return e.err }
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCommand(stdout, stderr, func(ctx context.Context, o search.Options) error { return search.Run(ctx, o) })
 	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
+	return exitCode(cmd.ExecuteContext(ctx), stderr)
+}
+
+// exitCode prints err as kubectl would and returns the exit code.
+func exitCode(err error, stderr io.Writer) int {
 	var usage usageError
 	switch {
 	case err == nil:
@@ -83,7 +87,9 @@ kind/<name>_<cluster>, the name the qualified context (kubesearch-qualified) get
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Resources = args
+			if len(args) > 0 {
+				o.Resources = args
+			}
 			if err := o.Validate(); err != nil {
 				return usageError{err}
 			}
