@@ -3,8 +3,8 @@ package search
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/pem"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"net/http"
