@@ -8,8 +8,9 @@ E2E_TIMEOUT ?= 60m
 
 .PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down e2e-ha run simulate fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-freshness bench-roll bench-stores bench-compare bench
 
+# bin/kubesearch, and bin/kubectl-search: kubectl runs it as `kubectl search` once it is on PATH.
 build:
-	$(GO) build -o bin/kubesearch ./cmd/kubesearch
+	$(GO) build -o bin/ ./cmd/kubesearch ./cmd/kubectl-search
 
 # Unit tests: no services needed.
 test:

@@ -58,11 +58,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 started=$(date +%s)
-say "building bin/kubesearch and the member clusters' binaries"
+say "building bin/kubesearch, bin/kubectl-search and the member clusters' binaries"
 # bin/kubesearch builds beside the Kubernetes binaries (and kwok beside Kubernetes): on a cold cache
 # the go builds together keep both cores busy through each other's link steps. In a session of its
 # own, so that cleanup can stop it with its compilers (a background job ignores the terminal's Ctrl-C).
-setsid go build -C "$root" -o bin/kubesearch ./cmd/kubesearch & build_pid=$!
+setsid go build -C "$root" -o bin/ ./cmd/kubesearch ./cmd/kubectl-search & build_pid=$!
 KUBESEARCH_TESTBED_BUILD_PARALLEL=1 bash "$root/tests/testbed/build.sh"
 wait "$build_pid" || { build_pid=""; say "building bin/kubesearch failed"; exit 1; }
 build_pid=""
@@ -187,6 +187,11 @@ kubectl --context kubesearch-qualified get deployment web_member2 -n shop
 kubectl --context kubesearch-member3 get pods -n payments
 # (kubectl get deployment web -n shop answers 409: web is in 3 clusters; the error names them)
 # (kubectl get pods -A --watch follows changes in every member)
+
+# kubectl search (bin/kubectl-search, a kubectl plugin): the REST search printed as kubectl get prints
+export PATH=$root/bin:\$PATH
+kubectl search pods --image nginx:1.27.3
+kubectl search deployments -l app.kubernetes.io/part-of=shop --count-by cluster
 
 # The members themselves, to change something and watch it arrive:
 #   $kubectl --kubeconfig $demo_dir/kubeconfig --context member2 -n shop scale deployment web --replicas 4

@@ -27,43 +27,53 @@ func (p *Printer) Row(obj []byte, now time.Time) (metav1.TableRow, error) { retu
 // For returns the printer kube-apiserver uses for a built-in resource (group "" is the core group),
 // or Default for a resource without one. Custom resources are printed by ForCRD.
 func For(group, resource string) *Printer {
-	switch group + "/" + resource {
-	case "/pods":
-		return pods()
-	case "apps/deployments":
-		return deployments()
-	case "apps/replicasets":
-		return replicaSets()
-	case "apps/statefulsets":
-		return statefulSets()
-	case "apps/daemonsets":
-		return daemonSets()
-	case "batch/jobs":
-		return jobs()
-	case "batch/cronjobs":
-		return cronJobs()
-	case "/services":
-		return services()
-	case "networking.k8s.io/ingresses":
-		return ingresses()
-	case "/configmaps":
-		return configMaps()
-	case "/secrets":
-		return secrets()
-	case "/namespaces":
-		return namespaces()
-	case "/nodes":
-		return nodes()
-	case "/events":
-		return events()
-	case "events.k8s.io/events":
-		return eventsV1()
-	case "/persistentvolumeclaims":
-		return persistentVolumeClaims()
-	case "/serviceaccounts":
-		return serviceAccounts()
+	if p, ok := Lookup(group, resource); ok {
+		return p
 	}
 	return Default()
+}
+
+// Lookup returns the printer of a built-in resource and true, or false for a resource without one:
+// a client that cannot read CRDs prints those its own way (kubectl search: NAME and AGE).
+func Lookup(group, resource string) (*Printer, bool) {
+	var p *Printer
+	switch group + "/" + resource {
+	case "/pods":
+		p = pods()
+	case "apps/deployments":
+		p = deployments()
+	case "apps/replicasets":
+		p = replicaSets()
+	case "apps/statefulsets":
+		p = statefulSets()
+	case "apps/daemonsets":
+		p = daemonSets()
+	case "batch/jobs":
+		p = jobs()
+	case "batch/cronjobs":
+		p = cronJobs()
+	case "/services":
+		p = services()
+	case "networking.k8s.io/ingresses":
+		p = ingresses()
+	case "/configmaps":
+		p = configMaps()
+	case "/secrets":
+		p = secrets()
+	case "/namespaces":
+		p = namespaces()
+	case "/nodes":
+		p = nodes()
+	case "/events":
+		p = events()
+	case "events.k8s.io/events":
+		p = eventsV1()
+	case "/persistentvolumeclaims":
+		p = persistentVolumeClaims()
+	case "/serviceaccounts":
+		p = serviceAccounts()
+	}
+	return p, p != nil
 }
 
 // Default is kube-apiserver's table for a resource without a printer: the name and the creation time

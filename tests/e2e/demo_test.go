@@ -141,6 +141,8 @@ func TestDemo(t *testing.T) {
 		{match: "get databases -A", want: []string{"member3", "orders", "ledger", "postgres"}, not: []string{"member1", "member2"}},
 		{match: "kubesearch-qualified get deployments", want: []string{"web_member1", "web_member2", "web_member3"}},
 		{match: "kubesearch-member3 get pods -n payments", want: []string{"payments-api-", "ledger-migrate-"}, not: []string{"web-"}},
+		{match: "kubectl search pods --image nginx:1.27.3", want: []string{"CLUSTER", "member1", "member2", "member3", "web-"}, not: []string{"cart-"}},
+		{match: "--count-by cluster", want: []string{"CLUSTER", "COUNT", "member1", "member2", "member3"}},
 	}
 	for _, c := range checks {
 		i := slices.IndexFunc(commands, func(cmd string) bool { return strings.Contains(cmd, c.match) })
