@@ -11,9 +11,12 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,6 +72,11 @@ type fleet struct {
 	collectors     []string
 	client         *http.Client
 	tokenFile      string // the bearer token for the collectors' /status; "" sends none
+	// lookup resolves the name of a dns+ URL (net.DefaultResolver's when nil); clients are the
+	// status clients per name of such a URL (clientFor).
+	lookup    func(ctx context.Context, host string) ([]string, error)
+	clientsMu sync.Mutex
+	clients   map[string]*http.Client
 	interval       time.Duration
 	staleAfter     time.Duration
 	log            *slog.Logger
@@ -106,12 +114,16 @@ func (f *fleet) poll(ctx context.Context) {
 	wms, wmErr := f.readWatermarks(ctx)
 	rows := map[scopeKey][]registry.ResourceStatus{}
 	collErrs := map[string]error{}
-	for _, u := range f.collectors {
-		rs, err := f.collectorStatus(ctx, u)
+	answered := 0
+	for _, t := range f.statusTargets(ctx, collErrs) {
+		rs, err := f.collectorStatus(ctx, t)
 		if err != nil {
-			collErrs[u] = err
+			if collErrs[t.configured] == nil { // the first failure of a configured URL says it
+				collErrs[t.configured] = err
+			}
 			continue
 		}
+		answered++
 		for _, r := range rs {
 			k := scopeKey{r.Pair(), r.Namespace}
 			rows[k] = append(rows[k], r)
@@ -135,7 +147,7 @@ func (f *fleet) poll(ctx context.Context) {
 		f.log.Warn("read collector status", "url", u, "err", err)
 	}
 	f.collErrs = collErrs
-	if len(collErrs) < len(f.collectors) || len(f.collectors) == 0 {
+	if answered > 0 || len(f.collectors) == 0 {
 		f.rows = rows
 		f.scopesOf = map[store.Pair][]scopeKey{}
 		for k := range rows {
@@ -191,10 +203,68 @@ func (f *fleet) indexedRV(k scopeKey) int64 {
 	return 0
 }
 
-func (f *fleet) collectorStatus(ctx context.Context, url string) ([]registry.ResourceStatus, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// statusTarget is one /status to read at a poll: a configured URL, or one address of a dns+ URL.
+type statusTarget struct {
+	configured string // as --collector-status-urls names it
+	url        string // what is requested
+	host       string // for an address of a dns+ URL, the name (host:port) sent as Host and checked by TLS
+}
+
+// dnsPrefix marks a /status URL whose host names every replica of a collector (a headless
+// Service): each replica reports only the members it holds (collector --lease), so the query API
+// reads every address the name resolves to, at each poll, where a plain URL would reach one
+// replica at random and show half the members.
+const dnsPrefix = "dns+"
+
+// statusTargets expands the configured URLs for this poll; a dns+ URL whose name does not resolve
+// is an error in errs.
+func (f *fleet) statusTargets(ctx context.Context, errs map[string]error) []statusTarget {
+	var out []statusTarget
+	for _, c := range f.collectors {
+		raw, isDNS := strings.CutPrefix(c, dnsPrefix)
+		if !isDNS {
+			out = append(out, statusTarget{configured: c, url: c})
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			errs[c] = fmt.Errorf("not a URL: %w", err)
+			continue
+		}
+		lookup := f.lookup
+		if lookup == nil {
+			lookup = net.DefaultResolver.LookupHost
+		}
+		addrs, err := lookup(ctx, u.Hostname())
+		if err != nil {
+			errs[c] = fmt.Errorf("resolve the collector replicas: %w", err)
+			continue
+		}
+		slices.Sort(addrs)
+		for _, a := range addrs {
+			each := *u
+			each.Host = net.JoinHostPort(a, u.Port())
+			if u.Port() == "" {
+				each.Host = a
+				if strings.Contains(a, ":") {
+					each.Host = "[" + a + "]"
+				}
+			}
+			out = append(out, statusTarget{configured: c, url: each.String(), host: u.Host})
+		}
+	}
+	return out
+}
+
+func (f *fleet) collectorStatus(ctx context.Context, t statusTarget) ([]registry.ResourceStatus, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
 	if err != nil {
 		return nil, err
+	}
+	client := f.client
+	if t.host != "" {
+		req.Host = t.host
+		client = f.clientFor(t.host)
 	}
 	if f.tokenFile != "" {
 		// Read at every poll: a rotated token (a Secret's update) needs no restart.
@@ -204,7 +274,7 @@ func (f *fleet) collectorStatus(ctx context.Context, url string) ([]registry.Res
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := f.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -214,15 +284,44 @@ func (f *fleet) collectorStatus(ctx context.Context, url string) ([]registry.Res
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", t.url, resp.Status)
 	}
 	var status struct {
 		Items []registry.ResourceStatus `json:"items"`
 	}
 	if err := json.Unmarshal(body, &status); err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
+		return nil, fmt.Errorf("GET %s: %w", t.url, err)
 	}
 	return status.Items, nil
+}
+
+// clientFor is the status client for an address of a dns+ URL: HTTPS checks the certificate against
+// the name, not the address dialled.
+func (f *fleet) clientFor(hostport string) *http.Client {
+	t, ok := f.client.Transport.(*http.Transport)
+	if !ok {
+		t = http.DefaultTransport.(*http.Transport)
+	}
+	f.clientsMu.Lock()
+	defer f.clientsMu.Unlock()
+	if c := f.clients[hostport]; c != nil {
+		return c
+	}
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	t = t.Clone()
+	if t.TLSClientConfig == nil {
+		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	t.TLSClientConfig.ServerName = host
+	c := &http.Client{Timeout: f.client.Timeout, Transport: t}
+	if f.clients == nil {
+		f.clients = map[string]*http.Client{}
+	}
+	f.clients[hostport] = c
+	return c
 }
 
 // newStatusClient is the client of the collectors' /status: it trusts the CAs of caFile for

@@ -3,9 +3,12 @@ package queryapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -184,5 +187,77 @@ func TestFreshnessOfNamespacesOutOfScope(t *testing.T) {
 	}
 	if pairs := f.pairs(shop); len(pairs) != 1 || strings.Contains(pairs[0].Reason, "payroll") {
 		t.Errorf("fleet status of shop's subject: %+v", pairs)
+	}
+}
+
+// A dns+ status URL reads every replica its name resolves to, each of which reports the members it
+// holds (collector --lease): the fleet shows both halves, and a replica that does not answer is a
+// warning naming the configured URL while the other's members are still shown.
+func TestCollectorReplicasBehindOneName(t *testing.T) {
+	// Two replicas on one port of two loopback addresses, as two pods behind a headless Service.
+	l1, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l1.Addr().String())
+	l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", port))
+	if err != nil {
+		l1.Close()
+		t.Skipf("no second loopback address here: %v", err)
+	}
+	var hosts sync.Map
+	replica := func(l net.Listener, member string) *httptest.Server {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hosts.Store(r.Host, true)
+			_ = json.NewEncoder(w).Encode(map[string]any{"items": []registry.ResourceStatus{{Registry: "r", Cluster: member,
+				Resource: "pods", Kind: "Pod", State: registry.StateRunning, ResourceVersion: "10"}}})
+		}))
+		srv.Listener.Close()
+		srv.Listener = l
+		srv.Start()
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	replica(l1, "member1")
+	second := replica(l2, "member2")
+	configured := "dns+http://collector-replicas:" + port + "/status"
+	f := &fleet{
+		readWatermarks: func(context.Context) ([]store.Watermark, error) { return nil, nil },
+		collectors:     []string{configured}, client: &http.Client{Timeout: 2 * time.Second},
+		interval: time.Second, staleAfter: 30 * time.Second, log: slog.New(slog.DiscardHandler), now: time.Now,
+		lookup: func(_ context.Context, host string) ([]string, error) {
+			if host != "collector-replicas" {
+				return nil, fmt.Errorf("no such host %s", host)
+			}
+			return []string{"127.0.0.2", "127.0.0.1"}, nil
+		},
+	}
+	members := func() []string {
+		var out []string
+		for _, p := range f.pairs(nil) {
+			if p.State == registry.StateRunning {
+				out = append(out, p.Cluster)
+			}
+		}
+		return out
+	}
+	f.poll(t.Context())
+	if got := members(); !slices.Equal(got, []string{"member1", "member2"}) {
+		t.Errorf("members running: %v, want both replicas' (member1, member2)", got)
+	}
+	if _, ok := hosts.Load("collector-replicas:" + port); !ok {
+		t.Error("the replicas were not asked with the configured name as Host")
+	}
+	second.Close()
+	f.poll(t.Context())
+	if got := members(); !slices.Equal(got, []string{"member1"}) {
+		t.Errorf("members running with one replica away: %v, want member1", got)
+	}
+	if _, warnings := f.freshness(&query.Query{}); !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, configured) }) {
+		t.Errorf("warnings %q name no unreadable %s", warnings, configured)
+	}
+	if err := (&Options{OpenSearchAddresses: []string{"http://os:9200"}, CollectorStatusURLs: []string{"dns+ftp://x/status"}}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), "--collector-status-urls") {
+		t.Errorf("a dns+ftp URL: %v, want an error naming --collector-status-urls", err)
 	}
 }

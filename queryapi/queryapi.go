@@ -14,8 +14,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -67,7 +69,9 @@ type Options struct {
 	WatchWindowEvents int
 	WatchWindowBytes  int64
 	// CollectorStatusURLs are the collectors' /status endpoints; without them, collection state is
-	// Unknown and only the index's own progress is reported.
+	// Unknown and only the index's own progress is reported. A URL prefixed dns+ (dns+http://name:port/status)
+	// stands for every address the name resolves to: the replicas of a collector behind a headless
+	// Service, each of which reports the members it holds.
 	CollectorStatusURLs []string
 	// CollectorStatusTokenFile holds the bearer token presented to the collectors' /status, which
 	// authenticate it when they have a token file; read again at every poll, so a rotated token
@@ -217,6 +221,12 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--opensearch-addresses: required"))
 	}
 	errs = append(errs, registry.CheckAddressFlag(o.OpenSearchAddresses)...)
+	for _, c := range o.CollectorStatusURLs {
+		u, err := url.Parse(strings.TrimPrefix(c, dnsPrefix))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--collector-status-urls: %q is not an http(s) URL, optionally prefixed dns+ (dns+http://collector-headless:8081/status)", c))
+		}
+	}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
