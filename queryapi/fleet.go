@@ -74,13 +74,13 @@ type fleet struct {
 	tokenFile      string // the bearer token for the collectors' /status; "" sends none
 	// lookup resolves the name of a dns+ URL (net.DefaultResolver's when nil); clients are the
 	// status clients per name of such a URL (clientFor).
-	lookup    func(ctx context.Context, host string) ([]string, error)
-	clientsMu sync.Mutex
-	clients   map[string]*http.Client
-	interval       time.Duration
-	staleAfter     time.Duration
-	log            *slog.Logger
-	now            func() time.Time
+	lookup     func(ctx context.Context, host string) ([]string, error)
+	clientsMu  sync.Mutex
+	clients    map[string]*http.Client
+	interval   time.Duration
+	staleAfter time.Duration
+	log        *slog.Logger
+	now        func() time.Time
 
 	mu           sync.Mutex
 	polled       bool
