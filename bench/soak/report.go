@@ -16,7 +16,8 @@ type Run struct {
 	Duration time.Duration `json:"duration"` // of the load, warm-up included
 	Interval time.Duration `json:"interval"` // between two readings
 	Commit   string        `json:"commit,omitempty"`
-	Load     []string      `json:"load"` // one line per kind of load, for the report
+	Load     []string      `json:"load"`           // one line per kind of load, for the report
+	Done     []string      `json:"done,omitempty"` // what the load did: counts of operations, failures
 	Series   []Series      `json:"series"`
 }
 
@@ -101,6 +102,12 @@ func (r Run) markdown(judged []Judged, plots []string) []byte {
 	b.WriteString(". The load, all at once for the whole run:\n\n")
 	for _, l := range r.Load {
 		fmt.Fprintf(&b, "- %s\n", l)
+	}
+	if len(r.Done) > 0 {
+		b.WriteString("\nWhat it did:\n\n")
+		for _, l := range r.Done {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
 	}
 	b.WriteString("\nThe rule (bench/soak): the first quarter of the readings is warm-up; a series fails when the mean of " +
 		"the last quarter exceeds the mean of the second by more than max(relative × that mean, floor); a lag must also " +
