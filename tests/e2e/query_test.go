@@ -212,6 +212,7 @@ type queryPipeline struct {
 	topic, prefix      string
 	collector, indexer *process
 	collectorStatus    string
+	indexerBase        string // the indexer's /metrics and probes
 	base               string // the query API
 }
 
@@ -232,8 +233,8 @@ func startIngest(t *testing.T, env *testbed.Env, registries string, indexerArgs 
 	args := append([]string{"indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
 		"--topic", p.topic, "--group", p.topic + "-indexer", "--opensearch-addresses", env.OpenSearchURL,
 		"--index-prefix", p.prefix, "--listen", addr, "--batch-interval", "100ms", "--watermark-interval", "500ms"}, indexerArgs...)
-	p.indexer = startProcess(t, "indexer", args...)
-	waitHTTP(t, "http://"+addr+"/readyz", 2*time.Minute)
+	p.indexer, p.indexerBase = startProcess(t, "indexer", args...), "http://"+addr
+	waitHTTP(t, p.indexerBase+"/readyz", 2*time.Minute)
 	var collectorBase string
 	p.collector, collectorBase = startCollector(t, env, registries, p.topic, "--page-size", "500")
 	p.collectorStatus = collectorBase + "/status"
