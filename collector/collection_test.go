@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -25,9 +26,17 @@ import (
 func TestWatchFromAPositionTheMemberHasNotReached(t *testing.T) {
 	var memberRV atomic.Int64
 	var watches atomic.Int32
+	var starting atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/api/v1/namespaces/shop/configmaps" {
 			http.NotFound(w, r)
+			return
+		}
+		if starting.Load() && r.URL.Query().Get("watch") == "" {
+			// A kube-apiserver starting up answers a list 503 while it accepts a watch.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server is currently unable to handle the request","code":503}`)
 			return
 		}
 		if r.URL.Query().Get("watch") != "" {
@@ -53,6 +62,11 @@ func TestWatchFromAPositionTheMemberHasNotReached(t *testing.T) {
 	lw := &listWatch{c: c}
 
 	memberRV.Store(150) // restored: below the 5000 the reflector saw
+	starting.Store(true)
+	if _, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "5000"}); err == nil || !strings.Contains(err.Error(), "unable to handle") {
+		t.Errorf("watch from 5000 while the member cannot say where it is: %v, want the member's error (the reflector retries)", err)
+	}
+	starting.Store(false)
 	if _, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "5000"}); !apierrors.IsResourceExpired(err) {
 		t.Errorf("watch from 5000 of a member at 150: %v, want 410 Expired", err)
 	}
