@@ -58,6 +58,9 @@ type chaosChurn struct {
 	writes []chaosWrite
 	ok     int
 	failed int
+	// burstsDone holds when each burst started, once it has ended: a convergence counts only once a
+	// burst begun after its reference time is in, so an idle moment does not pass for one.
+	burstsDone []time.Time
 }
 
 // chaosWrite is one acknowledged change: for the timeline's lag (when an informer was told of it).
@@ -135,9 +138,22 @@ func (ch *chaosChurn) run(t *testing.T) {
 	})
 }
 
+// burstSince says whether a burst begun after t has ended.
+func (ch *chaosChurn) burstSince(t time.Time) bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return len(ch.burstsDone) > 0 && ch.burstsDone[len(ch.burstsDone)-1].After(t)
+}
+
 func (ch *chaosChurn) burst(ctx context.Context) {
 	ch.gate.Lock()
 	defer ch.gate.Unlock()
+	began := time.Now()
+	defer func() {
+		ch.mu.Lock()
+		ch.burstsDone = append(ch.burstsDone, began)
+		ch.mu.Unlock()
+	}()
 	// Bounded: a hung member kube-apiserver answers nothing.
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -313,8 +329,12 @@ func startChaosWatcher(t *testing.T, lb *chaosProxy, cluster string, gvr schema.
 		close(stop)
 		factory.Shutdown()
 	})
-	if !cache.WaitForCacheSync(t.Context().Done(), w.inf.HasSynced) {
-		t.Fatalf("%s never synced", w.agent)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), w.inf.HasSynced) {
+		t.Fatalf("%s never synced; a streaming list of its view answers: %s", w.agent, peek(lb.base+queryapi.ClustersPrefix+cluster+
+			apiPath(gvr)+"/namespaces/"+ns+"/"+gvr.Resource+
+			"?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"))
 	}
 	return w
 }
@@ -655,4 +675,25 @@ func (p *chaosPollers) counts(from, to time.Time) pollCounts {
 		}
 	}
 	return c
+}
+
+// peek is what a URL answers in 5 s, for a failure's message.
+func peek(u string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return fmt.Sprintf("GET %s: %s: %s", u, resp.Status, body)
+}
+
+func apiPath(gvr schema.GroupVersionResource) string {
+	if gvr.Group == "" {
+		return "/api/" + gvr.Version
+	}
+	return "/apis/" + gvr.Group + "/" + gvr.Version
 }

@@ -75,7 +75,7 @@ func TestChaos(t *testing.T) {
 	b := newChaosBed(t, env)
 	b.start()
 	t.Logf("pipeline up, %d informers synced; %d faults to run", len(b.watchers), len(faults))
-	if d, ok := b.waitConverged(haConverge); !ok {
+	if d, ok := b.waitConverged(time.Now(), haConverge); !ok {
 		t.Fatalf("the index and the informers never equalled the members before the first fault: %s", d)
 	}
 
@@ -350,7 +350,7 @@ func (b *chaosBed) run(n int, f chaosFault) *chaosResult {
 	r.start = time.Now()
 	b.inject(f)
 	if f.downCheck {
-		d, ok := b.waitConverged(haConverge)
+		d, ok := b.waitConverged(r.start, haConverge)
 		r.down = time.Since(r.start)
 		r.downMet = ok && r.down <= f.downGoal
 		if !ok {
@@ -362,7 +362,7 @@ func (b *chaosBed) run(n int, f chaosFault) *chaosResult {
 	}
 	b.restore(f)
 	r.back = time.Now()
-	d, ok := b.waitConverged(haConverge)
+	d, ok := b.waitConverged(r.back, haConverge)
 	r.backIn = time.Since(r.back)
 	r.backMet = ok && r.backIn <= haBackGoal
 	r.end = time.Now()
@@ -492,13 +492,20 @@ func (b *chaosBed) diff() chaosDiff {
 	return d
 }
 
-// waitConverged waits until diff is clean; it returns the last diff and whether it was.
-func (b *chaosBed) waitConverged(timeout time.Duration) (chaosDiff, bool) {
+// waitConverged waits until diff is clean, once a burst of the churn begun after since has ended;
+// it returns the last diff and whether it was clean. What is still wrong is logged every 15 s.
+func (b *chaosBed) waitConverged(since time.Time, timeout time.Duration) (chaosDiff, bool) {
 	deadline := time.Now().Add(timeout)
+	nextLog := time.Now().Add(15 * time.Second)
 	for {
+		burst := b.churn.burstSince(since)
 		d := b.diff()
-		if d.clean() {
+		if burst && d.clean() {
 			return d, true
+		}
+		if time.Now().After(nextLog) {
+			b.t.Logf("  %s since: %s", time.Since(since).Round(time.Second), d)
+			nextLog = time.Now().Add(15 * time.Second)
 		}
 		if time.Now().After(deadline) || b.t.Context().Err() != nil {
 			return d, false
