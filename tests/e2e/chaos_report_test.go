@@ -101,9 +101,9 @@ func (rep *chaosReport) markdown(b *chaosBed, lags []chaosLag) string {
 	s.WriteString("measured to within the churn period. *down*: with the fault in place (nothing restarted), from the fault; *back*: from the process being back (started again and ready, or SIGCONT). ")
 	s.WriteString("Lost/ghosts/stale: the index against the members when the wait ended (0 when it converged). Gaps: changes in the event stream an informer was never told of, without a list after them; ")
 	s.WriteString("duplicates: an (uid, resourceVersion) told again (an informer's list after a 410 tells every object again). ")
-	s.WriteString("REST: answers of the pollers during the fault, ok / documented transient (410, 503, 504, 429 with Retry-After) / **other** / cut by the balancer (a replica it found unready) / unanswered in 15 s.\n\n")
-	s.WriteString("| # | fault | down | goal | back | goal | met | lost | ghosts | stale | watch gaps | duplicates | informer lists | REST ok/transient/**other**/cut/none | churn writes (failed) |\n")
-	s.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	s.WriteString("Redundant: how long the test waited before the fault for every shard copy and partition replica to be in sync again after the previous one. REST: answers of the pollers during the fault, ok / documented transient (410, 503, 504, 429 with Retry-After) / **other** / cut by the balancer (a replica it found unready) / unanswered in 15 s.\n\n")
+	s.WriteString("| # | fault | down | goal | back | goal | met | lost | ghosts | stale | watch gaps | duplicates | informer lists | REST ok/transient/**other**/cut/none | churn writes (failed) | redundant before |\n")
+	s.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	allMet, total := 0, chaosTotals{}
 	for _, r := range rep.results {
 		down, downGoal := "—", "—"
@@ -114,10 +114,10 @@ func (rep *chaosReport) markdown(b *chaosBed, lags []chaosLag) string {
 		if ok {
 			allMet++
 		}
-		fmt.Fprintf(&s, "| %d | %s | %s | %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d/%d/%d/%d/%d | %d (%d) |\n",
+		fmt.Fprintf(&s, "| %d | %s | %s | %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | %d/%d/%d/%d/%d | %d (%d) | %s |\n",
 			r.n, r.fault.name(), down, downGoal, r.backIn.Round(100*time.Millisecond), haBackGoal, yesNo(ok),
 			r.last.lost, r.last.ghosts, r.last.stale, r.gaps, r.dups, r.relists,
-			r.rest.ok, r.rest.transient, r.rest.failed, r.rest.balancer, r.rest.none, r.writes, r.failedWrites)
+			r.rest.ok, r.rest.transient, r.rest.failed, r.rest.balancer, r.rest.none, r.writes, r.failedWrites, r.redundant.Round(100*time.Millisecond))
 		total.add(r)
 	}
 	fmt.Fprintf(&s, "\n**%d of %d faults converged within their goals**; lost %d, ghosts %d, stale %d, watch gaps %d, duplicates %d, REST answers outside the documented transient errors %d.\n",

@@ -17,6 +17,7 @@ import (
 
 	"github.com/opensearch-project/opensearch-go/v4"
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
+	"github.com/segmentio/kafka-go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -332,6 +333,7 @@ type chaosResult struct {
 	rest                 pollCounts
 	writes, failedWrites int
 	failure              string
+	redundant            time.Duration // waited before the fault for every copy to be in sync again
 }
 
 func (r *chaosResult) summary() string {
@@ -346,6 +348,10 @@ func (r *chaosResult) summary() string {
 
 func (b *chaosBed) run(n int, f chaosFault) *chaosResult {
 	r := &chaosResult{n: n, fault: f, downMet: true}
+	// One fault at a time: the next comes once the last one's damage is repaired, every shard copy
+	// and partition replica back in sync (a node killed while the replicas it should take over are
+	// still recovering loses their primaries: that is two faults, not one).
+	r.redundant = b.waitRedundant()
 	writesBefore := b.churn.counts()
 	r.start = time.Now()
 	b.inject(f)
@@ -394,6 +400,35 @@ func (b *chaosBed) run(n int, f chaosFault) *chaosResult {
 		r.failure = strings.TrimPrefix(r.failure+"; ", "; ") + strings.Join(problems, "; ")
 	}
 	return r
+}
+
+// waitRedundant waits until every index of the pipeline is green (a started replica of every
+// shard) and every partition of its topics has its whole replica set in sync; it returns how long
+// that took.
+func (b *chaosBed) waitRedundant() time.Duration {
+	began := time.Now()
+	pollUntil(b.t, "every shard copy and partition replica in sync", 10*time.Minute, func(ctx context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		health, err := b.healthyOS().Cluster.Health(ctx, &opensearchapi.ClusterHealthReq{Indices: []string{b.prefix + "-*"}})
+		if err != nil || health.Status != "green" {
+			return false, nil
+		}
+		client := &kafka.Client{Addr: kafka.TCP(b.env.KafkaBrokers...), Timeout: 10 * time.Second}
+		md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{b.topic, b.topic + ".collectors"}})
+		if err != nil {
+			return false, nil
+		}
+		for _, topic := range md.Topics {
+			for _, p := range topic.Partitions {
+				if p.Error != nil || len(p.Isr) < len(p.Replicas) {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	return time.Since(began)
 }
 
 // chaosDiff is what the index and the informers get wrong against the members.
