@@ -164,6 +164,7 @@ type chaosBed struct {
 	polls    *chaosPollers
 	os       map[string]*opensearchapi.Client // by node URL
 	faulted  string                           // the test bed service under a fault
+	rerouted int                              // failed shard allocations retried
 }
 
 func newChaosBed(t *testing.T, env *testbed.Env) *chaosBed {
@@ -411,7 +412,20 @@ func (b *chaosBed) waitRedundant() time.Duration {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		health, err := b.healthyOS().Cluster.Health(ctx, &opensearchapi.ClusterHealthReq{Indices: []string{b.prefix + "-*"}})
-		if err != nil || health.Status != "green" {
+		if err != nil {
+			return false, nil
+		}
+		if health.Status != "green" {
+			// After a node's hang, OpenSearch can fail a replica's allocation on it 5 times (the
+			// shard's lock still held by the copy being closed) and then stops trying: the
+			// operator's retry, as README "High availability" says.
+			if shards, err := b.healthyOS().Cat.Shards(ctx, &opensearchapi.CatShardsReq{Indices: []string{b.prefix + "-*"},
+				Params: opensearchapi.CatShardsParams{H: []string{"unassigned.reason"}}}); err == nil &&
+				slices.ContainsFunc(shards.Shards, func(s opensearchapi.CatShardResp) bool { return s.UnassignedReason != nil && *s.UnassignedReason == "ALLOCATION_FAILED" }) {
+				b.t.Logf("a shard copy's allocation failed 5 times: POST _cluster/reroute?retry_failed=true")
+				b.rerouted++
+				_, _ = b.healthyOS().Cluster.Reroute(ctx, opensearchapi.ClusterRerouteReq{Params: opensearchapi.ClusterRerouteParams{RetryFailed: opensearchapi.ToPointer(true)}})
+			}
 			return false, nil
 		}
 		client := &kafka.Client{Addr: kafka.TCP(b.env.KafkaBrokers...), Timeout: 10 * time.Second}
