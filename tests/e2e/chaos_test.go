@@ -421,7 +421,9 @@ func (b *chaosBed) waitRedundant() time.Duration {
 			// operator's retry, as README "High availability" says.
 			if shards, err := b.healthyOS().Cat.Shards(ctx, &opensearchapi.CatShardsReq{Indices: []string{b.prefix + "-*"},
 				Params: opensearchapi.CatShardsParams{H: []string{"unassigned.reason"}}}); err == nil &&
-				slices.ContainsFunc(shards.Shards, func(s opensearchapi.CatShardResp) bool { return s.UnassignedReason != nil && *s.UnassignedReason == "ALLOCATION_FAILED" }) {
+				slices.ContainsFunc(shards.Shards, func(s opensearchapi.CatShardResp) bool {
+					return s.UnassignedReason != nil && *s.UnassignedReason == "ALLOCATION_FAILED"
+				}) {
 				b.t.Logf("a shard copy's allocation failed 5 times: POST _cluster/reroute?retry_failed=true")
 				b.rerouted++
 				_, _ = b.healthyOS().Cluster.Reroute(ctx, opensearchapi.ClusterRerouteReq{Params: opensearchapi.ClusterRerouteParams{RetryFailed: opensearchapi.ToPointer(true)}})
