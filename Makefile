@@ -6,7 +6,7 @@ GO ?= go
 export GOTOOLCHAIN := go1.27.3
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down e2e-ha run simulate fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-freshness bench-roll bench-stores bench-compare bench soak
+.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down e2e-ha chaos run simulate fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-freshness bench-roll bench-stores bench-compare bench soak
 
 # bin/kubesearch, and bin/kubectl-search: kubectl runs it as `kubectl search` once it is on PATH.
 build:
@@ -56,6 +56,22 @@ HA_TESTS ?= ^TestHA
 e2e-ha:
 	KUBESEARCH_TESTBED_HA=1 KUBESEARCH_TESTBED_MEMBERS=1 bash tests/testbed/up.sh
 	$(GO) test -tags 'e2e chaos' -count=1 -timeout 20m -v -run '$(HA_TESTS)' ./tests/e2e/; status=$$?; bash tests/testbed/down.sh; exit $$status
+
+# The fault run of issue 26 (TestChaos, README "Chaos"): the whole product replicated on the HA test
+# bed with two members under steady churn, one fault after another (kill -9, SIGSTOP and SIGTERM of
+# every member kube-apiserver, broker, OpenSearch node and component replica), each checked for
+# convergence, loss, ghosts, watch gaps and REST errors. It reuses a running HA test bed with two
+# members ($$KUBESEARCH_TESTBED_DIR, default .testbed) or starts one and stops it afterwards.
+# CHAOS_FAULTS=regex runs the faults whose names match ("kafka-2 kill -9", "opensearch-1 SIGSTOP",
+# "collector-a SIGTERM", ...). Report: bench/results/<date>-chaos/report.md and timeline.svg (CHAOS_REPORT_DIR).
+CHAOS_FAULTS ?=
+chaos:
+	@env="$${KUBESEARCH_TESTBED_DIR:-.testbed}/env"; started=; \
+	if ! { [ -f "$$env" ] && grep -q '^export KUBESEARCH_TESTBED_HA=1$$' "$$env" && [ "$$(. "$$env"; echo $$KUBESEARCH_TESTBED_CLUSTERS | wc -w)" -ge 2 ]; }; then \
+	  KUBESEARCH_TESTBED_HA=1 KUBESEARCH_TESTBED_MEMBERS=2 bash tests/testbed/up.sh || exit 1; started=1; \
+	fi; \
+	CHAOS_FAULTS='$(CHAOS_FAULTS)' $(GO) test -tags 'e2e chaos' -count=1 -timeout 150m -v -run '^TestChaos$$' ./tests/e2e/; status=$$?; \
+	if [ -n "$$started" ]; then bash tests/testbed/down.sh; fi; exit $$status
 
 testbed-build:
 	bash tests/testbed/build.sh

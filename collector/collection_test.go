@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kubesearch/kubesearch/internal/registry"
 )
@@ -81,5 +83,23 @@ func TestWatchFromAPositionTheMemberHasNotReached(t *testing.T) {
 	w.Stop()
 	if watches.Load() != 1 {
 		t.Errorf("%d watches started, want 1", watches.Load())
+	}
+}
+
+// A collection whose member stays away retries at least every 6 s however long the outage lasts,
+// so a member that answers again is collected again within seconds (client-go's default backoff
+// waited up to a minute between tries).
+func TestReflectorBackoffStaysShortThroughALongOutage(t *testing.T) {
+	bo := reflectorBackoff()
+	clk := testingclock.NewFakeClock(time.Now())
+	delay := bo.DelayWithReset(clk, 2*time.Minute)
+	var waited time.Duration
+	for i := range 100 { // about ten minutes of failures
+		d := delay()
+		if d > 6*time.Second {
+			t.Fatalf("retry %d after %s of failures waits %s, want at most 6 s", i, waited, d)
+		}
+		waited += d
+		clk.Step(d)
 	}
 }

@@ -37,6 +37,16 @@ type kafkaGroupReader struct {
 	reader *kafka.Reader // set by the first Fetch or Commit; stays nil when Close comes first
 }
 
+// groupMaxWait bounds a fetch: kafka-go asks the broker to wait up to it for a message minus a
+// second (a quarter when it is under 2 s), and gives up on the answer at it. At 500 ms a broker had
+// 125 ms to answer after its wait, which a busy machine's brokers overran (make chaos at a load
+// average above 30: 28 "i/o timeout" reads in 4.5 minutes over two indexers with no broker at
+// fault, each a reconnect and a backoff on that partition, while the index fell a minute behind
+// the stream the query APIs read without trouble).
+// A fetch still returns as soon as a message is there, so a longer wait adds no latency; it delays
+// only a reader's stop by up to a second.
+const groupMaxWait = 2 * time.Second
+
 // NewGroupReader checks cfg and returns a reader that joins the group on its first Fetch: making one
 // connects to nothing, so a component's New can make it and report a bad configuration at once.
 func (c *Client) NewGroupReader(cfg GroupReaderConfig) (GroupReader, error) {
@@ -57,7 +67,7 @@ func (c *Client) NewGroupReader(cfg GroupReaderConfig) (GroupReader, error) {
 		Dialer:   c.conn.dialer(),
 		MinBytes: 1,
 		MaxBytes: cfg.MaxBytes,
-		MaxWait:  500 * time.Millisecond,
+		MaxWait:  groupMaxWait,
 		// A new group starts at the beginning of what the topic retains.
 		StartOffset:           kafka.FirstOffset,
 		WatchPartitionChanges: true,

@@ -68,6 +68,11 @@ func TestGroupReaderConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A broker gets at least a second to answer after its long poll (kafka-go's RTT allowance),
+	// not a quarter of a short wait.
+	if w := r.(*kafkaGroupReader).config.MaxWait; w < 2*time.Second {
+		t.Errorf("fetch max wait %s: a broker answering late on a busy machine times the read out; want at least 2 s", w)
+	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}

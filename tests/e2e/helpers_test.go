@@ -223,11 +223,12 @@ func (l *eventLog) refresh(ctx context.Context) {
 }
 
 func (l *eventLog) readPartition(ctx context.Context, p int) error {
-	conn, err := kafka.DialLeader(ctx, "tcp", l.brokers[0], l.topic, p)
+	conn, err := l.dialLeader(ctx, p)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second)) // a leader hung after the dial
 	last, err := conn.ReadLastOffset()
 	if err != nil {
 		return err
@@ -259,6 +260,23 @@ func (l *eventLog) readPartition(ctx context.Context, p int) error {
 		}
 	}
 	return nil
+}
+
+// dialLeader asks each broker in turn for the partition's leader, so a log read by a fault test
+// keeps working while one broker is killed or hung (each dial bounded: a hung broker accepts
+// connections and never answers).
+func (l *eventLog) dialLeader(ctx context.Context, p int) (*kafka.Conn, error) {
+	var errs []error
+	for _, b := range l.brokers {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		conn, err := kafka.DialLeader(dctx, "tcp", b, l.topic, p)
+		cancel()
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
 }
 
 func (l *eventLog) snapshot() []*envelope.Event {
