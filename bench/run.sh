@@ -90,26 +90,9 @@ else
   selected=("${all[@]}")
 fi
 
-# The test bed, found as tests/testbed finds it: the three variables of your own services, or the
-# env file of `make testbed-up`. Without one the tests would start a test bed of their own: a
-# benchmark run should not, so stop here instead.
-testbed_missing() {
-  echo "bench: $1" >&2
-  echo "bench: start the test bed with \`make testbed-up\` (or set KUBESEARCH_TESTBED_KUBECONFIG, KAFKA_BROKERS and OPENSEARCH_URL), then run this again" >&2
-  exit 1
-}
-if [[ -z ${KUBESEARCH_TESTBED_KUBECONFIG:-} || -z ${KAFKA_BROKERS:-} || -z ${OPENSEARCH_URL:-} ]]; then
-  envfile=${KUBESEARCH_TESTBED_DIR:-$root/.testbed}/env
-  [[ -f $envfile ]] || testbed_missing "no running test bed ($envfile not found)"
-  # shellcheck disable=SC1090
-  bed=$(set -a; source "$envfile" >/dev/null 2>&1; echo "$OPENSEARCH_URL|$KAFKA_BROKERS")
-else
-  bed="$OPENSEARCH_URL|$KAFKA_BROKERS"
-fi
-opensearch=${bed%%|*}
-broker=${bed#*|}; broker=${broker%%,*}
-curl -fsS -m 5 -o /dev/null "$opensearch" 2>/dev/null || testbed_missing "the test bed's OpenSearch ($opensearch) does not answer"
-(exec 3<>"/dev/tcp/${broker%:*}/${broker##*:}") 2>/dev/null || testbed_missing "the test bed's Kafka ($broker) does not answer"
+# The test bed: a measurement must not start (and stop) one of its own (bench/testbed.sh).
+# shellcheck source=bench/testbed.sh
+source "$root/bench/testbed.sh" bench
 
 stamp=$(date -u +%Y-%m-%d-%H%M)
 mkdir -p bench/results

@@ -2,11 +2,10 @@ package main
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
+
+	"github.com/kubesearch/kubesearch/bench/internal/axis"
 )
 
 // plot is one SVG file of a run.
@@ -146,27 +145,27 @@ func barChart(title string, groups []group, legend []string) []byte {
 	fmt.Fprintf(&buf, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
 		chartWidth, height, chartWidth, height)
 	fmt.Fprintf(&buf, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", chartWidth, height)
-	fmt.Fprintf(&buf, `<text x="12" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", esc(title))
+	fmt.Fprintf(&buf, `<text x="12" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", axis.Escape(title))
 	x := 12
 	for i, l := range legend {
 		fmt.Fprintf(&buf, `<rect x="%d" y="32" width="12" height="12" fill="%s"/><text x="%d" y="42">%s</text>`+"\n",
-			x, palette[i%len(palette)], x+16, esc(l))
+			x, palette[i%len(palette)], x+16, axis.Escape(l))
 		x += 16 + 8*len(l) + 24
 	}
 	y := top
 	for _, g := range groups {
 		y += groupGap
-		fmt.Fprintf(&buf, `<text x="12" y="%d" font-weight="bold">%s</text>`+"\n", y-8, esc(g.title))
+		fmt.Fprintf(&buf, `<text x="12" y="%d" font-weight="bold">%s</text>`+"\n", y-8, axis.Escape(g.title))
 		for _, b := range g.bars {
 			w := b.value / maxValue * barArea
 			if b.value > 0 && w < 1 {
 				w = 1 // still visible
 			}
-			fmt.Fprintf(&buf, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", labelWidth-6, y+barHeight-3, esc(shorten(b.label, 60)))
+			fmt.Fprintf(&buf, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", labelWidth-6, y+barHeight-3, axis.Escape(shorten(b.label, 60)))
 			fmt.Fprintf(&buf, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"><title>%s</title></rect>`+"\n",
-				labelWidth, y, max(w, 0), barHeight, palette[b.series%len(palette)], esc(b.label))
+				labelWidth, y, max(w, 0), barHeight, palette[b.series%len(palette)], axis.Escape(b.label))
 			fmt.Fprintf(&buf, `<text x="%.1f" y="%d">%s %s</text>`+"\n", float64(labelWidth)+max(w, 0)+6, y+barHeight-3,
-				esc(formatValue(b.value)), esc(b.unit))
+				axis.Escape(formatValue(b.value)), axis.Escape(b.unit))
 			y += rowHeight
 		}
 	}
@@ -197,7 +196,7 @@ func lineChart(title string, lines []line) []byte {
 			maxAt, maxValue = max(maxAt, s.At), max(maxValue, s.Value)
 		}
 	}
-	xTicks, yTicks := ticks(maxAt), ticks(maxValue)
+	xTicks, yTicks := axis.Ticks(maxAt), axis.Ticks(maxValue)
 	xMax, yMax := xTicks[len(xTicks)-1], yTicks[len(yTicks)-1]
 	plotTop := 32 + len(lines)*legendRow + 24
 	height := plotTop + plotHeight + 48
@@ -208,23 +207,23 @@ func lineChart(title string, lines []line) []byte {
 	fmt.Fprintf(&buf, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
 		chartWidth, height, chartWidth, height)
 	fmt.Fprintf(&buf, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", chartWidth, height)
-	fmt.Fprintf(&buf, `<text x="12" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", esc(title))
+	fmt.Fprintf(&buf, `<text x="12" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", axis.Escape(title))
 	for i, l := range lines {
 		ly := 32 + i*legendRow
 		fmt.Fprintf(&buf, `<rect x="12" y="%d" width="12" height="12" fill="%s"/><text x="28" y="%d">%s <tspan fill="#555555">· %s %s</tspan></text>`+"\n",
-			ly, palette[i%len(palette)], ly+10, esc(shorten(l.label, 100)), esc(formatValue(l.peak)), esc(l.unit))
+			ly, palette[i%len(palette)], ly+10, axis.Escape(shorten(l.label, 100)), axis.Escape(formatValue(l.peak)), axis.Escape(l.unit))
 	}
 	// Grid and tick labels first, so the lines are drawn over them.
 	for _, v := range yTicks {
 		fmt.Fprintf(&buf, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e0e0e0"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
-			plotLeft, y(v), plotLeft+plotWidth, y(v), plotLeft-6, y(v)+4, esc(formatTick(v, yTicks)))
+			plotLeft, y(v), plotLeft+plotWidth, y(v), plotLeft-6, y(v)+4, axis.Escape(axis.Label(v, yTicks)))
 	}
 	for _, at := range xTicks {
 		fmt.Fprintf(&buf, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333333"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n",
-			x(at), plotTop+plotHeight, x(at), plotTop+plotHeight+5, x(at), plotTop+plotHeight+18, esc(formatTick(at, xTicks)))
+			x(at), plotTop+plotHeight, x(at), plotTop+plotHeight+5, x(at), plotTop+plotHeight+18, axis.Escape(axis.Label(at, xTicks)))
 	}
 	fmt.Fprintf(&buf, `<path d="M%d %d V%d H%d" fill="none" stroke="#333333"/>`+"\n", plotLeft, plotTop, plotTop+plotHeight, plotLeft+plotWidth)
-	fmt.Fprintf(&buf, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", plotLeft-6, plotTop-10, esc(lines[0].unit))
+	fmt.Fprintf(&buf, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", plotLeft-6, plotTop-10, axis.Escape(lines[0].unit))
 	fmt.Fprintf(&buf, `<text x="%d" y="%d" text-anchor="middle">seconds since sampling started</text>`+"\n",
 		plotLeft+plotWidth/2, plotTop+plotHeight+38)
 	for i, l := range lines {
@@ -234,50 +233,13 @@ func lineChart(title string, lines []line) []byte {
 		}
 		colour := palette[i%len(palette)]
 		fmt.Fprintf(&buf, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"><title>%s</title></polyline>`+"\n",
-			strings.Join(points, " "), colour, esc(l.label))
+			strings.Join(points, " "), colour, axis.Escape(l.label))
 		if len(l.samples) == 1 { // a polyline of one point draws nothing
 			fmt.Fprintf(&buf, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(l.samples[0].At), y(l.samples[0].Value), colour)
 		}
 	}
 	buf.WriteString("</svg>\n")
 	return buf.Bytes()
-}
-
-// ticks are round values from 0 to at least top, four or so steps of 1, 2 or 5 times a power of ten.
-func ticks(top float64) []float64 {
-	if top <= 0 {
-		top = 1
-	}
-	step := math.Pow(10, math.Floor(math.Log10(top/4)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if top/(m*step) <= 5 {
-			step *= m
-			break
-		}
-	}
-	var out []float64
-	for i := 0; ; i++ {
-		v := float64(i) * step
-		out = append(out, v)
-		if v >= top {
-			return out
-		}
-	}
-}
-
-// formatTick prints a tick with as many decimals as its axis's step needs.
-func formatTick(v float64, ticks []float64) string {
-	decimals := 0
-	if len(ticks) > 1 {
-		decimals = max(0, int(-math.Floor(math.Log10(ticks[1]-ticks[0])+1e-9)))
-	}
-	return strconv.FormatFloat(v, 'f', decimals, 64)
-}
-
-func esc(s string) string {
-	var b strings.Builder
-	_ = xml.EscapeText(&b, []byte(s)) // a strings.Builder does not fail
-	return b.String()
 }
 
 func shorten(s string, n int) string {

@@ -2,11 +2,11 @@ package soak
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
+
+	"github.com/kubesearch/kubesearch/bench/internal/axis"
 )
 
 var palette = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1"}
@@ -29,7 +29,7 @@ func Plot(title string, series []Judged) []byte {
 			maxAt, maxValue = math.Max(maxAt, p.At), math.Max(maxValue, p.Value)
 		}
 	}
-	xTicks, yTicks := ticks(maxAt), ticks(maxValue)
+	xTicks, yTicks := axis.Ticks(maxAt), axis.Ticks(maxValue)
 	xMax, yMax := xTicks[len(xTicks)-1], yTicks[len(yTicks)-1]
 	plotTop := 32 + len(series)*legendRow + 16
 	height := plotTop + plotHeight + 48
@@ -40,7 +40,7 @@ func Plot(title string, series []Judged) []byte {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
 		width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", width, height)
-	fmt.Fprintf(&b, `<text x="12" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", esc(title))
+	fmt.Fprintf(&b, `<text x="12" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", axis.Escape(title))
 	for i, s := range series {
 		ly := 32 + i*legendRow
 		verdict := "not judged"
@@ -51,7 +51,7 @@ func Plot(title string, series []Judged) []byte {
 			}
 		}
 		fmt.Fprintf(&b, `<rect x="12" y="%d" width="12" height="12" fill="%s"/><text x="28" y="%d">%s <tspan fill="#555555">· %s</tspan></text>`+"\n",
-			ly, palette[i%len(palette)], ly+10, esc(s.Name), esc(verdict))
+			ly, palette[i%len(palette)], ly+10, axis.Escape(s.Name), axis.Escape(verdict))
 	}
 	// The compared quarters, by sample count as Judge cuts them, of the first series.
 	if len(series) > 0 && len(series[0].Samples) >= MinSamples {
@@ -64,15 +64,15 @@ func Plot(title string, series []Judged) []byte {
 	}
 	for _, v := range yTicks {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e0e0e0"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
-			plotLeft, y(v), plotLeft+plotWidth, y(v), plotLeft-6, y(v)+4, esc(formatTick(v, yTicks)))
+			plotLeft, y(v), plotLeft+plotWidth, y(v), plotLeft-6, y(v)+4, axis.Escape(axis.Label(v, yTicks)))
 	}
 	for _, at := range xTicks {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333333"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n",
-			x(at), plotTop+plotHeight, x(at), plotTop+plotHeight+5, x(at), plotTop+plotHeight+18, esc(formatTick(at, xTicks)))
+			x(at), plotTop+plotHeight, x(at), plotTop+plotHeight+5, x(at), plotTop+plotHeight+18, axis.Escape(axis.Label(at, xTicks)))
 	}
 	fmt.Fprintf(&b, `<path d="M%d %d V%d H%d" fill="none" stroke="#333333"/>`+"\n", plotLeft, plotTop, plotTop+plotHeight, plotLeft+plotWidth)
 	if len(series) > 0 {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", plotLeft-6, plotTop-6, esc(series[0].Unit))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", plotLeft-6, plotTop-6, axis.Escape(series[0].Unit))
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">seconds since sampling started</text>`+"\n",
 		plotLeft+plotWidth/2, plotTop+plotHeight+38)
@@ -82,44 +82,8 @@ func Plot(title string, series []Judged) []byte {
 			points[j] = fmt.Sprintf("%.1f,%.1f", x(p.At), y(p.Value))
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"><title>%s</title></polyline>`+"\n",
-			strings.Join(points, " "), palette[i%len(palette)], esc(s.Name))
+			strings.Join(points, " "), palette[i%len(palette)], axis.Escape(s.Name))
 	}
 	b.WriteString("</svg>\n")
 	return b.Bytes()
-}
-
-// ticks are round values from 0 to at least top, four or so steps of 1, 2 or 5 times a power of ten.
-func ticks(top float64) []float64 {
-	if top <= 0 {
-		top = 1
-	}
-	step := math.Pow(10, math.Floor(math.Log10(top/4)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if top/(m*step) <= 5 {
-			step *= m
-			break
-		}
-	}
-	var out []float64
-	for i := 0; ; i++ {
-		v := float64(i) * step
-		out = append(out, v)
-		if v >= top {
-			return out
-		}
-	}
-}
-
-func formatTick(v float64, ticks []float64) string {
-	decimals := 0
-	if len(ticks) > 1 {
-		decimals = max(0, int(-math.Floor(math.Log10(ticks[1]-ticks[0])+1e-9)))
-	}
-	return strconv.FormatFloat(v, 'f', decimals, 64)
-}
-
-func esc(s string) string {
-	var b strings.Builder
-	_ = xml.EscapeText(&b, []byte(s)) // a strings.Builder does not fail
-	return b.String()
 }
