@@ -32,10 +32,12 @@ type messageReader interface {
 // error that is store.ErrRejected will never pass), and a refresh that makes writes searchable.
 type documents interface {
 	Write(ctx context.Context, ops []store.Op) ([]store.Failure, error)
-	DeleteOlder(ctx context.Context, scope store.ListScope, epoch int64) (int64, error)
-	DeleteOlderEach(ctx context.Context, syncs []store.Sync) (deleted []int64, errs []error)
-	DeleteAll(ctx context.Context, sel store.Selection) (int64, error)
+	DeleteOlder(ctx context.Context, scope store.ListScope, epoch int64, report store.GoneFunc) (int64, error)
+	DeleteOlderEach(ctx context.Context, syncs []store.Sync, report store.GoneFunc) (deleted []int64, errs []error)
+	DeleteAll(ctx context.Context, sel store.Selection, report store.GoneFunc) (int64, error)
 	Refresh(ctx context.Context, kinds ...string) error
+	// Priors reads the stored state of the ops' documents, for the change feed.
+	Priors(ctx context.Context, ops []store.Op) ([]store.Prior, error)
 }
 
 // progress is what the consumer needs of the store backend for the watermarks it keeps in memory:
@@ -61,6 +63,7 @@ type item struct {
 type consumer struct {
 	reader   messageReader
 	dlq      messageWriter
+	changes  messageWriter // the change feed; nil publishes none
 	docs     documents
 	progress progress
 	wm       *watermarks
@@ -330,6 +333,9 @@ func (c *consumer) applyRun(ctx context.Context, run []*item) error {
 		}
 	}
 	if len(ops) > 0 {
+		if err := c.publishChanges(ctx, ops, owners); err != nil {
+			return err
+		}
 		failed, err := c.docs.Write(ctx, ops)
 		if err != nil {
 			return err
@@ -369,8 +375,15 @@ func (c *consumer) collectSyncs(ctx context.Context, syncs []*item) error {
 	for i, it := range syncs {
 		batch[i] = store.Sync{Scope: store.ListScope{Pair: it.ev.Pair(), Kind: it.ev.Kind, Namespace: it.ev.Namespace}, Epoch: it.ev.Epoch}
 	}
-	deleted, errs := c.docs.DeleteOlderEach(ctx, batch)
+	var report store.GoneFunc
+	if c.changes != nil {
+		report = func(ctx context.Context, i int, gone []store.Gone) error { return c.publishGone(ctx, syncs[i], gone) }
+	}
+	deleted, errs := c.docs.DeleteOlderEach(ctx, batch, report)
 	for i, it := range syncs {
+		if errs[i] == nil {
+			errs[i] = c.publishMarker(ctx, it)
+		}
 		if errs[i] != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("SYNC marker for cluster %s resource %s: %w", it.ev.Cluster, it.ev.GroupResource(), ctx.Err())
@@ -473,10 +486,17 @@ func (c *consumer) applyMarker(ctx context.Context, it *item) error {
 		deleted int64
 		err     error
 	)
+	var report store.GoneFunc
+	if c.changes != nil {
+		report = func(ctx context.Context, _ int, gone []store.Gone) error { return c.publishGone(ctx, it, gone) }
+	}
 	if ev.Type == envelope.Sync {
-		deleted, err = c.docs.DeleteOlder(ctx, store.ListScope{Pair: ev.Pair(), Kind: ev.Kind, Namespace: ev.Namespace}, ev.Epoch)
+		deleted, err = c.docs.DeleteOlder(ctx, store.ListScope{Pair: ev.Pair(), Kind: ev.Kind, Namespace: ev.Namespace}, ev.Epoch, report)
 	} else {
-		deleted, err = c.docs.DeleteAll(ctx, selection(ev))
+		deleted, err = c.docs.DeleteAll(ctx, selection(ev), report)
+	}
+	if err == nil {
+		err = c.publishMarker(ctx, it)
 	}
 	if err != nil {
 		return err

@@ -75,24 +75,29 @@ func (f *fakeDocs) Write(_ context.Context, ops []store.Op) ([]store.Failure, er
 	return failed, nil
 }
 
-func (f *fakeDocs) DeleteOlder(context.Context, store.ListScope, int64) (int64, error) {
+func (f *fakeDocs) DeleteOlder(context.Context, store.ListScope, int64, store.GoneFunc) (int64, error) {
 	if f.rejectMarkers {
 		return 0, fmt.Errorf("%w: POST /kubernetes-pod/_search: 400 parsing_exception", store.ErrRejected)
 	}
 	return 0, nil
 }
 
-func (f *fakeDocs) DeleteOlderEach(ctx context.Context, syncs []store.Sync) ([]int64, []error) {
+func (f *fakeDocs) DeleteOlderEach(ctx context.Context, syncs []store.Sync, report store.GoneFunc) ([]int64, []error) {
 	f.calls = append(f.calls, fmt.Sprintf("sync %d", len(syncs)))
 	deleted, errs := make([]int64, len(syncs)), make([]error, len(syncs))
 	for i, sy := range syncs {
-		deleted[i], errs[i] = f.DeleteOlder(ctx, sy.Scope, sy.Epoch)
+		deleted[i], errs[i] = f.DeleteOlder(ctx, sy.Scope, sy.Epoch, report)
 	}
 	return deleted, errs
 }
 
-func (f *fakeDocs) DeleteAll(context.Context, store.Selection) (int64, error) { return 0, nil }
-func (f *fakeDocs) Refresh(context.Context, ...string) error                  { return nil }
+func (f *fakeDocs) DeleteAll(context.Context, store.Selection, store.GoneFunc) (int64, error) {
+	return 0, nil
+}
+func (f *fakeDocs) Refresh(context.Context, ...string) error { return nil }
+func (f *fakeDocs) Priors(_ context.Context, ops []store.Op) ([]store.Prior, error) {
+	return make([]store.Prior, len(ops)), nil
+}
 
 type fakeProgress struct{}
 

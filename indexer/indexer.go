@@ -167,6 +167,17 @@ func (ix *Indexer) index(ctx context.Context, g *lifecycle.Group) error {
 		}
 		return err
 	}
+	var feed stream.Writer
+	if ix.opts.ChangesTopic != "" {
+		if err := ix.ensureFeed(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		feed = ix.kafka.NewWriter(stream.WriterOptions{Topic: ix.opts.ChangesTopic, BatchBytes: ix.opts.MaxMessageBytes})
+		g.OnStop("change feed writer", func(context.Context) error { return feed.Close() })
+	}
 	// Closing leaves the group, so the partitions move to the other members without waiting for the
 	// session timeout.
 	g.OnStop("kafka reader", func(context.Context) error { return ix.reader.Close() })
@@ -174,6 +185,9 @@ func (ix *Indexer) index(ctx context.Context, g *lifecycle.Group) error {
 	work, stop := shutdownGrace(ctx, ix.opts.ShutdownTimeout)
 	defer stop()
 	c := ix.newConsumer(ix.reader, dlq)
+	if feed != nil {
+		c.changes = feed
+	}
 	ix.log.Info("indexer started", "topic", ix.opts.Topic, "group", ix.opts.GroupID, "listen", ix.Addr())
 	if err := c.run(ctx, work); err != nil {
 		return fmt.Errorf("shutdown: batch in flight not written within %s: %w", ix.opts.ShutdownTimeout, err)
@@ -244,6 +258,28 @@ func (ix *Indexer) setup(ctx context.Context) error {
 func (ix *Indexer) ensureTopic(ctx context.Context, topic string, partitions int) error {
 	return ix.kafka.EnsureTopic(ctx, stream.Topic{Name: topic, Partitions: partitions,
 		Config: stream.MaxMessageBytes(ix.opts.MaxMessageBytes), Optional: true})
+}
+
+// ensureFeed creates the change feed's topic with as many partitions as the events topic, and
+// refuses one of another size: a feed partition must hold the changes of one events partition,
+// which one indexer writes in order (package changes).
+func (ix *Indexer) ensureFeed(ctx context.Context) error {
+	events, err := ix.kafka.HighWaterMarks(ctx, ix.opts.Topic)
+	if err != nil {
+		return fmt.Errorf("--changes-topic: partitions of %s: %w", ix.opts.Topic, err)
+	}
+	if err := ix.ensureTopic(ctx, ix.opts.ChangesTopic, len(events)); err != nil {
+		return err
+	}
+	feed, err := ix.kafka.HighWaterMarks(ctx, ix.opts.ChangesTopic)
+	if err != nil {
+		return fmt.Errorf("--changes-topic: partitions of %s: %w", ix.opts.ChangesTopic, err)
+	}
+	if len(feed) != len(events) {
+		return fmt.Errorf("--changes-topic: %s has %d partitions and the events topic %s %d: they must be equal (delete the feed topic; the indexer creates it)",
+			ix.opts.ChangesTopic, len(feed), ix.opts.Topic, len(events))
+	}
+	return nil
 }
 
 func ptr[T any](v T) *T { return &v }

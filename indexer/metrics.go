@@ -14,6 +14,7 @@ type metrics struct {
 	failed       *prometheus.CounterVec
 	unversioned  *prometheus.CounterVec
 	superseded   prometheus.Counter
+	changes      prometheus.Counter
 	deadLetters  *prometheus.CounterVec
 	lag          *prometheus.GaugeVec
 	commitErrors prometheus.Counter
@@ -40,6 +41,10 @@ func newMetrics() *metrics {
 			Name: "kubesearch_indexer_superseded_events_total",
 			Help: "Object events not written because a newer epoch (a newer list) of their scope was already seen.",
 		}),
+		changes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kubesearch_indexer_changes_published_total",
+			Help: "Records published to the change feed (--changes-topic): changes of the index, and SYNC and PURGE markers.",
+		}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubesearch_indexer_dead_letters_total",
 			Help: "Events written to the dead-letter topic, by reason.",
@@ -61,7 +66,7 @@ func newMetrics() *metrics {
 			Help: "Events fetched and not yet committed: buffered, or in the batch being written.",
 		}),
 	}
-	m.registry.MustRegister(m.messages, m.failed, m.unversioned, m.superseded, m.deadLetters, m.lag, m.commitErrors, m.batches, m.inFlight,
+	m.registry.MustRegister(m.messages, m.failed, m.unversioned, m.superseded, m.changes, m.deadLetters, m.lag, m.commitErrors, m.batches, m.inFlight,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

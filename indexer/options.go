@@ -29,6 +29,10 @@ type Options struct {
 	GroupID string
 	// DeadLetterTopic receives the events that can never be indexed; default "<Topic>.dlq".
 	DeadLetterTopic string
+	// ChangesTopic, when set, receives the change feed (package changes): every change written to
+	// the index, published before it is written. It must have as many partitions as Topic (the
+	// indexer creates it so); empty publishes no feed.
+	ChangesTopic string
 	// FetchMaxBytes bounds one fetch from one partition; it must exceed the largest event.
 	FetchMaxBytes int
 	// MaxMessageBytes is the largest dead letter written (and the max.message.bytes of the dead-letter
@@ -114,6 +118,9 @@ func (o *Options) Validate() error {
 	}
 	if o.GroupID == "" {
 		add("--group: required")
+	}
+	if o.ChangesTopic != "" && (o.ChangesTopic == o.Topic || o.ChangesTopic == o.DeadLetterTopic) {
+		add("--changes-topic: %q is already the events or dead-letter topic", o.ChangesTopic)
 	}
 	if o.DeadLetterTopic == o.Topic && o.Topic != "" {
 		add("--dlq-topic: must differ from --topic %q", o.Topic)

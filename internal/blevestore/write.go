@@ -2,13 +2,19 @@ package blevestore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
+	index "github.com/blevesearch/bleve_index_api"
 	"github.com/blevesearch/bleve/v2/search"
 	bq "github.com/blevesearch/bleve/v2/search/query"
+	"github.com/tidwall/gjson"
 
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/mappings"
 )
 
 // The write rule is osstore's (write.go) as OpenSearch applies it, so replaying the same ops on
@@ -182,7 +188,8 @@ func (s *Store) expireTombstones() {
 // DeleteOlder applies a SYNC marker: it deletes the documents of scope (in the index of its kind)
 // from an epoch older than epoch, and counts them. Their tombstones keep each one's _version, so
 // an unchanged object listed again is taken again while an older replay is still dropped.
-func (s *Store) DeleteOlder(ctx context.Context, scope store.ListScope, epoch int64) (int64, error) {
+// report (nil: nobody) is told them before they are deleted.
+func (s *Store) DeleteOlder(ctx context.Context, scope store.ListScope, epoch int64, report store.GoneFunc) (int64, error) {
 	must := []bq.Query{
 		termQ(fieldIndex, indexOf(scope.Kind)), termQ(fieldCluster, scope.Cluster),
 		termQ(fieldGroup, scope.Group), termQ(fieldResource, scope.Resource),
@@ -191,7 +198,7 @@ func (s *Store) DeleteOlder(ctx context.Context, scope store.ListScope, epoch in
 		must = append(must, termQ(fieldNamespace, scope.Namespace))
 	}
 	must = append(must, rangeQ(fieldEpoch, nil, &epoch))
-	n, err := s.deleteMatching(ctx, bq.NewConjunctionQuery(must))
+	n, err := s.deleteMatching(ctx, bq.NewConjunctionQuery(must), report, 0)
 	if err != nil {
 		return n, fmt.Errorf("SYNC garbage collection of %s: %w", scope.Pair.ID(), err)
 	}
@@ -200,16 +207,20 @@ func (s *Store) DeleteOlder(ctx context.Context, scope store.ListScope, epoch in
 
 // DeleteOlderEach applies several SYNC markers, one after the other: nothing here waits on a
 // refresh that batching would share.
-func (s *Store) DeleteOlderEach(ctx context.Context, syncs []store.Sync) (deleted []int64, errs []error) {
+func (s *Store) DeleteOlderEach(ctx context.Context, syncs []store.Sync, report store.GoneFunc) (deleted []int64, errs []error) {
 	deleted, errs = make([]int64, len(syncs)), make([]error, len(syncs))
 	for i, sy := range syncs {
-		deleted[i], errs[i] = s.DeleteOlder(ctx, sy.Scope, sy.Epoch)
+		var r store.GoneFunc
+		if report != nil {
+			r = func(ctx context.Context, _ int, gone []store.Gone) error { return report(ctx, i, gone) }
+		}
+		deleted[i], errs[i] = s.DeleteOlder(ctx, sy.Scope, sy.Epoch, r)
 	}
 	return deleted, errs
 }
 
 // DeleteAll applies a PURGE marker: it deletes every document of sel, whatever its epoch.
-func (s *Store) DeleteAll(ctx context.Context, sel store.Selection) (int64, error) {
+func (s *Store) DeleteAll(ctx context.Context, sel store.Selection, report store.GoneFunc) (int64, error) {
 	must := []bq.Query{
 		termQ(fieldIndex, indexOf(sel.Kind)), termQ(fieldCluster, sel.Cluster),
 		termQ(fieldGroup, sel.Group), termQ(fieldKind, sel.Kind),
@@ -217,14 +228,14 @@ func (s *Store) DeleteAll(ctx context.Context, sel store.Selection) (int64, erro
 	if sel.Namespace != "" {
 		must = append(must, termQ(fieldNamespace, sel.Namespace))
 	}
-	n, err := s.deleteMatching(ctx, bq.NewConjunctionQuery(must))
+	n, err := s.deleteMatching(ctx, bq.NewConjunctionQuery(must), report, 0)
 	if err != nil {
 		return n, fmt.Errorf("PURGE garbage collection of %s/%s/%s: %w", sel.Cluster, sel.Group, sel.Kind, err)
 	}
 	return n, nil
 }
 
-func (s *Store) deleteMatching(ctx context.Context, q bq.Query) (int64, error) {
+func (s *Store) deleteMatching(ctx context.Context, q bq.Query, report store.GoneFunc, marker int) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -244,9 +255,18 @@ func (s *Store) deleteMatching(ctx context.Context, q bq.Query) (int64, error) {
 		ids = append(ids, id)
 		return err
 	})
+	var gone []store.Gone
+	if err == nil && report != nil && len(ids) > 0 {
+		gone, err = s.goneOf(r, ids)
+	}
 	r.Close()
 	if err != nil || len(ids) == 0 {
 		return 0, err
+	}
+	if report != nil {
+		if err := report(ctx, marker, gone); err != nil {
+			return 0, err
+		}
 	}
 	batch := s.idx.NewBatch()
 	for _, id := range ids {
@@ -264,4 +284,74 @@ func (s *Store) deleteMatching(ctx context.Context, q bq.Query) (int64, error) {
 		s.docs[id] = &stored{version: version, deleted: true, deletedAt: now}
 	}
 	return int64(len(ids)), nil
+}
+
+// goneOf reads what store.Gone holds of the documents ids, as they are stored.
+func (s *Store) goneOf(r index.IndexReader, ids []string) ([]store.Gone, error) {
+	out := make([]store.Gone, 0, len(ids))
+	for _, id := range ids {
+		source, obj, err := storedObject(r, id)
+		if err != nil {
+			return nil, err
+		}
+		st := s.docs[id]
+		g := store.Gone{Cluster: gjson.GetBytes(source, document.FieldCluster).Str, Resource: gjson.GetBytes(source, document.FieldResource).Str,
+			UID: gjson.GetBytes(obj, "metadata.uid").Str, Object: document.Identity(obj)}
+		if st != nil {
+			g.Epoch, g.ResourceVersion = st.epoch, st.rv
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// Priors reads what the index holds of each op's document before the op (store.Prior): the
+// change feed's view of what an op changes. The ops are not written.
+func (s *Store) Priors(ctx context.Context, ops []store.Op) ([]store.Prior, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	r, err := s.reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	out := make([]store.Prior, len(ops))
+	for i, o := range ops {
+		id := docID(o.Kind, o.ID())
+		st := s.docs[id]
+		if st == nil || st.deleted {
+			continue
+		}
+		p := store.Prior{Found: true, Epoch: st.epoch, ResourceVersion: st.rv}
+		_, obj, err := storedObject(r, id)
+		if err != nil {
+			return nil, err
+		}
+		if l := gjson.GetBytes(obj, "metadata.labels"); l.IsObject() {
+			p.Labels = json.RawMessage(l.Raw)
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// storedObject reads the document id's source, and the object it stores.
+func storedObject(r index.IndexReader, id string) (source, obj []byte, err error) {
+	d, err := r.Document(id)
+	if err != nil || d == nil {
+		return nil, nil, fmt.Errorf("%w: embedded index: read document %q: %v", store.ErrUnavailable, id, err)
+	}
+	d.VisitFields(func(f index.Field) {
+		if f.Name() == fieldSource {
+			source = f.Value()
+		}
+	})
+	obj, err = mappings.StoredObject(source)
+	if err != nil {
+		return nil, nil, fmt.Errorf("document %s: %w", strings.ReplaceAll(id, "\x00", "/"), err)
+	}
+	return source, obj, nil
 }

@@ -145,7 +145,7 @@ func TestGarbageCollection(t *testing.T) {
 	relisted := pod("east", "shop", "web-1", 100, nil, "node-1", "Running", "nginx:1.27")
 	relisted.epoch = 2
 	write(t, s, relisted.op(t))
-	n, err := s.DeleteOlder(t.Context(), store.ListScope{Pair: store.Pair{Cluster: "east", Resource: "pods"}, Kind: "Pod", Namespace: "shop"}, 2)
+	n, err := s.DeleteOlder(t.Context(), store.ListScope{Pair: store.Pair{Cluster: "east", Resource: "pods"}, Kind: "Pod", Namespace: "shop"}, 2, nil)
 	if err != nil || n != 2 {
 		t.Fatalf("DeleteOlder: %d, %v", n, err)
 	}
@@ -157,11 +157,11 @@ func TestGarbageCollection(t *testing.T) {
 	if got := find(t, s, parse(t, "clusters=east&names=db-0")); got.Total != 1 {
 		t.Errorf("re-listed object: %d", got.Total)
 	}
-	n, err = s.DeleteAll(t.Context(), store.Selection{Cluster: "west", Kind: "Pod"})
+	n, err = s.DeleteAll(t.Context(), store.Selection{Cluster: "west", Kind: "Pod"}, nil)
 	if err != nil || n != 3 {
 		t.Fatalf("DeleteAll: %d, %v", n, err)
 	}
-	n, err = s.DeleteAll(t.Context(), store.Selection{Cluster: "north", Group: "apps", Kind: "Deployment", Namespace: "other"})
+	n, err = s.DeleteAll(t.Context(), store.Selection{Cluster: "north", Group: "apps", Kind: "Deployment", Namespace: "other"}, nil)
 	if err != nil || n != 0 {
 		t.Fatalf("DeleteAll of another namespace: %d, %v", n, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -572,4 +573,63 @@ func Rebuild(source []byte) ([]byte, error) {
 		}
 	}
 	return build(ev, true)
+}
+
+// identityPaths are what Identity keeps of an object's metadata.
+var identityPaths = []string{"name", "namespace", "uid", "resourceVersion", "labels", "creationTimestamp"}
+
+// Identity is an object's apiVersion, kind and the metadata that names it (name, namespace, uid,
+// resourceVersion, labels, creation time), in that order: what a watcher is told of an object
+// that went away without a last state (garbage collection after a SYNC or PURGE), the same from
+// every store backend.
+func Identity(obj []byte) []byte {
+	root := gjson.ParseBytes(obj)
+	b := make([]byte, 0, 256)
+	b = append(b, `{"apiVersion":`...)
+	b = AppendString(b, root.Get("apiVersion").Str)
+	b = append(b, `,"kind":`...)
+	b = AppendString(b, root.Get("kind").Str)
+	b = append(b, `,"metadata":{`...)
+	meta := root.Get("metadata")
+	n := 0
+	for _, k := range identityPaths {
+		v := meta.Get(k)
+		if !v.Exists() {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = AppendString(b, k)
+		b = append(b, ':')
+		if k == "labels" && v.IsObject() {
+			b = appendSortedLabels(b, v)
+			continue
+		}
+		b = append(b, v.Raw...)
+	}
+	return append(b, "}}"...)
+}
+
+// appendSortedLabels writes labels with their keys in order: OpenSearch's filtered _source does
+// not keep a map's order, and a label set has none.
+func appendSortedLabels(b []byte, labels gjson.Result) []byte {
+	type kv struct{ k, raw string }
+	var all []kv
+	labels.ForEach(func(k, v gjson.Result) bool {
+		all = append(all, kv{k.Str, v.Raw})
+		return true
+	})
+	slices.SortFunc(all, func(x, y kv) int { return strings.Compare(x.k, y.k) })
+	b = append(b, '{')
+	for i, l := range all {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendString(b, l.k)
+		b = append(b, ':')
+		b = append(b, l.raw...)
+	}
+	return append(b, '}')
 }

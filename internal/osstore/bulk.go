@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/document"
+	"github.com/kubesearch/kubesearch/mappings"
 )
 
 // action is what a _bulk operation does to a document.
@@ -227,7 +228,8 @@ func (s *Store) storedVersions(ctx context.Context, keys []docKey) (map[docKey]s
 	if err != nil {
 		return nil, fmt.Errorf("encode _mget: %w", err)
 	}
-	q := url.Values{"_source_includes": {"epoch,resourceVersion"}}
+	// The labels are the change feed's (Priors); the epoch rule reads the rest.
+	q := url.Values{"_source_includes": {"epoch,resourceVersion,object.metadata.labels,fullObject.metadata.labels"}}
 	status, resp, err := s.do(ctx, http.MethodPost, request{path: "/_mget", query: q, body: body})
 	if err != nil {
 		return nil, err
@@ -250,6 +252,11 @@ func parseMget(body []byte, keys []docKey) (map[docKey]storedDoc, error) {
 		if s.found {
 			s.epoch = d.Get("_source.epoch").Int()
 			s.rv = d.Get("_source.resourceVersion").Int()
+			if obj, err := mappings.StoredObject([]byte(d.Get("_source").Raw)); err == nil {
+				if l := gjson.GetBytes(obj, "metadata.labels"); l.IsObject() {
+					s.labels = json.RawMessage(l.Raw)
+				}
+			}
 			if sq := d.Get("_seq_no"); sq.Exists() {
 				s.hasSeqNo, s.seqNo, s.primaryTerm = true, sq.Int(), d.Get("_primary_term").Int()
 			}

@@ -30,10 +30,11 @@ import (
 // DeleteOlder applies a SYNC marker: it deletes the documents of scope from an epoch older than
 // epoch, i.e. the objects the list that just completed did not see. Everything written before is
 // seen (the index is refreshed first), and what it deletes stops being found (refreshed after). It
-// counts the documents deleted. An error that is store.ErrRejected will not pass on a retry; any
-// other error may leave documents, and deleting again is harmless.
-func (s *Store) DeleteOlder(ctx context.Context, scope store.ListScope, epoch int64) (int64, error) {
-	return s.collect(ctx, scope.Kind, "SYNC", syncFilter(scope, epoch))
+// counts the documents deleted; report (nil: nobody) is told each page of them before it is
+// deleted. An error that is store.ErrRejected will not pass on a retry; any other error may leave
+// documents, and deleting again is harmless.
+func (s *Store) DeleteOlder(ctx context.Context, scope store.ListScope, epoch int64, report store.GoneFunc) (int64, error) {
+	return s.collect(ctx, scope.Kind, "SYNC", syncFilter(scope, epoch), report)
 }
 
 // DeleteOlderEach applies several SYNC markers as DeleteOlder applies one, behind one refresh of
@@ -41,7 +42,7 @@ func (s *Store) DeleteOlder(ctx context.Context, scope store.ListScope, epoch in
 // start every batch holds the markers of many lists, and those refreshes were two fifths of the
 // ingest (issue 25: 336 of 841 s). deleted[i] and errs[i] are marker i's; an error may leave
 // documents, and deleting again is harmless.
-func (s *Store) DeleteOlderEach(ctx context.Context, syncs []store.Sync) (deleted []int64, errs []error) {
+func (s *Store) DeleteOlderEach(ctx context.Context, syncs []store.Sync, report store.GoneFunc) (deleted []int64, errs []error) {
 	deleted, errs = make([]int64, len(syncs)), make([]error, len(syncs))
 	var indices []string
 	for _, sy := range syncs {
@@ -59,7 +60,7 @@ func (s *Store) DeleteOlderEach(ctx context.Context, syncs []store.Sync) (delete
 	var changed []string
 	for i, sy := range syncs {
 		index := mappings.IndexName(s.index.Prefix, sy.Scope.Kind)
-		n, err := s.deleteFound(ctx, index, syncFilter(sy.Scope, sy.Epoch))
+		n, err := s.deleteFound(ctx, index, syncFilter(sy.Scope, sy.Epoch), reportAs(report, i))
 		deleted[i] = n
 		if err != nil {
 			errs[i] = final(fmt.Errorf("SYNC garbage collection in %s: %w", index, err))
@@ -84,13 +85,21 @@ func (s *Store) DeleteOlderEach(ctx context.Context, syncs []store.Sync) (delete
 
 // DeleteAll applies a PURGE marker: it deletes every document of sel, whatever its epoch, as
 // DeleteOlder does.
-func (s *Store) DeleteAll(ctx context.Context, sel store.Selection) (int64, error) {
-	return s.collect(ctx, sel.Kind, "PURGE", purgeFilter(sel))
+func (s *Store) DeleteAll(ctx context.Context, sel store.Selection, report store.GoneFunc) (int64, error) {
+	return s.collect(ctx, sel.Kind, "PURGE", purgeFilter(sel), report)
 }
 
-func (s *Store) collect(ctx context.Context, kind, marker string, filter []any) (int64, error) {
+// reportAs tells report the documents of marker i; nil when nobody is told.
+func reportAs(report store.GoneFunc, i int) func(context.Context, []store.Gone) error {
+	if report == nil {
+		return nil
+	}
+	return func(ctx context.Context, gone []store.Gone) error { return report(ctx, i, gone) }
+}
+
+func (s *Store) collect(ctx context.Context, kind, marker string, filter []any, report store.GoneFunc) (int64, error) {
 	index := mappings.IndexName(s.index.Prefix, kind)
-	deleted, err := s.deleteMatching(ctx, index, filter)
+	deleted, err := s.deleteMatching(ctx, index, filter, reportAs(report, 0))
 	if err != nil {
 		return deleted, final(fmt.Errorf("%s garbage collection in %s: %w", marker, index, err))
 	}
@@ -122,10 +131,15 @@ func purgeFilter(sel store.Selection) []any {
 // the page before (nil for the first): ids, concrete indices and versions only, in (uid, index)
 // order — total even when an alias reaches several indices holding the same uid. Every filter fixes
 // the cluster, and a document's id is (cluster, uid), so no two hits of one index share a uid.
-func gcSearch(filter []any, size int, after json.RawMessage) map[string]any {
+// withIdentity reads what store.Gone holds of each as well.
+func gcSearch(filter []any, size int, after json.RawMessage, withIdentity bool) map[string]any {
+	var source any = false
+	if withIdentity {
+		source = goneSource
+	}
 	body := map[string]any{
 		"size":             size,
-		"_source":          false,
+		"_source":          source,
 		"version":          true,
 		"track_total_hits": false,
 		"query":            map[string]any{"bool": map[string]any{"filter": filter}},
@@ -140,16 +154,38 @@ func gcSearch(filter []any, size int, after json.RawMessage) map[string]any {
 // gcPageSize is how many documents one page of garbage collection reads and deletes.
 const gcPageSize = 1000
 
+// goneSource is what a store.Gone is read from: the identity of the object, in both places a
+// document may hold it (mappings.StoredObject).
+var goneSource = func() []string {
+	out := []string{document.FieldCluster, document.FieldResource, document.FieldUID, document.FieldEpoch, document.FieldResourceVersion}
+	for _, obj := range []string{mappings.FieldFullObject, mappings.FieldObject} {
+		out = append(out, obj+".apiVersion", obj+".kind", obj+".metadata.name", obj+".metadata.namespace", obj+".metadata.uid",
+			obj+".metadata.resourceVersion", obj+".metadata.labels", obj+".metadata.creationTimestamp")
+	}
+	return out
+}()
+
+// gone reads a search hit of gcSearch (withIdentity) as a store.Gone.
+func gone(h gjson.Result) store.Gone {
+	src := h.Get("_source")
+	g := store.Gone{Cluster: src.Get(document.FieldCluster).Str, Resource: src.Get(document.FieldResource).Str, UID: src.Get(document.FieldUID).Str,
+		Epoch: src.Get(document.FieldEpoch).Int(), ResourceVersion: src.Get(document.FieldResourceVersion).Int()}
+	if obj, err := mappings.StoredObject([]byte(src.Raw)); err == nil {
+		g.Object = document.Identity(obj)
+	}
+	return g
+}
+
 // deleteMatching deletes the documents of index that match filter (see above for why not
 // _delete_by_query). The index is refreshed first, so documents written just before the marker are
 // seen by the search, and afterwards, so searches stop seeing what was deleted. A document changed
 // meanwhile (409) is skipped. A missing index has nothing to delete. An error means some documents
 // may remain; deleting again is harmless.
-func (s *Store) deleteMatching(ctx context.Context, index string, filter []any) (int64, error) {
+func (s *Store) deleteMatching(ctx context.Context, index string, filter []any, report func(context.Context, []store.Gone) error) (int64, error) {
 	if err := s.refresh(ctx, index); err != nil {
 		return 0, err
 	}
-	deleted, err := s.deleteFound(ctx, index, filter)
+	deleted, err := s.deleteFound(ctx, index, filter, report)
 	if err != nil || deleted == 0 {
 		return deleted, err
 	}
@@ -157,12 +193,13 @@ func (s *Store) deleteMatching(ctx context.Context, index string, filter []any) 
 }
 
 // deleteFound deletes the documents of index that a search finds matching filter, without the
-// refreshes around it (deleteMatching says why they are needed).
-func (s *Store) deleteFound(ctx context.Context, index string, filter []any) (deleted int64, err error) {
+// refreshes around it (deleteMatching says why they are needed). report, when set, is told each
+// page before it is deleted.
+func (s *Store) deleteFound(ctx context.Context, index string, filter []any, report func(context.Context, []store.Gone) error) (deleted int64, err error) {
 	path := "/" + url.PathEscape(index) + "/_search"
 	var after json.RawMessage
 	for {
-		body, err := json.Marshal(gcSearch(filter, gcPageSize, after))
+		body, err := json.Marshal(gcSearch(filter, gcPageSize, after, report != nil))
 		if err != nil {
 			return deleted, err
 		}
@@ -184,6 +221,15 @@ func (s *Store) deleteFound(ctx context.Context, index string, filter []any) (de
 			return deleted, &requestError{status: 503, err: fmt.Errorf("%w: POST %s: timed out", store.ErrUnavailable, path)}
 		}
 		hits := gjson.GetBytes(resp, "hits.hits").Array()
+		if len(hits) > 0 && report != nil {
+			gs := make([]store.Gone, len(hits))
+			for i, h := range hits {
+				gs[i] = gone(h)
+			}
+			if err := report(ctx, gs); err != nil {
+				return deleted, err
+			}
+		}
 		if len(hits) > 0 {
 			n, err := s.deleteVersioned(ctx, hits)
 			deleted += n

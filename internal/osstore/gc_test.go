@@ -23,7 +23,7 @@ func TestMarkerQueriesGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body, err := json.Marshal(gcSearch(tt.filter, gcPageSize, json.RawMessage(`["after-uid","kubernetes-pod-v1"]`)))
+			body, err := json.Marshal(gcSearch(tt.filter, gcPageSize, json.RawMessage(`["after-uid","kubernetes-pod-v1"]`), false))
 			if err != nil {
 				t.Fatal(err)
 			}

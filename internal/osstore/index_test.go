@@ -1,10 +1,12 @@
 package osstore
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,14 +212,14 @@ func TestDeleteMatching(t *testing.T) {
 		},
 	})
 	filter := []any{term("cluster", "member1")}
-	if n, err := c.deleteMatching(t.Context(), "kubernetes-pod", filter); n != 0 || err != nil {
+	if n, err := c.deleteMatching(t.Context(), "kubernetes-pod", filter, nil); n != 0 || err != nil {
 		t.Errorf("missing index: got %d, %v; want success with nothing deleted", n, err)
 	}
-	if n, err := c.deleteMatching(t.Context(), "kubernetes-pod", filter); n != 3 || err != nil {
+	if n, err := c.deleteMatching(t.Context(), "kubernetes-pod", filter, nil); n != 3 || err != nil {
 		t.Errorf("got %d, %v", n, err)
 	}
 	for _, name := range []string{"shard failed", "item throttled", "search throttled"} {
-		_, err := c.deleteMatching(t.Context(), "kubernetes-pod", filter)
+		_, err := c.deleteMatching(t.Context(), "kubernetes-pod", filter, nil)
 		var re *requestError
 		if !errors.As(err, &re) || (re.status != 503 && re.status != 429) {
 			t.Errorf("%s: got %v, want a retryable request error", name, err)
@@ -261,7 +263,7 @@ func TestBulkRequestErrors(t *testing.T) {
 func TestStoredVersions(t *testing.T) {
 	s, c := newScripted(t, map[string][]answer{
 		"POST /_mget": {{200, `{"docs":[
-			{"_index":"kubernetes-pod-v2","_id":"a","_version":5000,"_seq_no":12,"_primary_term":3,"found":true,"_source":{"epoch":1000,"resourceVersion":5000}},
+			{"_index":"kubernetes-pod-v2","_id":"a","_version":5000,"_seq_no":12,"_primary_term":3,"found":true,"_source":{"epoch":1000,"resourceVersion":5000,"object":{"metadata":{"labels":{"app.kubernetes.io/name":"web"}}}}},
 			{"_index":"kubernetes-pod-v2","_id":"b","found":false},
 			{"_index":"kubernetes-svc","_id":"c","error":{"type":"index_not_found_exception","reason":"no such index"}}]}`}},
 	})
@@ -270,8 +272,8 @@ func TestStoredVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := storedDoc{found: true, epoch: 1000, rv: 5000, seqNo: 12, primaryTerm: 3, hasSeqNo: true}
-	if got[keys[0]] != want || got[keys[1]].found || got[keys[2]].found {
+	want := storedDoc{found: true, epoch: 1000, rv: 5000, seqNo: 12, primaryTerm: 3, hasSeqNo: true, labels: json.RawMessage(`{"app.kubernetes.io/name":"web"}`)}
+	if !reflect.DeepEqual(got[keys[0]], want) || got[keys[1]].found || got[keys[2]].found {
 		t.Errorf("got %+v", got)
 	}
 	req := s.sent("POST /_mget")[0]

@@ -101,14 +101,14 @@ func TestMarkerRefusals(t *testing.T) {
 				"POST /kubernetes-pod/_refresh": {{200, refresh}},
 				"POST /kubernetes-pod/_search":  {tt.search},
 			})
-			_, err := s.DeleteOlder(t.Context(), store.ListScope{Pair: store.Pair{Cluster: "m1", Resource: "pods"}, Kind: "Pod"}, 5)
+			_, err := s.DeleteOlder(t.Context(), store.ListScope{Pair: store.Pair{Cluster: "m1", Resource: "pods"}, Kind: "Pod"}, 5, nil)
 			if err == nil {
 				t.Fatal("no error")
 			}
 			if got := errors.Is(err, store.ErrRejected); got != tt.rejected {
 				t.Errorf("DeleteOlder: %v; rejected %v, want %v", err, got, tt.rejected)
 			}
-			_, err = s.DeleteAll(t.Context(), store.Selection{Cluster: "m1", Kind: "Pod"})
+			_, err = s.DeleteAll(t.Context(), store.Selection{Cluster: "m1", Kind: "Pod"}, nil)
 			if got := errors.Is(err, store.ErrRejected); got != tt.rejected {
 				t.Errorf("DeleteAll: %v; rejected %v, want %v", err, got, tt.rejected)
 			}

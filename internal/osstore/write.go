@@ -2,6 +2,7 @@ package osstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,6 +76,34 @@ type storedDoc struct {
 	epoch, rv          int64
 	seqNo, primaryTerm int64
 	hasSeqNo           bool
+	labels             json.RawMessage
+}
+
+// Priors reads what the index holds of each op's document before the op (store.Prior), realtime,
+// in one _mget: the change feed's view of what an op changes. The ops are not written.
+func (s *Store) Priors(ctx context.Context, ops []store.Op) ([]store.Prior, error) {
+	keys := make([]docKey, 0, len(ops))
+	seen := map[docKey]bool{}
+	for _, o := range ops {
+		k := docKey{mappings.IndexName(s.index.Prefix, o.Kind), o.ID()}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	out := make([]store.Prior, len(ops))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	stored, err := s.storedVersions(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read %d stored documents: %w", len(keys), err)
+	}
+	for i, o := range ops {
+		d := stored[docKey{mappings.IndexName(s.index.Prefix, o.Kind), o.ID()}]
+		out[i] = store.Prior{Found: d.found, Epoch: d.epoch, ResourceVersion: d.rv, Labels: d.labels}
+	}
+	return out, nil
 }
 
 // failure is an op OpenSearch will never accept.

@@ -527,13 +527,13 @@ func TestStoreWriteSameUIDTwoClusters(t *testing.T) {
 	scope := func(cluster string) store.ListScope {
 		return store.ListScope{Pair: store.Pair{Cluster: cluster, Resource: "pods"}, Kind: "Pod"}
 	}
-	if n, err := s.DeleteOlder(t.Context(), scope("member1-copy"), 3); err != nil || n != 0 {
+	if n, err := s.DeleteOlder(t.Context(), scope("member1-copy"), 3, nil); err != nil || n != 0 {
 		t.Errorf("SYNC of the copy's list: deleted %d, %v; want 0", n, err)
 	}
 	if got := states(); got != "1/100 3/140" {
 		t.Errorf("after the copy's SYNC: %s, want 1/100 3/140", got)
 	}
-	if n, err := s.DeleteOlder(t.Context(), scope("member1"), 4); err != nil || n != 1 {
+	if n, err := s.DeleteOlder(t.Context(), scope("member1"), 4, nil); err != nil || n != 1 {
 		t.Errorf("SYNC of member1's next list, which did not see u: deleted %d, %v; want 1", n, err)
 	}
 	if got := states(); got != "deleted 3/140" {
@@ -571,7 +571,7 @@ func TestStoreDeleteOlderEach(t *testing.T) {
 		t.Fatalf("write: failed %v, err %v", failed, err)
 	}
 	before := f.Refreshes.Load()
-	deleted, errs := s.DeleteOlderEach(t.Context(), syncs[:4])
+	deleted, errs := s.DeleteOlderEach(t.Context(), syncs[:4], nil)
 	if got := f.Refreshes.Load() - before; got != 2 {
 		t.Errorf("%d refreshes for 4 markers, want 2", got)
 	}

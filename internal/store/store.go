@@ -8,6 +8,7 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"time"
@@ -79,6 +80,30 @@ type Failure struct {
 	Pos int
 	Err string
 }
+
+// Prior is what the index holds of an op's document just before the op is written (realtime:
+// writes not yet refreshed count): what the change feed (package changes) tells a change from a
+// repeat or a replay by, and a watcher's previous labels.
+type Prior struct {
+	Found                  bool
+	Epoch, ResourceVersion int64
+	// Labels are the stored object's metadata.labels (a JSON object), nil when it has none.
+	Labels json.RawMessage
+}
+
+// Gone is a document garbage collection deletes after a SYNC or PURGE marker, as it was stored.
+type Gone struct {
+	Cluster, Resource, UID string
+	Epoch, ResourceVersion int64
+	// Object is the stored object's apiVersion, kind and metadata (what a watcher is told of an
+	// object that went away).
+	Object json.RawMessage
+}
+
+// GoneFunc is told, before they are deleted, the documents garbage collection deletes: marker is
+// the position of the marker in the call (0 when the call applies one). An error stops the
+// collection, which the caller retries as a whole: what is told and not yet deleted is told again.
+type GoneFunc func(ctx context.Context, marker int, gone []Gone) error
 
 // ListScope is what one list of the collector covers, and a SYNC marker completes: the objects of
 // one pair (of one kind) in one namespace, or in every namespace when Namespace is "".

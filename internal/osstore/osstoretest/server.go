@@ -135,7 +135,11 @@ func (f *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if d.id <= after || len(hits) == int(gjson.GetBytes(body, "size").Int()) {
 				continue
 			}
-			hits = append(hits, map[string]any{"_index": parts[0], "_id": d.id, "_version": d.version, "sort": []string{d.id, parts[0]}})
+			hit := map[string]any{"_index": parts[0], "_id": d.id, "_version": d.version, "sort": []string{d.id, parts[0]}}
+			if gjson.GetBytes(body, "_source").IsArray() {
+				hit["_source"] = json.RawMessage(d.source) // unfiltered: readers pick what they asked for
+			}
+			hits = append(hits, hit)
 		}
 		reply(200, map[string]any{"_shards": map[string]any{"total": 1, "successful": 1, "failed": 0}, "hits": map[string]any{"hits": hits}})
 	case len(parts) == 2 && parts[1] == "_search":

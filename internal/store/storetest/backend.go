@@ -14,8 +14,8 @@ import (
 // has this method set (plus Setup and Close, which the caller uses).
 type Backend interface {
 	Write(ctx context.Context, ops []store.Op) ([]store.Failure, error)
-	DeleteOlder(ctx context.Context, scope store.ListScope, epoch int64) (int64, error)
-	DeleteAll(ctx context.Context, sel store.Selection) (int64, error)
+	DeleteOlder(ctx context.Context, scope store.ListScope, epoch int64, report store.GoneFunc) (int64, error)
+	DeleteAll(ctx context.Context, sel store.Selection, report store.GoneFunc) (int64, error)
 	Refresh(ctx context.Context, kinds ...string) error
 
 	LoadWatermarks(ctx context.Context, pairs []store.Pair) (map[store.Pair]*store.Watermark, error)

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/url"
 	"slices"
@@ -709,13 +710,33 @@ func (r *R) objects(match func(*Object) bool) []*Object {
 	return out
 }
 
+// goneLog is what garbage collection told of the documents it deleted (store.GoneFunc), as lines
+// every backend must answer alike: the change feed's deletions.
+type goneLog []string
+
+func (l *goneLog) report(_ context.Context, _ int, gone []store.Gone) error {
+	for _, g := range gone {
+		*l = append(*l, fmt.Sprintf("%s %s %s epoch %d rv %d %s", g.Cluster, g.Resource, g.UID, g.Epoch, g.ResourceVersion, g.Object))
+	}
+	return nil
+}
+
+func (l goneLog) sorted() []string {
+	out := slices.Clone(l)
+	slices.Sort(out)
+	return out
+}
+
 // gcCases are SYNC (DeleteOlder) and PURGE (DeleteAll).
 func gcCases() []Case {
 	deleteOlder := func(r *R, scope store.ListScope, epoch int64) {
 		r.t.Helper()
-		n, err := r.b.DeleteOlder(r.ctx, scope, epoch)
+		var told goneLog
+		n, err := r.b.DeleteOlder(r.ctx, scope, epoch, told.report)
 		r.record(fmt.Sprintf("DeleteOlder(%+v, %d)", scope, epoch), n, err)
+		r.record(fmt.Sprintf("DeleteOlder(%+v, %d) told", scope, epoch), told.sorted(), nil)
 		r.noError("DeleteOlder", err)
+		r.expect(len(told) == int(n), "told %d documents gone, deleted %d", len(told), n)
 		want := r.c.remove(func(o *Object) bool {
 			return o.Pair() == scope.Pair && o.Kind == scope.Kind && (scope.Namespace == "" || o.Namespace == scope.Namespace) && o.Epoch < epoch
 		})
@@ -723,9 +744,12 @@ func gcCases() []Case {
 	}
 	deleteAll := func(r *R, sel store.Selection) {
 		r.t.Helper()
-		n, err := r.b.DeleteAll(r.ctx, sel)
+		var told goneLog
+		n, err := r.b.DeleteAll(r.ctx, sel, told.report)
 		r.record(fmt.Sprintf("DeleteAll(%+v)", sel), n, err)
+		r.record(fmt.Sprintf("DeleteAll(%+v) told", sel), told.sorted(), nil)
 		r.noError("DeleteAll", err)
+		r.expect(len(told) == int(n), "told %d documents gone, deleted %d", len(told), n)
 		want := r.c.remove(func(o *Object) bool {
 			return o.Cluster == sel.Cluster && o.Group == sel.Group && o.Kind == sel.Kind && (sel.Namespace == "" || o.Namespace == sel.Namespace)
 		})
@@ -995,7 +1019,7 @@ func largeTotal(r *R) {
 			}
 		}
 	}
-	n, err := r.b.DeleteAll(r.ctx, store.Selection{Cluster: "prod-us", Kind: "Event"})
+	n, err := r.b.DeleteAll(r.ctx, store.Selection{Cluster: "prod-us", Kind: "Event"}, nil)
 	r.record("DeleteAll(events)", n, err)
 	r.noError("DeleteAll", err)
 	r.expect(n == LargeTotal, "purged %d events, want %d", n, LargeTotal)

@@ -1,0 +1,96 @@
+package indexer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kubesearch/kubesearch/internal/changes"
+	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/internal/stream"
+)
+
+// The change feed (package changes) is published before the changes are written: a crash in
+// between publishes them again when the events are consumed again (a repeat), where publishing
+// after writing would lose them (consumed again, the events then find their changes in the index
+// and make no records). Garbage collection's deletions likewise: each page of documents a marker
+// removes is published, then deleted; the marker's own record follows its last page.
+
+// publishChanges publishes the records of the ops about to be written (owners[i] is the event of
+// ops[i]), judged against what the index holds (one read per batch), retrying until published or
+// ctx ends.
+func (c *consumer) publishChanges(ctx context.Context, ops []store.Op, owners []*item) error {
+	if c.changes == nil {
+		return nil
+	}
+	bo := c.backoff()
+	var priors []store.Prior
+	for {
+		var err error
+		if priors, err = c.docs.Priors(ctx, ops); err == nil {
+			break
+		}
+		if err := c.wait(ctx, &bo, "change feed: reading the stored documents failed", len(ops), err); err != nil {
+			return err
+		}
+	}
+	t := changes.NewTracker()
+	for i, o := range ops {
+		t.Prior(o, priors[i])
+	}
+	var recs []*changes.Record
+	for i, o := range ops {
+		it := owners[i]
+		if r := t.Change(o, it.ev, source(it)); r != nil {
+			recs = append(recs, r)
+		}
+	}
+	return c.publish(ctx, recs)
+}
+
+// publishGone publishes the DELETED records of documents a marker's collection is about to delete.
+func (c *consumer) publishGone(ctx context.Context, marker *item, gone []store.Gone) error {
+	recs := make([]*changes.Record, len(gone))
+	for i, g := range gone {
+		recs[i] = changes.Gone(marker.ev, g, source(marker))
+	}
+	return c.publish(ctx, recs)
+}
+
+// publishMarker publishes a marker's own record, once its collection is done.
+func (c *consumer) publishMarker(ctx context.Context, marker *item) error {
+	if c.changes == nil {
+		return nil
+	}
+	return c.publish(ctx, []*changes.Record{changes.Marker(marker.ev, source(marker))})
+}
+
+func source(it *item) changes.Source {
+	return changes.Source{Partition: it.msg.Partition, Offset: it.msg.Offset}
+}
+
+// publish writes records to the feed, in order, retrying until written or ctx ends: a record
+// skipped would be a change no reader of the feed ever learns of.
+func (c *consumer) publish(ctx context.Context, recs []*changes.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	msgs := make([]stream.Message, len(recs))
+	for i, r := range recs {
+		b, err := r.Marshal()
+		if err != nil {
+			return fmt.Errorf("change feed: encode the record of %s %s: %w", r.Pair().ID(), r.UID, err)
+		}
+		msgs[i] = stream.Message{Key: r.Key(), Value: b}
+	}
+	bo := c.backoff()
+	for {
+		err := c.changes.Write(ctx, msgs...)
+		if err == nil {
+			c.metrics.changes.Add(float64(len(msgs)))
+			return nil
+		}
+		if err := c.wait(ctx, &bo, "change feed: publishing failed", len(msgs), err); err != nil {
+			return err
+		}
+	}
+}
