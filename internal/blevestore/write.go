@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	index "github.com/blevesearch/bleve_index_api"
 	"github.com/blevesearch/bleve/v2/search"
 	bq "github.com/blevesearch/bleve/v2/search/query"
+	index "github.com/blevesearch/bleve_index_api"
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/document"
