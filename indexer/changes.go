@@ -40,7 +40,7 @@ func (c *consumer) publishChanges(ctx context.Context, ops []store.Op, owners []
 	var recs []*changes.Record
 	for i, o := range ops {
 		it := owners[i]
-		if r := t.Change(o, it.ev, source(it)); r != nil {
+		if r := t.Change(o, it.ev, c.source(it)); r != nil {
 			recs = append(recs, r)
 		}
 	}
@@ -51,7 +51,7 @@ func (c *consumer) publishChanges(ctx context.Context, ops []store.Op, owners []
 func (c *consumer) publishGone(ctx context.Context, marker *item, gone []store.Gone) error {
 	recs := make([]*changes.Record, len(gone))
 	for i, g := range gone {
-		recs[i] = changes.Gone(marker.ev, g, source(marker))
+		recs[i] = changes.Gone(marker.ev, g, c.source(marker))
 	}
 	return c.publish(ctx, recs)
 }
@@ -61,11 +61,11 @@ func (c *consumer) publishMarker(ctx context.Context, marker *item) error {
 	if c.changes == nil {
 		return nil
 	}
-	return c.publish(ctx, []*changes.Record{changes.Marker(marker.ev, source(marker))})
+	return c.publish(ctx, []*changes.Record{changes.Marker(marker.ev, c.source(marker))})
 }
 
-func source(it *item) changes.Source {
-	return changes.Source{Partition: it.msg.Partition, Offset: it.msg.Offset}
+func (c *consumer) source(it *item) changes.Source {
+	return changes.Source{Partition: it.msg.Partition, Offset: it.msg.Offset, Batch: c.batchEnd[it.msg.Partition]}
 }
 
 // publish writes records to the feed, in order, retrying until written or ctx ends: a record

@@ -74,10 +74,10 @@ func TestChangeFeed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("record %s: %v", m.Value, err)
 		}
-		if r.Source.Offset < last {
-			t.Errorf("source offsets go back: %d after %d", r.Source.Offset, last)
+		if r.Source.Batch < last || r.Source.Offset > r.Source.Batch {
+			t.Errorf("source %+v after batch %d", r.Source, last)
 		}
-		last = r.Source.Offset
+		last = r.Source.Batch
 		line := string(r.Type) + " " + r.Name + " " + r.ResourceVersion
 		switch r.Type {
 		case envelope.Sync:

@@ -80,6 +80,7 @@ type consumer struct {
 	wmInterval    time.Duration
 
 	next        map[int]int64       // per partition, the offset expected next
+	batchEnd    map[int]int64       // per partition, the last offset of the batch being applied (changes.Source.Batch)
 	unversioned map[store.Pair]bool // pairs already logged as written without versioning
 }
 
@@ -257,8 +258,10 @@ func (c *consumer) decodeBatch(msgs []stream.Message) *decodedBatch {
 // then.
 func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
 	msgs, items := b.msgs, b.items
+	c.batchEnd = map[int]int64{}
 	for _, m := range msgs {
 		c.checkContinuity(m)
+		c.batchEnd[m.Partition] = max(c.batchEnd[m.Partition], m.Offset)
 	}
 	if err := c.loadWatermarks(ctx, items); err != nil {
 		return err

@@ -264,22 +264,39 @@ func (ix *Indexer) ensureTopic(ctx context.Context, topic string, partitions int
 // refuses one of another size: a feed partition must hold the changes of one events partition,
 // which one indexer writes in order (package changes).
 func (ix *Indexer) ensureFeed(ctx context.Context) error {
-	events, err := ix.kafka.HighWaterMarks(ctx, ix.opts.Topic)
+	events, err := ix.partitions(ctx, ix.opts.Topic)
 	if err != nil {
-		return fmt.Errorf("--changes-topic: partitions of %s: %w", ix.opts.Topic, err)
+		return err
 	}
 	if err := ix.ensureTopic(ctx, ix.opts.ChangesTopic, len(events)); err != nil {
 		return err
 	}
-	feed, err := ix.kafka.HighWaterMarks(ctx, ix.opts.ChangesTopic)
+	feed, err := ix.partitions(ctx, ix.opts.ChangesTopic)
 	if err != nil {
-		return fmt.Errorf("--changes-topic: partitions of %s: %w", ix.opts.ChangesTopic, err)
+		return err
 	}
 	if len(feed) != len(events) {
 		return fmt.Errorf("--changes-topic: %s has %d partitions and the events topic %s %d: they must be equal (delete the feed topic; the indexer creates it)",
 			ix.opts.ChangesTopic, len(feed), ix.opts.Topic, len(events))
 	}
 	return nil
+}
+
+// partitions are the topic's partitions, read again until Kafka tells them: a topic just created
+// answers "not leader" until its partitions have leaders.
+func (ix *Indexer) partitions(ctx context.Context, topic string) (map[int]int64, error) {
+	bo := defaultBackoff()
+	for {
+		ps, err := ix.kafka.HighWaterMarks(ctx, topic)
+		if err == nil {
+			return ps, nil
+		}
+		delay := bo.Step()
+		ix.log.Info("partitions of a topic not known yet, retrying", "topic", topic, "retryIn", delay.Round(time.Millisecond), "err", err)
+		if err := lifecycle.Sleep(ctx, delay); err != nil {
+			return nil, fmt.Errorf("--changes-topic: partitions of %s: %w", topic, err)
+		}
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -21,8 +21,12 @@
 // indexer consuming it, so the feed keeps the stream's order per pair. A crash between publishing
 // and writing publishes the change again: records may repeat, never go missing. A consumer that
 // lost its partition in a rebalance may still publish a batch in flight behind its successor's
-// records; its Source offsets are then below ones already read, which is how a reader tells them
-// (Source.Offset never decreases in a partition otherwise).
+// records. Source.Batch tells them: records of one batch carry the batch's last offset, which
+// grows from batch to batch; a reader drops a record whose Batch is below one it read already.
+// That loses nothing: each consumer starts at the offset committed before it, which is at most
+// what was published, and publishes every batch in order, so once a record of Batch b is in the
+// feed, records for every event up to b are too. (Within a batch, records are not in offset
+// order: a batch's SYNC markers come after its object events.)
 //
 // It leaves out reading the feed (the watch cache's) and its retention (the topic's).
 package changes
@@ -53,10 +57,12 @@ type Record struct {
 	Previous *Previous `json:"previous,omitempty"`
 }
 
-// Source is where the event that made the change was read.
+// Source is where the event that made the change was read: its partition and offset, and the last
+// offset in that partition of the batch that published it (see above).
 type Source struct {
 	Partition int   `json:"partition"`
 	Offset    int64 `json:"offset"`
+	Batch     int64 `json:"batch"`
 }
 
 // Previous is the object's state in the index before the change.

@@ -177,6 +177,7 @@ type eventLog struct {
 	mu        sync.Mutex
 	next      map[int]int64
 	events    []*envelope.Event
+	values    [][]byte // values[i] is the message of events[i], as read
 	lastError error
 }
 
@@ -254,6 +255,7 @@ func (l *eventLog) readPartition(ctx context.Context, p int) error {
 				continue
 			}
 			l.events = append(l.events, ev)
+			l.values = append(l.values, append([]byte(nil), m.Value...))
 		}
 		if err := batch.Close(); err != nil {
 			return err
@@ -284,6 +286,14 @@ func (l *eventLog) snapshot() []*envelope.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]*envelope.Event(nil), l.events...)
+}
+
+// rawSnapshot is every message read so far, as read.
+func (l *eventLog) rawSnapshot() [][]byte {
+	l.refresh(l.t.Context())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([][]byte(nil), l.values...)
 }
 
 // waitFor polls the log until cond holds.

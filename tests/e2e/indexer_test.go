@@ -41,6 +41,8 @@ type pipeline struct {
 	indexerAddr string
 	// sel, when set, replaces the fleet's selection in indexProblems (a test that edits the registries).
 	sel map[schema.GroupVersionResource]string
+	// indexerArgs are added to the indexer's command line.
+	indexerArgs []string
 }
 
 func startPipeline(t *testing.T, env *testbed.Env, f fleet) *pipeline {
@@ -53,7 +55,14 @@ func startPipeline(t *testing.T, env *testbed.Env, f fleet) *pipeline {
 // startIndexing starts the pipeline's indexer and no collector: for a test that starts its own.
 func startIndexing(t *testing.T, env *testbed.Env, f fleet) *pipeline {
 	t.Helper()
-	p := &pipeline{env: env, f: f, registries: f.registries(t), topic: uniqueName("pipeline"), prefix: uniqueName("e2e")}
+	return startIndexingOn(t, env, f, uniqueName("pipeline"))
+}
+
+// startIndexingOn is startIndexing on the events topic given, with indexerArgs added to the
+// indexer's command line.
+func startIndexingOn(t *testing.T, env *testbed.Env, f fleet, topic string, indexerArgs ...string) *pipeline {
+	t.Helper()
+	p := &pipeline{env: env, f: f, registries: f.registries(t), topic: topic, prefix: uniqueName("e2e"), indexerArgs: indexerArgs}
 	client, err := opensearchapi.NewClient(opensearchapi.Config{Client: opensearch.Config{Addresses: []string{env.OpenSearchURL}}})
 	if err != nil {
 		t.Fatal(err)
@@ -77,9 +86,10 @@ func (p *pipeline) startCollector(t *testing.T) {
 func (p *pipeline) startIndexer(t *testing.T) {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p.indexer = startProcess(t, "indexer", "indexer", "--kafka-brokers", strings.Join(p.env.KafkaBrokers, ","),
-		"--topic", p.topic, "--group", p.topic+"-indexer", "--opensearch-addresses", strings.Join(p.env.OpenSearchURLs, ","),
-		"--index-prefix", p.prefix, "--listen", addr, "--batch-interval", "100ms", "--watermark-interval", "500ms")
+	args := append([]string{"indexer", "--kafka-brokers", strings.Join(p.env.KafkaBrokers, ","),
+		"--topic", p.topic, "--group", p.topic + "-indexer", "--opensearch-addresses", strings.Join(p.env.OpenSearchURLs, ","),
+		"--index-prefix", p.prefix, "--listen", addr, "--batch-interval", "100ms", "--watermark-interval", "500ms"}, p.indexerArgs...)
+	p.indexer = startProcess(t, "indexer", args...)
 	p.indexerAddr = addr
 	waitHTTP(t, "http://"+addr+"/readyz", 2*time.Minute)
 }
