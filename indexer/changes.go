@@ -68,11 +68,32 @@ func (c *consumer) source(it *item) changes.Source {
 	return changes.Source{Partition: it.msg.Partition, Offset: it.msg.Offset, Batch: c.batchEnd[it.msg.Partition]}
 }
 
+// feedBookmarks is what the consumer needs of the stream for the feed's bookmark
+// (changes.BookmarkGroup).
+type feedBookmarks interface {
+	HighWaterMarks(ctx context.Context, topic string) (map[int]int64, error)
+	CommitOffsets(ctx context.Context, group, topic string, offsets map[int]int64) error
+}
+
 // publish writes records to the feed, in order, retrying until written or ctx ends: a record
 // skipped would be a change no reader of the feed ever learns of.
 func (c *consumer) publish(ctx context.Context, recs []*changes.Record) error {
 	if len(recs) == 0 {
 		return nil
+	}
+	if c.feedStart == nil {
+		// The feed's end before the batch publishes: the bookmark once the batch is written.
+		bo := c.backoff()
+		for {
+			ends, err := c.bookmarks.HighWaterMarks(ctx, c.feedTopic)
+			if err == nil {
+				c.feedStart = ends
+				break
+			}
+			if err := c.wait(ctx, &bo, "change feed: reading the feed's end failed", len(recs), err); err != nil {
+				return err
+			}
+		}
 	}
 	msgs := make([]stream.Message, len(recs))
 	for i, r := range recs {
@@ -92,5 +113,24 @@ func (c *consumer) publish(ctx context.Context, recs []*changes.Record) error {
 		if err := c.wait(ctx, &bo, "change feed: publishing failed", len(msgs), err); err != nil {
 			return err
 		}
+	}
+}
+
+// bookmark commits, once a batch that published records is written and committed, the feed's end
+// before it for the batch's partitions. A failure is logged: the bookmark stays behind, and readers
+// starting then read more of the feed, nothing less.
+func (c *consumer) bookmark(ctx context.Context) {
+	if c.feedStart == nil {
+		return
+	}
+	at := map[int]int64{}
+	for p := range c.batchEnd {
+		if o, ok := c.feedStart[p]; ok {
+			at[p] = o
+		}
+	}
+	c.feedStart = nil
+	if err := c.bookmarks.CommitOffsets(ctx, c.feedGroup, c.feedTopic, at); err != nil {
+		c.log.Warn("change feed: bookmark not committed; readers starting now read from an older one", "group", c.feedGroup, "err", err)
 	}
 }

@@ -101,6 +101,11 @@ func TestChangeFeed(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("feed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// The bookmark is the feed's end before the last batch that published: where a reader starts.
+	marks, err := s.client.CommittedOffsets(t.Context(), changes.BookmarkGroup("indexers"), changes.TopicOf(s.topic))
+	if err != nil || marks[0] != int64(len(want)-1) {
+		t.Errorf("bookmark %v (%v), want %d", marks, err, len(want)-1)
+	}
 	// Nothing after what was expected.
 	time.Sleep(200 * time.Millisecond)
 	all, err := s.client.ReadPartition(t.Context(), changes.TopicOf(s.topic), 0)

@@ -64,6 +64,11 @@ type consumer struct {
 	reader   messageReader
 	dlq      messageWriter
 	changes  messageWriter // the change feed; nil publishes none
+	// bookmarks, feedTopic and feedGroup keep the feed's bookmark (changes.BookmarkGroup);
+	// feedStart is the feed's end before the batch being applied published, nil until it does.
+	bookmarks            feedBookmarks
+	feedTopic, feedGroup string
+	feedStart            map[int]int64
 	docs     documents
 	progress progress
 	wm       *watermarks
@@ -297,6 +302,7 @@ func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
 		return err
 	}
 	c.commit(ctx, msgs)
+	c.bookmark(ctx)
 	c.metrics.batches.Inc()
 	c.metrics.inFlight.Sub(float64(len(msgs)))
 	return nil

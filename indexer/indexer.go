@@ -17,6 +17,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/serving"
+	"github.com/kubesearch/kubesearch/internal/changes"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
@@ -186,7 +187,8 @@ func (ix *Indexer) index(ctx context.Context, g *lifecycle.Group) error {
 	defer stop()
 	c := ix.newConsumer(ix.reader, dlq)
 	if feed != nil {
-		c.changes = feed
+		c.changes, c.bookmarks = feed, ix.kafka
+		c.feedTopic, c.feedGroup = ix.opts.ChangesTopic, changes.BookmarkGroup(ix.opts.GroupID)
 	}
 	ix.log.Info("indexer started", "topic", ix.opts.Topic, "group", ix.opts.GroupID, "listen", ix.Addr())
 	if err := c.run(ctx, work); err != nil {

@@ -48,6 +48,13 @@ const Suffix = ".changes"
 // TopicOf is the feed topic of the events topic.
 func TopicOf(events string) string { return events + Suffix }
 
+// BookmarkGroup is the consumer group, never joined, in which the indexers of group commit, on the
+// feed topic, where a reader must start to miss no change the index does not show yet: after each
+// batch is written, the feed's end as it was before the batch published anything (every record
+// below it is of a batch written before). A reader starting there, less the changes written but
+// not yet searchable, needs nothing older.
+func BookmarkGroup(indexerGroup string) string { return indexerGroup + Suffix }
+
 // Record is one change of the index.
 type Record struct {
 	envelope.Event

@@ -234,6 +234,32 @@ func (l *Local) CommittedOffsets(_ context.Context, group, topic string) (map[in
 	return out, nil
 }
 
+// CommitOffsets implements Broker: the group counts for the topic's retention like any other.
+func (l *Local) CommitOffsets(_ context.Context, group, topic string, offsets map[int]int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.topics[topic]
+	if !ok {
+		return unknownTopic(topic)
+	}
+	key := group + "\x00" + topic
+	g := l.groups[key]
+	if g == nil {
+		g = &localGroup{committed: map[int]int64{}}
+		l.groups[key] = g
+		t.groups = append(t.groups, g)
+	}
+	for p, o := range offsets {
+		if p < 0 || p >= len(t.parts) {
+			return fmt.Errorf("commit offset of group %s on %s/%d: no such partition", group, topic, p)
+		}
+		g.committed[p] = max(g.committed[p], o)
+		l.trimLocked(t, p)
+	}
+	l.notifyLocked()
+	return nil
+}
+
 // ReadPartition returns a copy of what the partition holds; a topic not created yet holds nothing.
 func (l *Local) ReadPartition(_ context.Context, topic string, partition int) ([]Message, error) {
 	l.mu.Lock()

@@ -56,3 +56,22 @@ func (c *Client) CommittedOffsets(ctx context.Context, group, topic string) (map
 	}
 	return out, nil
 }
+
+// CommitOffsets implements Broker, as a consumer outside any group generation commits (Kafka takes
+// a commit of generation -1 for a group without members).
+func (c *Client) CommitOffsets(ctx context.Context, group, topic string, offsets map[int]int64) error {
+	commits := make([]kafka.OffsetCommit, 0, len(offsets))
+	for p, o := range offsets {
+		commits = append(commits, kafka.OffsetCommit{Partition: p, Offset: o})
+	}
+	resp, err := c.kc.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1, Topics: map[string][]kafka.OffsetCommit{topic: commits}})
+	if err != nil {
+		return fmt.Errorf("commit offsets of group %s on %s: %w", group, topic, err)
+	}
+	for _, p := range resp.Topics[topic] {
+		if p.Error != nil {
+			return fmt.Errorf("commit offset of group %s on %s/%d: %w", group, topic, p.Partition, p.Error)
+		}
+	}
+	return nil
+}

@@ -36,6 +36,10 @@ type Broker interface {
 	// CommittedOffsets is, per partition, the offset a consumer group committed (the next one it
 	// reads), or -1 for a partition it has not committed yet.
 	CommittedOffsets(ctx context.Context, group, topic string) (map[int]int64, error)
+	// CommitOffsets commits offsets (per partition, the next one to read) for a group that no
+	// consumer joins: a bookmark others read with CommittedOffsets (the change feed's, see
+	// package changes).
+	CommitOffsets(ctx context.Context, group, topic string, offsets map[int]int64) error
 	// ReadPartition returns every message a partition holds, up to its end as of the call; a topic
 	// not created yet holds nothing.
 	ReadPartition(ctx context.Context, topic string, partition int) ([]Message, error)
