@@ -11,6 +11,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/osstore"
 	"github.com/kubesearch/kubesearch/internal/registry"
 	"github.com/kubesearch/kubesearch/internal/serving"
+	"github.com/kubesearch/kubesearch/internal/changes"
 	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/mappings"
 )
@@ -29,9 +30,10 @@ type Options struct {
 	GroupID string
 	// DeadLetterTopic receives the events that can never be indexed; default "<Topic>.dlq".
 	DeadLetterTopic string
-	// ChangesTopic, when set, receives the change feed (package changes): every change written to
-	// the index, published before it is written. It must have as many partitions as Topic (the
-	// indexer creates it so); empty publishes no feed.
+	// ChangesTopic receives the change feed (package changes): every change written to the index,
+	// published before it is written, which the query API's watch cache follows. It must have as
+	// many partitions as Topic (the indexer creates it so). Default "<Topic>.changes"; "none"
+	// publishes no feed.
 	ChangesTopic string
 	// FetchMaxBytes bounds one fetch from one partition; it must exceed the largest event.
 	FetchMaxBytes int
@@ -92,6 +94,12 @@ func (o *Options) SetDefaults() {
 	}
 	if o.DeadLetterTopic == "" {
 		o.DeadLetterTopic = stream.DeadLetterTopic(o.Topic)
+	}
+	switch o.ChangesTopic {
+	case "":
+		o.ChangesTopic = changes.TopicOf(o.Topic)
+	case changes.None:
+		o.ChangesTopic = ""
 	}
 	def(&o.FetchMaxBytes, 8<<20)
 	def(&o.MaxMessageBytes, stream.DefaultMaxMessageBytes+stream.DeadLetterRoom)

@@ -31,6 +31,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/registry"
 	"github.com/kubesearch/kubesearch/internal/serving"
 	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/internal/changes"
 	"github.com/kubesearch/kubesearch/internal/stream"
 	"github.com/kubesearch/kubesearch/mappings"
 	"github.com/kubesearch/kubesearch/queryapi/watchcache"
@@ -64,6 +65,10 @@ type Options struct {
 	// IndexerGroup is the indexers' consumer group (their --group): the watch cache starts reading
 	// the stream a little before what they committed.
 	IndexerGroup string
+	// ChangesTopic is the indexers' change feed (their --changes-topic), which the watch cache
+	// follows, keeping no identity per object; when the topic does not exist (indexers that publish
+	// none), the cache follows Topic instead. Default "<Topic>.changes"; "none" follows Topic.
+	ChangesTopic string
 	// WatchWindowEvents and WatchWindowBytes bound the watch cache's window of recent events (the
 	// first reached applies); a watch can resume from a position the window still holds.
 	WatchWindowEvents int
@@ -180,6 +185,12 @@ func (o *Options) SetDefaults() {
 	}
 	if o.IndexerGroup == "" {
 		o.IndexerGroup = "kubesearch-indexer"
+	}
+	switch o.ChangesTopic {
+	case "":
+		o.ChangesTopic = changes.TopicOf(o.Topic)
+	case changes.None:
+		o.ChangesTopic = ""
 	}
 	if o.WatchWindowEvents == 0 {
 		o.WatchWindowEvents = 100_000
@@ -429,7 +440,7 @@ func New(o Options) (*Server, error) {
 	}
 	if s.kafka != nil {
 		s.cache = watchcache.New(watchcache.Options{Log: log, MaxEvents: o.WatchWindowEvents, MaxBytes: o.WatchWindowBytes,
-			Stream: s.kafka, Topic: o.Topic, IndexerGroup: o.IndexerGroup, Index: backend,
+			Stream: s.kafka, Topic: o.Topic, IndexerGroup: o.IndexerGroup, Changes: o.ChangesTopic, Index: backend,
 			ResourceOf: s.catalog.resourceOf, CatalogSynced: s.catalog.isSynced})
 	}
 	s.closers = closers

@@ -178,6 +178,17 @@ func New(o Options) (_ *Standalone, err error) {
 	s.events = stream.NewLocal(stream.LocalOptions{Dir: filepath.Join(o.DataDir, "ledger"), RetainBytes: 2 << 20, MaxBacklogBytes: 8 << 20})
 	qo := o.QueryAPI
 	qo.SetDefaults()
+	// The indexer creates the change feed when it starts; the query API, started beside it, must
+	// find it at once, or its watch cache follows the event stream until it notices (package
+	// changes). Both with the partitions the components would choose.
+	for _, topic := range []string{qo.Topic, qo.ChangesTopic} {
+		if topic == "" {
+			continue
+		}
+		if err := s.events.CreateTopic(context.Background(), stream.Topic{Name: topic, Partitions: stream.DefaultPartitions}); err != nil {
+			return nil, fmt.Errorf("create topic %s: %w", topic, err)
+		}
+	}
 	s.store, err = blevestore.New(blevestore.Options{Dir: filepath.Join(o.DataDir, "index"), TokenKey: key,
 		KeepAlive: qo.PageKeepAlive, Limits: qo.SearchLimits, Logger: o.Logger})
 	if err != nil {

@@ -56,7 +56,7 @@ func indexerFlags(g flagGroups) func() indexer.Options {
 		fs.StringVar(&o.Topic, "topic", o.Topic, "Kafka topic of the event stream")
 		fs.StringVar(&o.GroupID, "group", o.GroupID, "Kafka consumer group shared by the indexer replicas")
 		fs.StringVar(&o.DeadLetterTopic, "dlq-topic", "", "topic of events that can never be indexed (default <topic>.dlq)")
-		fs.StringVar(&o.ChangesTopic, "changes-topic", "", "publish the change feed (every change written to the index) to this topic, with as many partitions as --topic (conventionally <topic>.changes); empty: no feed")
+		fs.StringVar(&o.ChangesTopic, "changes-topic", "", "publish the change feed (every change written to the index, which the query API's watch cache follows) to this topic, with as many partitions as --topic (default <topic>.changes; none: no feed)")
 		fs.IntVar(&o.FetchMaxBytes, "kafka-fetch-max-bytes", o.FetchMaxBytes, "largest fetch from one partition; at least 4 MiB, above the largest event")
 		fs.IntVar(&o.MaxMessageBytes, "kafka-max-message-bytes", o.MaxMessageBytes, "largest dead letter (an event plus headers); the dead-letter topic's max.message.bytes when the indexer creates it")
 	})

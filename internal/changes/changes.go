@@ -45,6 +45,10 @@ import (
 // Suffix names the feed of an events topic: "<topic>.changes".
 const Suffix = ".changes"
 
+// None, as a feed topic, says there is none: the indexer publishes no feed, the query API follows
+// the event stream.
+const None = "none"
+
 // TopicOf is the feed topic of the events topic.
 func TopicOf(events string) string { return events + Suffix }
 
@@ -62,6 +66,9 @@ type Record struct {
 	// Previous is what the index held of the object before an ADDED, MODIFIED or DELETED record's
 	// change (for ADDED: nothing, nil).
 	Previous *Previous `json:"previous,omitempty"`
+	// Marker is set on the DELETED records of a marker's collection: SYNC or PURGE. Their
+	// ListResourceVersion is the SYNC's (the list that found the object gone).
+	Marker envelope.Type `json:"marker,omitempty"`
 }
 
 // Source is where the event that made the change was read: its partition and offset, and the last
@@ -183,7 +190,8 @@ func Gone(marker *envelope.Event, g store.Gone, src Source) *Record {
 		// A PURGE of a selection the member never served names no version; the object does.
 		_, ev.Version = splitAPIVersion(obj.Get("apiVersion").Str)
 	}
-	rec := &Record{Event: ev, Source: src, Previous: &Previous{ResourceVersion: ev.ResourceVersion, Epoch: g.Epoch}}
+	ev.ListResourceVersion = marker.ListResourceVersion
+	rec := &Record{Event: ev, Source: src, Previous: &Previous{ResourceVersion: ev.ResourceVersion, Epoch: g.Epoch}, Marker: marker.Type}
 	if l := obj.Get("metadata.labels"); l.IsObject() {
 		rec.Previous.Labels = json.RawMessage(l.Raw)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kubesearch/kubesearch/internal/changes"
 	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
@@ -119,6 +120,12 @@ type Cache struct {
 	// generation counts restarts of the cache: a watch of an earlier generation ends with 410.
 	generation uint64
 	changed    chan struct{} // closed and replaced on every change, for watches being placed
+	// In feed mode (feed.go): lastSeq is, per object with an event in the window, the seq of its
+	// newest; batches, per events partition, the newest changes.Source.Batch read; purging, per
+	// pair, the PURGE whose deletions are being read.
+	lastSeq map[string]uint64
+	batches map[int]int64
+	purging map[store.Pair]changes.Source
 	// subs wake open watches, per pair they read: an event of one pair wakes only the watches
 	// reading it (not every watch of the fleet at every event).
 	subs map[store.Pair]map[chan struct{}]struct{}
@@ -135,6 +142,9 @@ type Options struct {
 	Stream       stream.Broker
 	Topic        string
 	IndexerGroup string
+	// Changes, when set, is the indexers' change feed (package changes), which Run follows
+	// instead of Topic: the cache then keeps no identity per object (feed.go).
+	Changes string
 	// Index is read at every start of Run: its watermarks, and the identity of every stored
 	// object.
 	Index Index
@@ -179,6 +189,7 @@ func (c *Cache) resetLocked() {
 	c.renumbered = map[store.Pair]*renumbering{}
 	c.gens = map[store.Pair]uint64{}
 	c.resets = map[store.Pair]uint64{}
+	c.lastSeq, c.batches, c.purging = map[string]uint64{}, map[int]int64{}, map[store.Pair]changes.Source{}
 	c.ready, c.replaying = false, true
 	c.generation++
 	c.notifyLocked()
@@ -210,7 +221,22 @@ func (c *Cache) Run(ctx context.Context) error {
 	kafka, topic, indexerGroup, src := o.Stream, o.Topic, o.IndexerGroup, o.Index
 	bo := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Cap: 5 * time.Second, Steps: 1 << 30}
 	for {
-		err := c.fill(ctx, kafka, topic, indexerGroup, src, o.ResourceOf, o.CatalogSynced)
+		var err error
+		if o.Changes != "" {
+			err = c.fillFeed(ctx, kafka, o.Changes, indexerGroup, src)
+			if stream.UnknownTopic(err) {
+				err = c.fillUntilFeed(ctx)
+				if errors.Is(err, errFeedAppeared) {
+					c.log.Info("the change feed exists now: the watch cache follows it; open watches end with 410", "changes", o.Changes)
+					c.mu.Lock()
+					c.resetLocked()
+					c.mu.Unlock()
+					continue
+				}
+			}
+		} else {
+			err = c.fill(ctx, kafka, topic, indexerGroup, src, o.ResourceOf, o.CatalogSynced)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -224,6 +250,34 @@ func (c *Cache) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// errFeedAppeared ends fillUntilFeed.
+var errFeedAppeared = errors.New("the change feed appeared")
+
+// fillUntilFeed follows the event stream while the change feed does not exist (indexers of an
+// older version, --changes-topic none, or not started yet on a first install), until it does.
+func (c *Cache) fillUntilFeed(ctx context.Context) error {
+	o := c.opts
+	c.log.Warn("the change feed does not exist: the watch cache follows the event stream, keeping an identity per object, until it does",
+		"changes", o.Changes, "topic", o.Topic)
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		for lifecycle.Sleep(fctx, 10*time.Second) == nil {
+			if _, err := o.Stream.Spans(fctx, o.Changes); err == nil {
+				cancel(errFeedAppeared)
+				return
+			}
+		}
+	})
+	err := c.fill(fctx, o.Stream, o.Topic, o.IndexerGroup, o.Index, o.ResourceOf, o.CatalogSynced)
+	if errors.Is(context.Cause(fctx), errFeedAppeared) {
+		return errFeedAppeared
+	}
+	return err
 }
 
 // replaySlack is how far before the indexers' committed offsets reading starts, per partition: a
@@ -247,23 +301,7 @@ func (c *Cache) fill(ctx context.Context, kafka stream.Broker, topic, indexerGro
 	// floors of the pairs whose events it drops, so a position the index shows but the window has
 	// lost is answered 410, never served with a gap. An indexer far behind makes the start slower,
 	// not wrong.
-	from := map[int]int64{}
-	behind := map[int]int64{}
-	var toRead int64
-	var uncommitted []int
-	for p, sp := range spans {
-		at := sp.First
-		if co, ok := committed[p]; ok && co >= 0 {
-			at = max(sp.First, min(co, sp.End)-replaySlack)
-		} else if sp.End > sp.First {
-			uncommitted = append(uncommitted, p)
-		}
-		from[p] = at
-		if sp.End > at {
-			behind[p] = sp.End
-			toRead += sp.End - at
-		}
-	}
+	from, behind, toRead, uncommitted := startOffsets(spans, committed)
 	if len(uncommitted) > 0 {
 		// Normal on a fresh install (and in the standalone mode's first start); a wrong group
 		// makes every start replay the whole topic, which is slow, not wrong.
@@ -548,29 +586,11 @@ func (c *Cache) Apply(ev *envelope.Event) {
 		}
 		c.appendLocked(e)
 	case envelope.Sync:
-		// Every object of the scope the list did not repeat is gone from the member.
-		listRV, _ := strconv.ParseInt(ev.ListResourceVersion, 10, 64)
-		if c.syncScopeLocked(pair, ev.Namespace, ev.Epoch, listRV) {
+		var ok bool
+		if rv, ok = c.applySyncLocked(ev, pair); !ok {
 			return
 		}
-		rv = max(listRV, c.head[pair])
-		c.synced[pair] = max(c.synced[pair], ev.Epoch)
-		c.stable[pair] = max(c.stable[pair], rv)
-		if c.truncated[pair] {
-			// Positions inside this list may need events read before the window began.
-			delete(c.truncated, pair)
-			c.floor[pair] = rv
-		} else {
-			// The SYNC's position is where LISTs and bookmarks put clients: it stays resumable
-			// even when an evicted event of the list carried the same resourceVersion (the floor
-			// above it, see appendLocked), else those clients would re-list and get it again,
-			// forever. A client that got exactly that event mid-list is the one left ambiguous.
-			c.floor[pair] = min(c.floor[pair], rv)
-		}
-		if r := c.renumbered[pair]; r != nil {
-			r.issue(rv) // where LISTs and bookmarks put clients, whether or not an event carries it
-		}
-		wake(c.subs[pair]) // the pair's position moved, even when nothing vanished
+		// Every object of the scope the list did not repeat is gone from the member.
 		for uid, st := range c.objects[pair] {
 			if st.epoch < ev.Epoch && (ev.Namespace == "" || st.ns == ev.Namespace) {
 				delete(c.objects[pair], uid)
@@ -609,6 +629,35 @@ func (c *Cache) Apply(ev *envelope.Event) {
 		c.head[pair] = rv
 	}
 	c.notifyLocked()
+}
+
+// applySyncLocked moves the pair's positions for a SYNC marker (the list of a scope completed):
+// rv is the pair's position after it, ok false for a SYNC of a numbering the member left (to be
+// dropped). What the list did not repeat is the caller's to delete.
+func (c *Cache) applySyncLocked(ev *envelope.Event, pair store.Pair) (rv int64, ok bool) {
+	listRV, _ := strconv.ParseInt(ev.ListResourceVersion, 10, 64)
+	if c.syncScopeLocked(pair, ev.Namespace, ev.Epoch, listRV) {
+		return 0, false
+	}
+	rv = max(listRV, c.head[pair])
+	c.synced[pair] = max(c.synced[pair], ev.Epoch)
+	c.stable[pair] = max(c.stable[pair], rv)
+	if c.truncated[pair] {
+		// Positions inside this list may need events read before the window began.
+		delete(c.truncated, pair)
+		c.floor[pair] = rv
+	} else {
+		// The SYNC's position is where LISTs and bookmarks put clients: it stays resumable
+		// even when an evicted event of the list carried the same resourceVersion (the floor
+		// above it, see appendLocked), else those clients would re-list and get it again,
+		// forever. A client that got exactly that event mid-list is the one left ambiguous.
+		c.floor[pair] = min(c.floor[pair], rv)
+	}
+	if r := c.renumbered[pair]; r != nil {
+		r.issue(rv) // where LISTs and bookmarks put clients, whether or not an event carries it
+	}
+	wake(c.subs[pair]) // the pair's position moved, even when nothing vanished
+	return rv, true
 }
 
 func (c *Cache) appendLocked(e *Event) {
@@ -657,6 +706,11 @@ func (c *Cache) evictLocked(old *Event) {
 		}
 	}
 	c.floor[old.Pair] = max(c.floor[old.Pair], floor)
+	if len(c.lastSeq) > 0 {
+		if key := objectKey(old.Pair, old.UID); c.lastSeq[key] == old.Seq {
+			delete(c.lastSeq, key)
+		}
+	}
 	c.evictedLocked(old)
 }
 
