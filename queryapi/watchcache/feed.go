@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubesearch/kubesearch/internal/changes"
 	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
@@ -25,7 +27,15 @@ import (
 // (changes.BookmarkGroup) less replaySlack, which holds every change a LIST served from the index
 // may not show yet (written since the last refresh, or not written yet).
 func (c *Cache) fillFeed(ctx context.Context, kafka stream.Broker, feed, indexerGroup string, src Index) error {
+	// The indexers create the feed when they start: a query API started beside them on a first
+	// install waits for it a little, rather than following the event stream and switching later.
 	spans, err := kafka.Spans(ctx, feed)
+	for deadline := time.Now().Add(feedWait); stream.UnknownTopic(err) && time.Now().Before(deadline); {
+		if err := lifecycle.Sleep(ctx, time.Second); err != nil {
+			return err
+		}
+		spans, err = kafka.Spans(ctx, feed)
+	}
 	if err != nil {
 		return err
 	}
@@ -86,6 +96,10 @@ func startOffsets(spans map[int]stream.Span, committed map[int]int64) (from, beh
 	}
 	return from, behind, toRead, uncommitted
 }
+
+// feedWait is how long a start waits for the change feed to exist before following the event
+// stream instead.
+const feedWait = 30 * time.Second
 
 // objectKey names an object of a pair in lastSeq.
 func objectKey(p store.Pair, uid string) string { return p.ID() + "/" + uid }
