@@ -66,7 +66,7 @@ func newBrokerDialer(brokers []string, tlsConfig *tls.Config, log *slog.Logger) 
 		brokers: slices.Clone(brokers), tls: tlsConfig, log: log,
 		net:         net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second},
 		firstAnswer: firstAnswer, probeEvery: probeEvery,
-		silent:      map[string]bool{}, ctx: ctx, stop: stop,
+		silent: map[string]bool{}, ctx: ctx, stop: stop,
 	}
 }
 
