@@ -144,10 +144,12 @@ kafka_start() {
   kafka_provision || return 1
   mkdir -p "$dir/data" "$LOG_DIR" || return 1
   local listeners="PLAINTEXT://127.0.0.1:$port" protocols="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT" secure=""
+  # KAFKA_ADVERTISED_PORT: the broker is reached through a proxy there (the HA test bed's partition).
+  local advertised="PLAINTEXT://127.0.0.1:${KAFKA_ADVERTISED_PORT:-$port}"
   if [[ -n $sport ]]; then
     local tls="$STATE_DIR/kafka/tls" pass
     pass=$(<"$tls/broker.pass")
-    listeners+=",SASL_SSL://127.0.0.1:$sport"
+    listeners+=",SASL_SSL://127.0.0.1:$sport"; advertised+=",SASL_SSL://127.0.0.1:$sport"
     protocols+=",SASL_SSL:SASL_SSL"
     secure="sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_ssl.ssl.keystore.type=PKCS12
@@ -169,7 +171,7 @@ node.id=$id
 controller.quorum.voters=$voters
 controller.listener.names=CONTROLLER
 listeners=$listeners,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=$listeners
+advertised.listeners=$advertised
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=$protocols
 log.dirs=$dir/data
@@ -329,6 +331,8 @@ http.host: 127.0.0.1
 transport.host: 127.0.0.1
 http.port: $http
 transport.port: $transport
+${OPENSEARCH_PUBLISH_PORT:+# Reached through the HA test bed's partition proxy.
+transport.publish_port: $OPENSEARCH_PUBLISH_PORT}
 # One node elects itself, with no discovery; several find each other on loopback.
 $discovery
 # Test machines' disks may be nearly full; the watermarks would otherwise make indices read-only.
