@@ -312,7 +312,10 @@ opensearch_start() {
     discovery="discovery.seed_hosts: [$OPENSEARCH_SEEDS]
 cluster.initial_cluster_manager_nodes: [${OPENSEARCH_NODES:?OPENSEARCH_NODES with OPENSEARCH_SEEDS}]"
   fi
-  local home="$STATE_DIR/$name"
+  local home="$STATE_DIR/$name" publish=""
+  # OPENSEARCH_PUBLISH_PORT: the other nodes reach this one through a proxy there (the HA test
+  # bed's partition).
+  [[ -n ${OPENSEARCH_PUBLISH_PORT:-} ]] && publish="transport.publish_port: $OPENSEARCH_PUBLISH_PORT"
   opensearch_provision || return 1
   # plugins/ and modules/ stay empty: the modules come in as classpath plugins (see OpenSearchNode.java).
   mkdir -p "$home"/{config,data,logs,plugins,modules,tmp} "$LOG_DIR" || return 1
@@ -331,8 +334,7 @@ http.host: 127.0.0.1
 transport.host: 127.0.0.1
 http.port: $http
 transport.port: $transport
-${OPENSEARCH_PUBLISH_PORT:+# Reached through the HA test bed's partition proxy.
-transport.publish_port: $OPENSEARCH_PUBLISH_PORT}
+$publish
 # One node elects itself, with no discovery; several find each other on loopback.
 $discovery
 # Test machines' disks may be nearly full; the watermarks would otherwise make indices read-only.
