@@ -52,12 +52,14 @@ type brokerDialer struct {
 	// firstAnswer and probeEvery are the constants of the same name, shorter in tests.
 	firstAnswer, probeEvery time.Duration
 
-	mu     sync.Mutex
-	silent map[string]bool
-	ctx    context.Context // ends the probes
-	stop   context.CancelFunc
-	probes sync.WaitGroup
-	closed bool
+	mu      sync.Mutex
+	silent  map[string]bool
+	probing map[string]bool                      // a stalled request's broker being probed
+	conns   map[string]map[*watchedConn]struct{} // open, by broker: closed when it turns silent
+	ctx     context.Context                      // ends the probes
+	stop    context.CancelFunc
+	probes  sync.WaitGroup
+	closed  bool
 }
 
 func newBrokerDialer(brokers []string, tlsConfig *tls.Config, log *slog.Logger) *brokerDialer {
@@ -66,7 +68,8 @@ func newBrokerDialer(brokers []string, tlsConfig *tls.Config, log *slog.Logger) 
 		brokers: slices.Clone(brokers), tls: tlsConfig, log: log,
 		net:         net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second},
 		firstAnswer: firstAnswer, probeEvery: probeEvery,
-		silent: map[string]bool{}, ctx: ctx, stop: stop,
+		silent: map[string]bool{}, probing: map[string]bool{}, conns: map[string]map[*watchedConn]struct{}{},
+		ctx: ctx, stop: stop,
 	}
 }
 
@@ -96,13 +99,35 @@ func (d *brokerDialer) DialContext(ctx context.Context, network, address string)
 		if err != nil {
 			return nil, err
 		}
-		// The handshake was the broker's first answer.
-		return tc, nil
+		conn = tc
 	}
 	if !watch {
 		return conn, nil
 	}
-	return &watchedConn{Conn: conn, address: address, dialer: d}, nil
+	// Above TLS, so that it sees the Kafka protocol's frames. A completed handshake was the
+	// broker's first answer.
+	return d.watch(conn, address, d.tls != nil), nil
+}
+
+// watch returns conn watched, and tracks it until it is closed.
+func (d *brokerDialer) watch(conn net.Conn, address string, answered bool) *watchedConn {
+	c := &watchedConn{Conn: conn, address: address, dialer: d, answered: answered}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conns[address] == nil {
+		d.conns[address] = map[*watchedConn]struct{}{}
+	}
+	d.conns[address][c] = struct{}{}
+	return c
+}
+
+func (d *brokerDialer) forget(c *watchedConn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.conns[c.address], c)
+	if len(d.conns[c.address]) == 0 {
+		delete(d.conns, c.address)
+	}
 }
 
 // handshake runs the TLS handshake on conn; a broker that does not complete it within firstAnswer
@@ -154,12 +179,41 @@ func (d *brokerDialer) markSilent(address string) {
 		return
 	}
 	d.silent[address] = true
-	d.log.Warn("Kafka broker accepts connections but does not answer; other brokers are tried first until it does",
-		"broker", address, "within", d.firstAnswer)
+	d.log.Warn("Kafka broker accepts connections but does not answer; its connections are closed and other brokers tried first until it does",
+		"broker", address, "within", d.firstAnswer, "connections", len(d.conns[address]))
+	// Every request on them waits for nothing but its own timeout (30 s for a produce or a
+	// follower's fetch): closed, they fail now and are retried where the metadata says, which is
+	// another broker once Kafka has fenced this one.
+	for c := range d.conns[address] {
+		c.abandon()
+	}
 	d.probes.Add(1)
 	go func() {
 		defer d.probes.Done()
 		d.probeUntilAnswered(address)
+	}()
+}
+
+// suspect probes the broker of a request that has waited firstAnswer for its answer: a JoinGroup
+// or a produce waiting for its followers may take that long on a broker that is well, but a broker
+// that does not answer a new connection's ApiVersions either is not. One probe per broker at a time.
+func (d *brokerDialer) suspect(address string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.silent[address] || d.probing[address] || d.closed {
+		return
+	}
+	d.probing[address] = true
+	d.probes.Add(1)
+	go func() {
+		defer d.probes.Done()
+		err := d.probe(d.ctx, address)
+		d.mu.Lock()
+		delete(d.probing, address)
+		d.mu.Unlock()
+		if err != nil && d.ctx.Err() == nil {
+			d.markSilent(address)
+		}
 	}()
 }
 
@@ -257,26 +311,68 @@ func (d *brokerDialer) Close() {
 	d.probes.Wait()
 }
 
-// watchedConn is a plaintext connection to a broker that closes itself when nothing comes back
-// within firstAnswer of its first write, and marks the broker silent then.
+// watchedConn is a connection to a broker that tells a broker that stopped answering from one that
+// is slow. It follows the Kafka protocol's framing (every request and every response is a 4-byte
+// size and that many bytes) to know when requests are waiting for their answer. A first request
+// left without any answer for firstAnswer closes the connection and marks the broker silent; a
+// later one has the broker probed (suspect), which marks it silent if a new connection gets no
+// answer either. A broker turned silent has every watched connection to it abandoned.
 type watchedConn struct {
 	net.Conn
 	address string
 	dialer  *brokerDialer
 
-	mu       sync.Mutex
-	timer    *time.Timer // running from the first write until the first answer
-	answered bool
-	timedOut bool
+	mu           sync.Mutex
+	sent, got    frames
+	waitingSince time.Time   // zero unless a request waits for its answer: since then, or the last bytes read
+	timer        *time.Timer // checks the wait
+	answered     bool        // the broker sent something on this connection
+	abandoned    bool
+}
+
+// frames counts the size-prefixed frames of one direction of a connection.
+type frames struct {
+	started int     // frames whose size was seen
+	head    [4]byte // the size being read
+	headN   int
+	left    int // bytes of the current frame still to come
+}
+
+func (f *frames) feed(p []byte) {
+	for len(p) > 0 {
+		if f.left > 0 {
+			n := min(f.left, len(p))
+			f.left -= n
+			p = p[n:]
+			continue
+		}
+		n := copy(f.head[f.headN:], p)
+		f.headN += n
+		p = p[n:]
+		if f.headN == 4 {
+			f.left, f.headN = int(binary.BigEndian.Uint32(f.head[:])), 0
+			f.started++
+		}
+	}
+}
+
+// done counts the frames complete.
+func (f *frames) done() int {
+	if f.left > 0 || f.headN > 0 {
+		return f.started - 1
+	}
+	return f.started
 }
 
 func (c *watchedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
 	c.mu.Lock()
-	if c.timer == nil && !c.answered {
-		c.timer = time.AfterFunc(c.dialer.firstAnswer, c.expire)
+	c.sent.feed(p[:n])
+	if c.sent.started > c.got.done() && c.waitingSince.IsZero() {
+		c.waitingSince = time.Now()
+		c.arm(c.dialer.firstAnswer)
 	}
 	c.mu.Unlock()
-	n, err := c.Conn.Write(p)
 	return n, c.explain(err)
 }
 
@@ -284,10 +380,13 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
-		first := !c.answered && !c.timedOut
+		first := !c.answered
 		c.answered = true
-		if c.timer != nil {
-			c.timer.Stop()
+		c.got.feed(p[:n])
+		if c.sent.started > c.got.done() {
+			c.waitingSince = time.Now() // answers are coming: the broker is there
+		} else {
+			c.waitingSince = time.Time{}
 		}
 		c.mu.Unlock()
 		if first && c.dialer.isSilent(c.address) {
@@ -297,30 +396,57 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 	return n, c.explain(err)
 }
 
-// expire closes the connection when its broker has not answered yet.
-func (c *watchedConn) expire() {
+// arm (re)starts the timer; c.mu is held.
+func (c *watchedConn) arm(after time.Duration) {
+	if c.timer == nil {
+		c.timer = time.AfterFunc(after, c.check)
+		return
+	}
+	c.timer.Reset(after)
+}
+
+// check runs when a request may have waited firstAnswer for its answer.
+func (c *watchedConn) check() {
 	c.mu.Lock()
-	if c.answered {
+	if c.waitingSince.IsZero() || c.abandoned {
 		c.mu.Unlock()
 		return
 	}
-	c.timedOut = true
+	if left := c.dialer.firstAnswer - time.Since(c.waitingSince); left > 0 {
+		c.arm(left)
+		c.mu.Unlock()
+		return
+	}
+	first := !c.answered
+	c.waitingSince = time.Time{} // asked once per wait; the next request or answer starts another
 	c.mu.Unlock()
-	c.dialer.markSilent(c.address)
+	if first {
+		c.dialer.markSilent(c.address) // which abandons c
+		c.abandon()
+		return
+	}
+	c.dialer.suspect(c.address)
+}
+
+// abandon closes the connection because its broker does not answer.
+func (c *watchedConn) abandon() {
+	c.mu.Lock()
+	c.abandoned = true
+	c.mu.Unlock()
 	_ = c.Conn.Close()
 }
 
-// explain turns the error of a connection expire closed into one that says why.
+// explain turns the error of an abandoned connection into one that says why.
 func (c *watchedConn) explain(err error) error {
 	if err == nil {
 		return nil
 	}
 	c.mu.Lock()
-	timedOut := c.timedOut
+	abandoned := c.abandoned
 	c.mu.Unlock()
-	if timedOut {
+	if abandoned {
 		// Also a timeout, which is how kafka-go's callers tell a connection worth retrying elsewhere.
-		return fmt.Errorf("broker %s sent nothing within %s of the first request: %w: %w", c.address, c.dialer.firstAnswer, ErrBrokerSilent, os.ErrDeadlineExceeded)
+		return fmt.Errorf("broker %s sent nothing within %s: %w: %w", c.address, c.dialer.firstAnswer, ErrBrokerSilent, os.ErrDeadlineExceeded)
 	}
 	return err
 }
@@ -331,5 +457,6 @@ func (c *watchedConn) Close() error {
 		c.timer.Stop()
 	}
 	c.mu.Unlock()
+	c.dialer.forget(c)
 	return c.Conn.Close()
 }

@@ -18,6 +18,7 @@ import (
 type fakeBroker struct {
 	ln      net.Listener
 	answers atomic.Bool
+	delay   atomic.Int64 // holds each answer after a connection's first this long (a slow request)
 	wg      sync.WaitGroup
 }
 
@@ -51,6 +52,7 @@ func newFakeBroker(t *testing.T, answers bool) *fakeBroker {
 		}
 	}()
 	t.Cleanup(func() {
+		b.answers.Store(true) // what hangs answers, so that its connections see their close
 		_ = ln.Close()
 		b.wg.Wait()
 		mu.Lock()
@@ -70,14 +72,22 @@ func (b *fakeBroker) serve(c net.Conn) {
 		_, _ = io.Copy(io.Discard, c) // hung: never a byte back
 		return
 	}
-	for {
+	for n := 0; ; n++ {
 		var size [4]byte
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := io.ReadFull(c, size[:]); err != nil {
 			return
 		}
 		req := make([]byte, binary.BigEndian.Uint32(size[:]))
 		if _, err := io.ReadFull(c, req); err != nil {
 			return
+		}
+		for !b.answers.Load() {
+			// Hung after the connection was made: nothing comes back.
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n > 0 {
+			time.Sleep(time.Duration(b.delay.Load()))
 		}
 		answer := binary.BigEndian.AppendUint32(nil, 4)
 		answer = append(answer, req[4:8]...) // the correlation id
@@ -209,5 +219,62 @@ func TestBrokerDialerCloseEndsProbes(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not return while a probe ran")
+	}
+}
+
+// A broker that hangs after its connections were made: a request left unanswered has the broker
+// probed, the probe gets no answer either, and every connection to it is closed at once instead of
+// waiting for its request's own timeout.
+func TestBrokerDialerAbandonsConnectionsOfABrokerThatHangs(t *testing.T) {
+	b, other := newFakeBroker(t, true), newFakeBroker(t, true)
+	d := testDialer(b.addr(), other.addr())
+	defer d.Close()
+	var conns []net.Conn
+	for range 2 {
+		conn, err := d.DialContext(t.Context(), "tcp", b.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close() }()
+		if err := roundTrip(conn); err != nil {
+			t.Fatalf("request while the broker answers: %v", err)
+		}
+		conns = append(conns, conn)
+	}
+	b.answers.Store(false)
+	began := time.Now()
+	if err := roundTrip(conns[0]); !errors.Is(err, ErrBrokerSilent) {
+		t.Fatalf("request to the hung broker: got %v, want ErrBrokerSilent", err)
+	}
+	if waited := time.Since(began); waited > 10*d.firstAnswer {
+		t.Errorf("waited %s, want about two firstAnswer (%s)", waited, 2*d.firstAnswer)
+	}
+	// The other connection, idle meanwhile, was closed too.
+	_ = conns[1].SetDeadline(time.Now().Add(time.Second))
+	if err := roundTrip(conns[1]); !errors.Is(err, ErrBrokerSilent) {
+		t.Errorf("idle connection to the hung broker: got %v, want it closed with ErrBrokerSilent", err)
+	}
+}
+
+// A request a well broker answers late (a JoinGroup, a produce waiting for its followers) leaves the
+// connection open: the probe of the broker is answered.
+func TestBrokerDialerKeepsASlowRequest(t *testing.T) {
+	b, other := newFakeBroker(t, true), newFakeBroker(t, true)
+	d := testDialer(b.addr(), other.addr())
+	defer d.Close()
+	conn, err := d.DialContext(t.Context(), "tcp", b.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if err := roundTrip(conn); err != nil {
+		t.Fatal(err)
+	}
+	b.delay.Store(int64(4 * d.firstAnswer))
+	if err := roundTrip(conn); err != nil {
+		t.Fatalf("slow request: %v", err)
+	}
+	if d.isSilent(b.addr()) {
+		t.Error("a broker that answered its probe was marked silent")
 	}
 }
