@@ -141,8 +141,16 @@ func chaosFaults(env *testbed.Env) []chaosFault {
 	// while they run, behind the test bed's partition proxy (README "High availability test bed").
 	// The rest must carry on within a node loss's goal, with no restart, and take the node back
 	// once healed.
+	// To the rest of its cluster, a partitioned OpenSearch node is a hung one: a cluster manager
+	// cut off is replaced after OpenSearch's fault detection (3 leader checks of 10 s, an
+	// election) and a publication that waits its 30 s timeout for the node that cannot ack it, so
+	// it has the hang's goal.
 	for _, svc := range slices.Sorted(maps.Keys(env.Cuts)) {
-		out = append(out, chaosFault{service: svc, how: "partition", downGoal: haLossGoal, downCheck: true})
+		goal := haLossGoal
+		if strings.HasPrefix(svc, "opensearch") {
+			goal = haHangGoal
+		}
+		out = append(out, chaosFault{service: svc, how: "partition", downGoal: goal, downCheck: true})
 	}
 	for _, comp := range []string{"collector", "indexer", "queryapi"} {
 		for r := range 2 {

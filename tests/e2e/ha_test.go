@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,16 +52,13 @@ func TestHANodeLoss(t *testing.T) {
 	haFaults(t, haFault{"kafka-2", "kill -9"}, haFault{"opensearch-2", "kill -9"})
 }
 
-// TestHANodePartition is TestHANodeLoss with the node cut off by a network partition instead,
+// TestHANodePartition is TestHANodeLoss with the broker cut off by a network partition instead,
 // still running: the rest carries on without it and takes it back once the partition heals.
-// Broker 3 and node 3 are the ones behind the test bed's partition proxy. CI runs the broker's
-// (make check).
+// Broker 3 is the one behind the test bed's partition proxy. opensearch-3's partition is left out
+// until the OpenSearch client skips a node that does not answer (README "High availability test
+// bed": the indexer waits out its request timeout on it).
 func TestHANodePartition(t *testing.T) {
-	faults := []haFault{{"kafka-3", "partition"}, {"opensearch-3", "partition"}}
-	if os.Getenv("HA_PARTITIONS") != "" {
-		faults = slices.DeleteFunc(faults, func(f haFault) bool { return !strings.Contains(os.Getenv("HA_PARTITIONS"), f.service) })
-	}
-	haFaults(t, faults...)
+	haFaults(t, haFault{"kafka-3", "partition"})
 }
 
 func haFaults(t *testing.T, faults ...haFault) {
@@ -105,7 +100,7 @@ func haFaults(t *testing.T, faults ...haFault) {
 			lost := time.Now()
 			haChurn(t, env, f, fmt.Sprintf("ha-%d-down", i))
 			goal := haLossGoal
-			if how == "SIGSTOP" && strings.HasPrefix(fault.service, "opensearch") {
+			if how != "kill -9" && strings.HasPrefix(fault.service, "opensearch") {
 				goal = haHangGoal
 			}
 			p.waitIndexMatchesMembers(t, fault.service+" lost", haConverge)
