@@ -24,6 +24,7 @@ import (
 type Client struct {
 	brokers   []string
 	conn      Connection
+	dialer    *brokerDialer // every connection of the client and of what it makes
 	transport *kafka.Transport
 	kc        *kafka.Client
 	log       *slog.Logger
@@ -35,15 +36,19 @@ func NewClient(brokers []string, conn Connection, log *slog.Logger) *Client {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := conn.transport()
+	d := newBrokerDialer(brokers, conn.TLS, log)
+	t := conn.transport(d)
 	return &Client{
-		brokers: slices.Clone(brokers), conn: conn, transport: t, log: log,
+		brokers: slices.Clone(brokers), conn: conn, dialer: d, transport: t, log: log,
 		kc: &kafka.Client{Addr: kafka.TCP(brokers...), Transport: t, Timeout: 30 * time.Second},
 	}
 }
 
 // Close releases the client's connections; call it once what the client made is closed.
-func (c *Client) Close() { c.transport.CloseIdleConnections() }
+func (c *Client) Close() {
+	c.transport.CloseIdleConnections()
+	c.dialer.Close()
+}
 
 // Topic is a topic to ensure.
 type Topic struct {

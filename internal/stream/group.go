@@ -64,7 +64,7 @@ func (c *Client) NewGroupReader(cfg GroupReaderConfig) (GroupReader, error) {
 		Brokers:  c.brokers,
 		GroupID:  cfg.Group,
 		Topic:    cfg.Topic,
-		Dialer:   c.conn.dialer(),
+		Dialer:   c.conn.dialer(c.dialer),
 		MinBytes: 1,
 		MaxBytes: cfg.MaxBytes,
 		MaxWait:  groupMaxWait,

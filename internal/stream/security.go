@@ -106,10 +106,13 @@ func mechanism(name, user, pass string) (sasl.Mechanism, error) {
 	return nil, fmt.Errorf("unknown mechanism %q", name)
 }
 
-func (c Connection) transport() *kafka.Transport {
-	return &kafka.Transport{TLS: c.TLS, SASL: c.SASL, DialTimeout: 10 * time.Second}
+// transport is the Transport of a Client's admin requests, writers and followers. Its connections
+// come from d, which does the TLS handshake: the Transport gets no TLS configuration of its own.
+func (c Connection) transport(d *brokerDialer) *kafka.Transport {
+	return &kafka.Transport{Dial: d.DialContext, SASL: c.SASL, DialTimeout: 10 * time.Second}
 }
 
-func (c Connection) dialer() *kafka.Dialer {
-	return &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, TLS: c.TLS, SASLMechanism: c.SASL}
+// dialer is the Dialer of a Client's group readers and consumer groups, over d like transport.
+func (c Connection) dialer(d *brokerDialer) *kafka.Dialer {
+	return &kafka.Dialer{Timeout: 10 * time.Second, DialFunc: d.DialContext, SASLMechanism: c.SASL}
 }

@@ -95,7 +95,7 @@ func (s *ShareGroup) join(ctx context.Context) (*kafka.ConsumerGroup, error) {
 		s.cg, s.err = kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 			ID:      s.cfg.Group,
 			Brokers: s.client.brokers,
-			Dialer:  s.client.conn.dialer(),
+			Dialer:  s.client.conn.dialer(s.client.dialer),
 			Topics:  []string{s.cfg.Topic},
 			// Range keeps a member's shares contiguous, so adding a member moves a slice of them,
 			// not a scatter.

@@ -181,8 +181,11 @@ func (rep *chaosReport) svg(lags []chaosLag) string {
 	for _, r := range rep.results {
 		x0, x1 := x(r.start.Sub(rep.started)), x(r.end.Sub(rep.started))
 		fill := "#fde2e2"
-		if r.fault.how == "SIGSTOP" {
+		switch r.fault.how {
+		case "SIGSTOP":
 			fill = "#e2e8fd"
+		case "partition":
+			fill = "#fdf3d2"
 		}
 		fmt.Fprintf(&s, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s"><title>%s</title></rect>`+"\n", x0, lagTop, math.Max(x1-x0, 1), lagH, fill, html.EscapeString(r.fault.name()))
 		fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" font-size="9" fill="#666">%d</text>`+"\n", x0+1, lagTop+10, r.n)

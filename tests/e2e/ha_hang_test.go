@@ -9,5 +9,5 @@ import "testing"
 // drop the node. On demand (make e2e-ha HA_TESTS=^TestHA, which builds with the chaos tag), with
 // the whole fault run to come (issue 26).
 func TestHANodeHang(t *testing.T) {
-	haFaults(t, haFault{"kafka-3", true}, haFault{"opensearch-3", true})
+	haFaults(t, haFault{"kafka-3", "SIGSTOP"}, haFault{"opensearch-3", "SIGSTOP"})
 }

@@ -144,10 +144,12 @@ kafka_start() {
   kafka_provision || return 1
   mkdir -p "$dir/data" "$LOG_DIR" || return 1
   local listeners="PLAINTEXT://127.0.0.1:$port" protocols="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT" secure=""
+  # KAFKA_ADVERTISED_PORT: the broker is reached through a proxy there (the HA test bed's partition).
+  local advertised="PLAINTEXT://127.0.0.1:${KAFKA_ADVERTISED_PORT:-$port}"
   if [[ -n $sport ]]; then
     local tls="$STATE_DIR/kafka/tls" pass
     pass=$(<"$tls/broker.pass")
-    listeners+=",SASL_SSL://127.0.0.1:$sport"
+    listeners+=",SASL_SSL://127.0.0.1:$sport"; advertised+=",SASL_SSL://127.0.0.1:$sport"
     protocols+=",SASL_SSL:SASL_SSL"
     secure="sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_ssl.ssl.keystore.type=PKCS12
@@ -169,7 +171,7 @@ node.id=$id
 controller.quorum.voters=$voters
 controller.listener.names=CONTROLLER
 listeners=$listeners,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=$listeners
+advertised.listeners=$advertised
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=$protocols
 log.dirs=$dir/data
@@ -310,7 +312,10 @@ opensearch_start() {
     discovery="discovery.seed_hosts: [$OPENSEARCH_SEEDS]
 cluster.initial_cluster_manager_nodes: [${OPENSEARCH_NODES:?OPENSEARCH_NODES with OPENSEARCH_SEEDS}]"
   fi
-  local home="$STATE_DIR/$name"
+  local home="$STATE_DIR/$name" publish=""
+  # OPENSEARCH_PUBLISH_PORT: the other nodes reach this one through a proxy there (the HA test
+  # bed's partition).
+  [[ -n ${OPENSEARCH_PUBLISH_PORT:-} ]] && publish="transport.publish_port: $OPENSEARCH_PUBLISH_PORT"
   opensearch_provision || return 1
   # plugins/ and modules/ stay empty: the modules come in as classpath plugins (see OpenSearchNode.java).
   mkdir -p "$home"/{config,data,logs,plugins,modules,tmp} "$LOG_DIR" || return 1
@@ -329,6 +334,7 @@ http.host: 127.0.0.1
 transport.host: 127.0.0.1
 http.port: $http
 transport.port: $transport
+$publish
 # One node elects itself, with no discovery; several find each other on loopback.
 $discovery
 # Test machines' disks may be nearly full; the watermarks would otherwise make indices read-only.

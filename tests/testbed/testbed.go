@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -52,10 +53,13 @@ type Env struct {
 	// (opensearch-1..3) instead of one of each (kafka, opensearch): KUBESEARCH_TESTBED_HA=1.
 	OpenSearchURLs []string
 	HA             bool
-	Kubectl        string
-	Logs           string
-	etcd           map[string]string // member → etcd client URL
-	root           string
+	// Cuts are the partition proxies of the HA test bed (tests/testbed/cutproxy): by the service
+	// behind one (kafka-3, opensearch-3), the URL of its control API. See Cut and Heal.
+	Cuts    map[string]string
+	Kubectl string
+	Logs    string
+	etcd    map[string]string // member → etcd client URL
+	root    string
 }
 
 // Root is the repository's top folder.
@@ -119,6 +123,13 @@ func Load() (*Env, error) {
 		e.OpenSearchURLs = strings.Split(v, ",")
 	}
 	e.HA = vars["KUBESEARCH_TESTBED_HA"] == "1"
+	e.Cuts = map[string]string{}
+	for k, v := range vars {
+		// KUBESEARCH_TESTBED_CUT_KAFKA_3 is the proxy in front of kafka-3.
+		if svc, ok := strings.CutPrefix(k, "KUBESEARCH_TESTBED_CUT_"); ok {
+			e.Cuts[strings.ReplaceAll(strings.ToLower(svc), "_", "-")] = v
+		}
+	}
 	if v := vars["KUBESEARCH_TESTBED_KAFKA_SASL_SSL"]; v != "" {
 		e.KafkaSecure = strings.Split(v, ",")
 	}
@@ -286,6 +297,38 @@ func (e *Env) Pause(t testing.TB, service string) { e.svc(t, "pause", service) }
 
 // Resume sends SIGCONT to a paused service.
 func (e *Env) Resume(t testing.TB, service string) { e.svc(t, "resume", service) }
+
+// Cut partitions a service from everything else while it runs: its partition proxy stops carrying
+// the connections to it (and, for a broker, from it to the other controllers). mode is "blackhole"
+// (existing connections carry nothing, new ones are accepted and go nowhere, as behind a network
+// that drops packets) or "reset" (every connection closed, new ones refused).
+func (e *Env) Cut(t testing.TB, service, mode string) { e.cut(t, service, "cut?mode="+mode) }
+
+// Heal ends a Cut: held connections carry their bytes again and new ones reach the service.
+func (e *Env) Heal(t testing.TB, service string) { e.cut(t, service, "heal") }
+
+func (e *Env) cut(t testing.TB, service, action string) {
+	t.Helper()
+	u, ok := e.Cuts[service]
+	if !ok {
+		t.Fatalf("testbed: no partition proxy in front of %s (the HA test bed has one for %v)", service, slices.Sorted(maps.Keys(e.Cuts)))
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u+"/"+action, nil)
+	if err != nil {
+		t.Fatalf("testbed: %s %s: %v", action, service, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("testbed: %s %s: %v", action, service, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("testbed: %s %s: %s: %s", action, service, resp.Status, body)
+	}
+}
 
 // Start starts a stopped or killed service with its original command and waits until it is ready.
 func (e *Env) Start(t testing.TB, service string) {

@@ -72,20 +72,53 @@ if [[ $SERVICES == all ]]; then
     kafka_brokers=127.0.0.1:$kafka_port; os_urls=http://127.0.0.1:$os_port
   else
     # Every node of a cluster starts at once: a KRaft quorum and a cluster manager need a majority.
-    declare -a kports kctl osports ostransport
-    voters="" seeds="" osnodes="" kafka_brokers="" os_urls=""
+    #
+    # Node $CUT (3) of each cluster sits behind a partition proxy (cutproxy, service cut-kafka-3 and
+    # cut-opensearch-3), which a fault test cuts and heals while the node runs: every address the
+    # others and the clients reach it by is the proxy's. The broker advertises its listener through
+    # it and the other controllers know its controller port through it; its own view of the other
+    # controllers goes through it too (its controller.quorum.voters names their proxied ports), so
+    # a cut stops its heartbeats and Raft traffic both ways. What is not cut: the broker's replica
+    # fetches from the other brokers' listeners and the OpenSearch node's own connections to the
+    # other nodes' transport ports (they reach the addresses every node publishes; loopback has no
+    # way to tell who connects), so a cut broker or node can still send, but never hears back from
+    # anyone who must answer it (see README "High availability test bed").
+    CUT=3
+    declare -a kports kctl kctlx osports ostransport
+    voters="" cut_voters="" seeds="" osnodes="" kafka_brokers="" os_urls=""
     for n in 1 2 3; do
-      kports[n]=$(free_port); kctl[n]=$(free_port); osports[n]=$(free_port); ostransport[n]=$(free_port)
-      voters+="${voters:+,}$n@127.0.0.1:${kctl[n]}"; seeds+="${seeds:+, }127.0.0.1:${ostransport[n]}"
-      osnodes+="${osnodes:+, }testbed-$n"; kafka_brokers+="${kafka_brokers:+,}127.0.0.1:${kports[n]}"
-      os_urls+="${os_urls:+,}http://127.0.0.1:${osports[n]}"
+      kports[n]=$(free_port); kctl[n]=$(free_port); kctlx[n]=$(free_port); osports[n]=$(free_port); ostransport[n]=$(free_port)
     done
+    kcut_port=$(free_port); oscut_http=$(free_port); oscut_transport=$(free_port)
+    kcut_control=$(free_port); oscut_control=$(free_port)
+    for n in 1 2 3; do
+      if [[ $n == "$CUT" ]]; then
+        voters+="${voters:+,}$n@127.0.0.1:${kctlx[n]}"; cut_voters+="${cut_voters:+,}$n@127.0.0.1:${kctl[n]}"
+        seeds+="${seeds:+, }127.0.0.1:$oscut_transport"; kafka_brokers+="${kafka_brokers:+,}127.0.0.1:$kcut_port"
+        os_urls+="${os_urls:+,}http://127.0.0.1:$oscut_http"
+      else
+        voters+="${voters:+,}$n@127.0.0.1:${kctl[n]}"; cut_voters+="${cut_voters:+,}$n@127.0.0.1:${kctlx[n]}"
+        seeds+="${seeds:+, }127.0.0.1:${ostransport[n]}"; kafka_brokers+="${kafka_brokers:+,}127.0.0.1:${kports[n]}"
+        os_urls+="${os_urls:+,}http://127.0.0.1:${osports[n]}"
+      fi
+      osnodes+="${osnodes:+, }testbed-$n"
+    done
+    mkdir -p "$STATE_DIR/bin"
+    GOFLAGS=-trimpath go build -C "$ROOT" -o "$STATE_DIR/bin/cutproxy" ./tests/testbed/cutproxy || die "cannot build the partition proxy"
+    links=()
+    for n in 1 2 3; do [[ $n == "$CUT" ]] || links+=(--link "127.0.0.1:${kctlx[n]}=127.0.0.1:${kctl[n]}"); done
+    run_service "cut-kafka-$CUT" "$STATE_DIR/bin/cutproxy" --control "127.0.0.1:$kcut_control" \
+      --link "127.0.0.1:$kcut_port=127.0.0.1:${kports[CUT]}" --link "127.0.0.1:${kctlx[CUT]}=127.0.0.1:${kctl[CUT]}" "${links[@]}"
+    run_service "cut-opensearch-$CUT" "$STATE_DIR/bin/cutproxy" --control "127.0.0.1:$oscut_control" \
+      --link "127.0.0.1:$oscut_http=127.0.0.1:${osports[CUT]}" --link "127.0.0.1:$oscut_transport=127.0.0.1:${ostransport[CUT]}"
     kafka_secure_port=$(free_port); kafka_port=${kports[1]}; os_port=${osports[1]}
     cluster_id=$(kafka_cluster_id)
     for n in 1 2 3; do
       secure=""; [[ $n == 1 ]] && secure=$kafka_secure_port
-      ( KAFKA_NODE_ID=$n KAFKA_VOTERS=$voters KAFKA_CLUSTER_ID=$cluster_id kafka_start "${kports[n]}" "${kctl[n]}" $secure ) & data_jobs+=($!)
-      ( OPENSEARCH_NODE=$n OPENSEARCH_SEEDS=$seeds OPENSEARCH_NODES=$osnodes opensearch_start "${osports[n]}" "${ostransport[n]}" ) & data_jobs+=($!)
+      v=$voters advertised="" publish=""
+      if [[ $n == "$CUT" ]]; then v=$cut_voters advertised=$kcut_port publish=$oscut_transport; fi
+      ( KAFKA_NODE_ID=$n KAFKA_VOTERS=$v KAFKA_ADVERTISED_PORT=$advertised KAFKA_CLUSTER_ID=$cluster_id kafka_start "${kports[n]}" "${kctl[n]}" $secure ) & data_jobs+=($!)
+      ( OPENSEARCH_NODE=$n OPENSEARCH_SEEDS=$seeds OPENSEARCH_NODES=$osnodes OPENSEARCH_PUBLISH_PORT=$publish opensearch_start "${osports[n]}" "${ostransport[n]}" ) & data_jobs+=($!)
     done
   fi
 fi
@@ -234,6 +267,11 @@ fi
     echo "export OPENSEARCH_URL=http://127.0.0.1:$os_port"
     echo "export KUBESEARCH_TESTBED_OPENSEARCH_URLS=$os_urls"
     echo "export KUBESEARCH_TESTBED_HA=$HA"
+    if [[ $HA == 1 ]]; then
+      # The partition proxies' control APIs, by the service they cut (tests/testbed/cutproxy).
+      echo "export KUBESEARCH_TESTBED_CUT_KAFKA_$CUT=http://127.0.0.1:$kcut_control"
+      echo "export KUBESEARCH_TESTBED_CUT_OPENSEARCH_$CUT=http://127.0.0.1:$oscut_control"
+    fi
   fi
   echo "export KUBECTL=$KUBECTL"
 } > "$STATE_DIR/env.tmp"
