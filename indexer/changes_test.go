@@ -1,7 +1,6 @@
 package indexer
 
 import (
-	"context"
 	"fmt"
 	"net/http/httptest"
 	"slices"
@@ -22,21 +21,7 @@ func TestChangeFeed(t *testing.T) {
 	osrv := osstoretest.New()
 	srv := httptest.NewServer(osrv)
 	t.Cleanup(srv.Close)
-	ix, err := New(Options{
-		Brokers: s.brokers, Topic: s.topic, GroupID: "indexers", OpenSearchAddresses: []string{srv.URL}, ChangesTopic: changes.TopicOf(s.topic),
-		BatchInterval: 20 * time.Millisecond, WatermarkInterval: 50 * time.Millisecond, RequestTimeout: 5 * time.Second,
-		ShutdownTimeout: 10 * time.Second, Logger: testLogger(t),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- ix.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	startIndexerWith(t, s, srv.URL, func(o *Options) { o.ChangesTopic = changes.TopicOf(s.topic) })
 	cm := func(typ envelope.Type, name, rv string, epoch int64) *envelope.Event {
 		return objectEvent(typ, "m1", "ConfigMap", "configmaps", "shop", name, "u"+name, rv, epoch)
 	}

@@ -142,11 +142,19 @@ type running struct {
 
 func startIndexer(t *testing.T, s *testStream, osURL string) *running {
 	t.Helper()
-	ix, err := New(Options{
+	return startIndexerWith(t, s, osURL, func(*Options) {})
+}
+
+// startIndexerWith is startIndexer with options changed by edit.
+func startIndexerWith(t *testing.T, s *testStream, osURL string, edit func(*Options)) *running {
+	t.Helper()
+	o := Options{
 		Brokers: s.brokers, Topic: s.topic, GroupID: "indexers", OpenSearchAddresses: []string{osURL},
 		BatchInterval: 20 * time.Millisecond, WatermarkInterval: 50 * time.Millisecond, RequestTimeout: 5 * time.Second,
 		ShutdownTimeout: 10 * time.Second, ListenAddr: "127.0.0.1:0", Logger: testLogger(t),
-	})
+	}
+	edit(&o)
+	ix, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,26 +121,14 @@ func TestChangeFeed(t *testing.T) {
 	r := newFeedReplica()
 	converge := func(what string) {
 		t.Helper()
-		var problems []string
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
+		waitNoProblems(t, what+": the feed does not equal the members", 2*time.Minute, func() []string {
 			r.apply(t, feed.rawSnapshot())
 			if len(r.gaps) > 0 {
 				t.Fatalf("%s: the feed has gaps:\n%s", what, strings.Join(r.gaps, "\n"))
 			}
-			if problems = r.problems(t, env, f); len(problems) == 0 {
-				t.Logf("%s: the feed's %d records equal the members (%d duplicates so far)", what, r.read, r.duplicates)
-				return
-			}
-			if time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(time.Second)
-		}
-		if len(problems) > 20 {
-			problems = append(problems[:20], fmt.Sprintf("... and %d more", len(problems)-20))
-		}
-		t.Fatalf("%s: the feed does not equal the members after 2m:\n%s", what, strings.Join(problems, "\n"))
+			return r.problems(t, env, f)
+		})
+		t.Logf("%s: the feed's %d records equal the members (%d duplicates so far)", what, r.read, r.duplicates)
 	}
 	converge("after the first lists")
 	churn(t, env, f, 10)

@@ -186,10 +186,17 @@ func (p *pipeline) indexProblems(t *testing.T) []string {
 
 func (p *pipeline) waitIndexMatchesMembers(t *testing.T, what string, timeout time.Duration) {
 	t.Helper()
+	waitNoProblems(t, what+": the index does not match the members", timeout, func() []string { return p.indexProblems(t) })
+}
+
+// waitNoProblems checks every second until check finds no problem, or fails the test with what
+// and the first 20 problems once timeout has passed.
+func waitNoProblems(t *testing.T, what string, timeout time.Duration, check func() []string) {
+	t.Helper()
 	var problems []string
 	deadline := time.Now().Add(timeout)
 	for {
-		problems = p.indexProblems(t)
+		problems = check()
 		if len(problems) == 0 {
 			return
 		}
@@ -201,7 +208,7 @@ func (p *pipeline) waitIndexMatchesMembers(t *testing.T, what string, timeout ti
 	if len(problems) > 20 {
 		problems = append(problems[:20], fmt.Sprintf("... and %d more", len(problems)-20))
 	}
-	t.Fatalf("%s: the index does not match the members after %s:\n%s", what, timeout, strings.Join(problems, "\n"))
+	t.Fatalf("%s after %s:\n%s", what, timeout, strings.Join(problems, "\n"))
 }
 
 // Objects created, updated and deleted in the members appear, change and disappear in
