@@ -64,11 +64,6 @@ type consumer struct {
 	reader   messageReader
 	dlq      messageWriter
 	changes  messageWriter // the change feed; nil publishes none
-	// bookmarks, feedTopic and feedGroup keep the feed's bookmark (changes.BookmarkGroup);
-	// feedStart is the feed's end before the batch being applied published, nil until it does.
-	bookmarks            feedBookmarks
-	feedTopic, feedGroup string
-	feedStart            map[int]int64
 	docs     documents
 	progress progress
 	wm       *watermarks
@@ -83,6 +78,12 @@ type consumer struct {
 	batchBytes    int
 	batchInterval time.Duration
 	wmInterval    time.Duration
+
+	// bookmarks, feedTopic and feedGroup keep the feed's bookmark (changes.BookmarkGroup);
+	// feedStart is the feed's end before the batch being applied published, nil until it does.
+	bookmarks            feedBookmarks
+	feedTopic, feedGroup string
+	feedStart            map[int]int64
 
 	next        map[int]int64       // per partition, the offset expected next
 	batchEnd    map[int]int64       // per partition, the last offset of the batch being applied (changes.Source.Batch)
