@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,9 +122,14 @@ func TestBenchIndexer(t *testing.T) {
 
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	start := time.Now()
-	startProcess(t, "indexer", "indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
-		"--topic", topic, "--group", topic+"-indexer", "--opensearch-addresses", env.OpenSearchURL,
-		"--index-prefix", prefix, "--listen", addr, "--batch-size", strconv.Itoa(batch))
+	args := []string{"indexer", "--kafka-brokers", strings.Join(env.KafkaBrokers, ","),
+		"--topic", topic, "--group", topic + "-indexer", "--opensearch-addresses", env.OpenSearchURL,
+		"--index-prefix", prefix, "--listen", addr, "--batch-size", strconv.Itoa(batch)}
+	if c := os.Getenv("BENCH_INDEXER_CHANGES"); c != "" {
+		// "none": without the change feed, to measure what publishing it costs.
+		args = append(args, "--changes-topic", c)
+	}
+	startProcess(t, "indexer", args...)
 	waitGroupCaughtUp(t, env, topic, topic+"-indexer", 20*time.Minute)
 	viaIndexer := time.Since(start)
 	alias := mappings.IndexName(prefix, "Pod")
