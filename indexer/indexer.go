@@ -169,7 +169,7 @@ func (ix *Indexer) index(ctx context.Context, g *lifecycle.Group) error {
 		return err
 	}
 	var feed stream.Writer
-	if ix.opts.ChangesTopic != "" {
+	if ix.opts.ChangesTopic != changes.None {
 		if err := ix.ensureFeed(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil

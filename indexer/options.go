@@ -95,11 +95,8 @@ func (o *Options) SetDefaults() {
 	if o.DeadLetterTopic == "" {
 		o.DeadLetterTopic = stream.DeadLetterTopic(o.Topic)
 	}
-	switch o.ChangesTopic {
-	case "":
+	if o.ChangesTopic == "" {
 		o.ChangesTopic = changes.TopicOf(o.Topic)
-	case changes.None:
-		o.ChangesTopic = ""
 	}
 	def(&o.FetchMaxBytes, 8<<20)
 	def(&o.MaxMessageBytes, stream.DefaultMaxMessageBytes+stream.DeadLetterRoom)
@@ -127,7 +124,7 @@ func (o *Options) Validate() error {
 	if o.GroupID == "" {
 		add("--group: required")
 	}
-	if o.ChangesTopic != "" && (o.ChangesTopic == o.Topic || o.ChangesTopic == o.DeadLetterTopic) {
+	if o.ChangesTopic == o.Topic || o.ChangesTopic == o.DeadLetterTopic {
 		add("--changes-topic: %q is already the events or dead-letter topic", o.ChangesTopic)
 	}
 	if o.DeadLetterTopic == o.Topic && o.Topic != "" {

@@ -186,11 +186,8 @@ func (o *Options) SetDefaults() {
 	if o.IndexerGroup == "" {
 		o.IndexerGroup = "kubesearch-indexer"
 	}
-	switch o.ChangesTopic {
-	case "":
+	if o.ChangesTopic == "" {
 		o.ChangesTopic = changes.TopicOf(o.Topic)
-	case changes.None:
-		o.ChangesTopic = ""
 	}
 	if o.WatchWindowEvents == 0 {
 		o.WatchWindowEvents = 100_000
@@ -440,12 +437,20 @@ func New(o Options) (*Server, error) {
 	}
 	if s.kafka != nil {
 		s.cache = watchcache.New(watchcache.Options{Log: log, MaxEvents: o.WatchWindowEvents, MaxBytes: o.WatchWindowBytes,
-			Stream: s.kafka, Topic: o.Topic, IndexerGroup: o.IndexerGroup, Changes: o.ChangesTopic, Index: backend,
+			Stream: s.kafka, Topic: o.Topic, IndexerGroup: o.IndexerGroup, Changes: feedTopic(o.ChangesTopic), Index: backend,
 			ResourceOf: s.catalog.resourceOf, CatalogSynced: s.catalog.isSynced})
 	}
 	s.closers = closers
 	s.engine = s.routes()
 	return s, nil
+}
+
+// feedTopic is the change feed the watch cache follows: "" for none.
+func feedTopic(t string) string {
+	if t == changes.None {
+		return ""
+	}
+	return t
 }
 
 // closeAll closes what New made, last made first.

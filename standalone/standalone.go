@@ -30,6 +30,7 @@ import (
 	"github.com/kubesearch/kubesearch/collector"
 	"github.com/kubesearch/kubesearch/indexer"
 	"github.com/kubesearch/kubesearch/internal/auth"
+	"github.com/kubesearch/kubesearch/internal/changes"
 	"github.com/kubesearch/kubesearch/internal/blevestore"
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
 	"github.com/kubesearch/kubesearch/internal/progress"
@@ -182,7 +183,7 @@ func New(o Options) (_ *Standalone, err error) {
 	// find it at once, or its watch cache follows the event stream until it notices (package
 	// changes). Both with the partitions the components would choose.
 	for _, topic := range []string{qo.Topic, qo.ChangesTopic} {
-		if topic == "" {
+		if topic == changes.None {
 			continue
 		}
 		if err := s.events.CreateTopic(context.Background(), stream.Topic{Name: topic, Partitions: stream.DefaultPartitions}); err != nil {

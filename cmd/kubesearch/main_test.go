@@ -183,6 +183,32 @@ func TestOptionsFromFlags(t *testing.T) {
 			t.Errorf("dlq %q shards %d addresses %q", o.DeadLetterTopic, o.Index.Shards, o.OpenSearchAddresses)
 		}
 	})
+	t.Run("the change feed follows the topic", func(t *testing.T) {
+		for _, tt := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--topic", "team.events"}, "team.events.changes"},
+			{nil, "kubesearch.events.changes"},
+			{[]string{"--topic", "team.events", "--changes-topic", "none"}, "none"},
+			{[]string{"--changes-topic", "feed"}, "feed"},
+		} {
+			ix, err := parsed(t, indexerFlags, nil, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ix.SetDefaults()
+			q, err := parsed(t, queryAPIFlags, nil, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.SetDefaults()
+			q.SetDefaults() // twice, as the standalone mode and queryapi.New do: "none" stays none
+			if ix.ChangesTopic != tt.want || q.ChangesTopic != tt.want {
+				t.Errorf("%q: indexer %q, query API %q, want %q", tt.args, ix.ChangesTopic, q.ChangesTopic, tt.want)
+			}
+		}
+	})
 	t.Run("operational endpoints authenticate with the query API's flags", func(t *testing.T) {
 		args := []string{"--token-auth-file", "tokens.csv", "--client-ca-file", "ca.pem", "--authentication-kubeconfig", "hub.kubeconfig",
 			"--tls-cert-file", "tls.crt", "--tls-private-key-file", "tls.key"}
