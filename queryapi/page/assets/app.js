@@ -510,8 +510,15 @@ async function openFromURL(spec) {
 async function refreshFleet() {
   let r;
   try { r = await api(FLEET); } catch (e) { return; }
+  renderFleet(r.body.items || []);
+}
+
+// renderFleet summarises the fleet status per cluster so that it stays one glance at 1,000
+// clusters: counts per state, one small cell per cluster (its name, state, lag and reasons in the
+// title), and the failing clusters listed with their reasons.
+function renderFleet(items) {
   const byCluster = new Map();
-  for (const p of r.body.items || []) {
+  for (const p of items) {
     const c = byCluster.get(p.cluster) || { name: p.cluster, failed: [], listing: false, unknown: false, lag: 0 };
     if (p.state === "Failed") c.failed.push(`${p.resource}${p.group ? "." + p.group : ""}: ${p.reason || "failed"}`);
     else if (p.state !== "Running") c.unknown = true;
