@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -50,18 +51,19 @@ func (s *Server) tableRows(ctx context.Context, items []json.RawMessage, now tim
 	found := make([]item, len(items))
 	clustersOf := map[string][]string{}
 	for i, obj := range items {
-		meta := gjson.GetManyBytes(obj, "apiVersion", "kind")
-		gv, err := schema.ParseGroupVersion(meta[0].Str)
+		tk := gjson.GetManyBytes(obj, "apiVersion", "kind")
+		gv, err := schema.ParseGroupVersion(tk[0].Str)
 		if err != nil {
-			return nil, nil, fmt.Errorf("table row: apiVersion %q: %w", meta[0].Str, err)
+			return nil, nil, fmt.Errorf("table row: apiVersion %q: %w", tk[0].Str, err)
 		}
 		cluster := clusterOf(obj)
-		res := apiResource{Group: gv.Group, Version: gv.Version, Kind: meta[1].Str,
-			Resource: s.catalog.resourceOf(cluster, gv.Group, meta[1].Str)}
+		res := apiResource{Group: gv.Group, Version: gv.Version, Kind: tk[1].Str,
+			Resource: s.catalog.resourceOf(cluster, gv.Group, tk[1].Str)}
 		if res.Resource == "" {
-			// A member the catalog no longer lists (a cluster removed, documents not purged yet):
-			// the default columns, keyed by kind so that no real resource's are mixed in.
-			res.Resource = strings.ToLower(res.Kind)
+			// A member the catalog does not list (a cluster removed, its documents not purged
+			// yet): the kind's regular plural, as kubectl guesses it.
+			plural, _ := meta.UnsafeGuessKindToResource(gv.WithKind(res.Kind))
+			res.Resource = plural.Resource
 		}
 		key := groupResource(res)
 		found[i] = item{res: res, key: key, cluster: cluster}
