@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -123,7 +125,7 @@ spec:
 		}
 		tab.shot(t, "02-search")
 		// Completion: kinds and label keys from the facets.
-		tab.do(t, chromedp.KeyEvent(kb.Escape), chromedp.KeyEvent("/"), chromedp.SendKeys("#box", kb.End+" ti"))
+		tab.do(t, chromedp.KeyEvent(kb.Escape), slash(), chromedp.SendKeys("#box", kb.End+" ti"))
 		tab.wait(t, `[...document.querySelectorAll("#suggest li")].some((li) => li.textContent.startsWith("tier="))`)
 		tab.do(t, chromedp.SendKeys("#box", kb.Backspace+kb.Backspace+"kind:conf"))
 		tab.wait(t, `[...document.querySelectorAll("#suggest li")].some((li) => li.textContent.startsWith("kind:configmaps"))`)
@@ -350,12 +352,30 @@ func (b *browser) tab(t *testing.T) *tab {
 	return &tab{ctx: ctx, shots: b.shots}
 }
 
+// slash presses / as a keyboard does: one keyDown carrying the text, which the page's handler
+// prevents from typing a "/" once it has moved the focus to the box. chromedp's KeyEvent sends the
+// text as a separate char event, which no keydown handler can prevent.
+func slash() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		down := input.DispatchKeyEventParams{Type: input.DispatchKeyEventTypeKeyDown, Key: "/", Code: "Slash", Text: "/", UnmodifiedText: "/",
+			WindowsVirtualKeyCode: 191, NativeVirtualKeyCode: 191}
+		up := down
+		up.Type, up.Text, up.UnmodifiedText = input.DispatchKeyEventTypeKeyUp, "", ""
+		for _, ev := range []input.DispatchKeyEventParams{down, up} {
+			if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, ev); err != nil {
+				return fmt.Errorf("press /: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
 // search types text into the search box as a user does: Escape (twice: the first may only close
 // the box's suggestions) leaves whatever has the focus, /
 // focuses the box with its text selected, the typed text replaces it, Enter searches.
 func (p *tab) search(t *testing.T, text string) {
 	t.Helper()
-	p.do(t, chromedp.KeyEvent(kb.Escape), chromedp.KeyEvent(kb.Escape), chromedp.KeyEvent("/"), chromedp.SendKeys("#box", text+kb.Enter))
+	p.do(t, chromedp.KeyEvent(kb.Escape), chromedp.KeyEvent(kb.Escape), slash(), chromedp.SendKeys("#box", text+kb.Enter))
 }
 
 func (p *tab) do(t *testing.T, actions ...chromedp.Action[chromedp.Void]) {
