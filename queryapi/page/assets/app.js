@@ -142,6 +142,7 @@ const state = {
   facets: {},
   selected: -1,
   open: null,            // the object in the side panel
+  pendingOpen: "",       // an object the URL names, kept in the URL until it is found
   lastKeys: new Set(),   // keys of the rows last shown: new ones are highlighted
   generation: 0,         // drops answers of searches superseded meanwhile
 };
@@ -172,6 +173,7 @@ function writeURL(push) {
   if (state.text) p.set("q", state.text);
   if (state.sort) p.set("sort", state.sort);
   if (state.open) p.set("open", [clusterOf(state.open), state.open.metadata.namespace || "", state.open.apiVersion, state.open.kind, state.open.metadata.name].join("/"));
+  else if (state.pendingOpen) p.set("open", state.pendingOpen);
   const url = location.pathname + (p.toString() ? "?" + p.toString() : "");
   if (url === location.pathname + location.search) return;
   (push ? history.pushState : history.replaceState).call(history, null, "", url);
@@ -182,7 +184,8 @@ function readURL() {
   state.text = p.get("q") || "";
   state.sort = p.get("sort") || "";
   $("box").value = state.text;
-  return p.get("open") || "";
+  state.pendingOpen = p.get("open") || "";
+  return state.pendingOpen;
 }
 
 // ---- searching ----
@@ -275,7 +278,7 @@ function kindColumns() {
 function statusCell(row) {
   if (!row) return "";
   const defs = state.columns[row.resource] || [];
-  for (const want of ["status", "ready", "phase"]) {
+  for (const want of ["status", "phase"]) {
     const i = defs.findIndex((d) => d.name.toLowerCase() === want);
     if (i >= 0) return String(row.cells[i] ?? "");
   }
@@ -350,20 +353,19 @@ function renderFacets(f) {
   for (const [name, title, list] of spec) {
     const box = $("facet-" + name);
     const facet = state.facets[name] || { buckets: [] };
-    const seen = new Set();
-    const items = [];
-    for (const b of facet.buckets) { seen.add(b.value); items.push([b.value, b.count]); }
-    for (const v of f[list]) if (!seen.has(v)) items.push([v, 0]);
+    const picks = (b) => f[list].some((v) => v === b || (name === "resource" && b.startsWith(v + ".")));
+    const items = facet.buckets.map((b) => [b.value, b.count]);
+    for (const v of f[list]) if (!items.some(([b]) => b === v || (name === "resource" && b.startsWith(v + ".")))) items.push([v, 0]);
     box.replaceChildren(el("h4", {}, title + (facet.other ? ` (+${facet.other.toLocaleString("en")} more)` : "")),
       ...items.map(([v, n]) => el("label", { "data-facet": name, "data-value": v },
-        el("input", { type: "checkbox", checked: f[list].includes(v), onchange: (ev) => toggleFilter(list, v, ev.target.checked) }),
+        el("input", { type: "checkbox", checked: picks(v), onchange: (ev) => toggleFilter(list, v, ev.target.checked) }),
         el("span", { class: "v", title: v }, v), el("span", { class: "n" }, n.toLocaleString("en")))));
   }
 }
 
 function toggleFilter(list, value, on) {
   const f = parseBox(state.text);
-  f[list] = f[list].filter((v) => v !== value);
+  f[list] = f[list].filter((v) => v !== value && !(list === "resources" && value.startsWith(v + ".")));
   if (on) f[list].push(value);
   state.text = formatBox(f);
   $("box").value = state.text;
@@ -489,14 +491,16 @@ async function openObject(o, push) {
 
 function closePanel() {
   state.open = null;
+  state.pendingOpen = "";
   $("panel").hidden = true;
   delete document.body.dataset.panel;
   writeURL(false);
 }
 
 async function openFromURL(spec) {
+  state.pendingOpen = spec;
   const parts = spec.split("/");
-  if (parts.length < 5) return;
+  if (parts.length < 5) { state.pendingOpen = ""; return; }
   const [cluster, ns] = parts;
   const name = parts[parts.length - 1], kind = parts[parts.length - 2], apiVersion = parts.slice(2, parts.length - 2).join("/");
   const p = new URLSearchParams({ clusters: cluster, names: name, limit: "10" });
@@ -504,8 +508,13 @@ async function openFromURL(spec) {
   try {
     const r = await api(SEARCH, p);
     const o = (r.body.items || []).find((x) => x.kind === kind && x.apiVersion === apiVersion);
+    state.pendingOpen = "";
     if (o) openObject(o, false);
-  } catch (e) { showError(e.message); }
+    else showError(`${kind} ${ns ? ns + "/" : ""}${name} is not in ${cluster} (or not yours to see)`);
+  } catch (e) {
+    // A 401 keeps it: the sign-in starts the page again, which opens it then.
+    if (e.status !== 401) { state.pendingOpen = ""; showError(e.message); }
+  }
 }
 
 // ---- the fleet strip ----
