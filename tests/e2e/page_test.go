@@ -403,7 +403,10 @@ func (p *tab) eval(t *testing.T, expr string) string {
 	return fmt.Sprint(v)
 }
 
-func (p *tab) wait(t *testing.T, predicate string) { t.Helper(); p.waitFor(t, predicate, 30*time.Second) }
+func (p *tab) wait(t *testing.T, predicate string) {
+	t.Helper()
+	p.waitFor(t, predicate, 30*time.Second)
+}
 
 // waitFor waits until predicate is true on the page; a timeout fails the test with a screenshot.
 func (p *tab) waitFor(t *testing.T, predicate string, timeout time.Duration) {
