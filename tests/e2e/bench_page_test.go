@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -22,16 +23,17 @@ import (
 
 // TestBenchSearchPage measures how soon the search page shows its first results on the standalone
 // store at BENCH_PAGE_PODS (100,000) Pods of three clusters: the page's two requests over HTTP (the
-// first page of 100 as Table rows, and the facet counts beside it), p50 and p99 of
-// BENCH_PAGE_QUERIES (50) each, and in Chromium the time from a navigation's start to the first
-// rows on the page (the page's own clock, assets and script included). The goal is 300 ms.
-// Run it with `make bench-page`.
+// first page of 100 as Table rows, and the facet counts beside it) for "kind:pods" (every Pod) and
+// for one app (a label selector, about 0.5%), p50 and p99 of BENCH_PAGE_QUERIES (20) each, and in
+// Chromium the time from a navigation's start to the first rows on the page for the one-app search
+// (the page's own clock: assets and script included). The goal is 300 ms. Run it with
+// `make bench-page`.
 func TestBenchSearchPage(t *testing.T) {
 	chromium := installChromium(t)
 	env := testbed.Get(t)
 	ctx := t.Context()
 	n := envInt("BENCH_PAGE_PODS", 100000)
-	queries := envInt("BENCH_PAGE_QUERIES", 50)
+	queries := envInt("BENCH_PAGE_QUERIES", 20)
 	clusters := []string{"bench-1", "bench-2", "bench-3"}
 	const namespaces = 20
 
@@ -82,11 +84,25 @@ func TestBenchSearchPage(t *testing.T) {
 		return a.code == 200 && a.result.Total == int64(n)
 	})
 
-	// The page's requests for the search "kind:pods" (every Pod: the largest first page and facet
-	// count the corpus has), as app.js sends them.
-	pageReq := url.Values{"resources": {"pods"}, "limit": {"100"}}
-	facetReq := url.Values{"resources": {"pods"}, "limit": {"1"}, "metadataOnly": {"true"},
-		"facets": {"resource,cluster,namespace,labels"}, "facetSize": {"100"}}
+	// The page's two requests, as app.js sends them, for two searches: "kind:pods" (every Pod: the
+	// largest first page and facet count the corpus has) and "kind:pods app.kubernetes.io/name=svc-007"
+	// (one app, about 0.5%: where does app X run).
+	table := "application/json;as=Table;v=v1;g=meta.k8s.io, application/json"
+	pageOf := func(extra url.Values) url.Values {
+		v := url.Values{"resources": {"pods"}, "limit": {"100"}}
+		for k, x := range extra {
+			v[k] = x
+		}
+		return v
+	}
+	facetsOf := func(extra url.Values) url.Values {
+		v := url.Values{"resources": {"pods"}, "limit": {"1"}, "metadataOnly": {"true"}, "facets": {"resource,cluster,namespace"}, "facetSize": {"100"}}
+		for k, x := range extra {
+			v[k] = x
+		}
+		return v
+	}
+	oneApp := url.Values{"labelSelector": {"app.kubernetes.io/name=svc-007"}}
 	timeGet := func(params url.Values, accept string) time.Duration {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1alpha1/search?"+params.Encode(), nil)
 		if accept != "" {
@@ -97,12 +113,7 @@ func TestBenchSearchPage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := make([]byte, 64<<10)
-		for {
-			if _, err := resp.Body.Read(body); err != nil {
-				break
-			}
-		}
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		d := time.Since(t0)
 		if resp.StatusCode != 200 {
@@ -118,19 +129,18 @@ func TestBenchSearchPage(t *testing.T) {
 		params url.Values
 		accept string
 	}{
-		{"first page of 100 Pods as Table rows", pageReq, "application/json;as=Table;v=v1;g=meta.k8s.io, application/json"},
-		{"facet counts (kind, cluster, namespace, labels)", facetReq, ""},
+		{"kind:pods, first page of 100 as Table rows", pageOf(nil), table},
+		{"kind:pods, facet counts", facetsOf(nil), ""},
+		{"one app, first page as Table rows", pageOf(oneApp), table},
+		{"one app, facet counts", facetsOf(oneApp), ""},
 	} {
 		var lat []time.Duration
-		for i := range queries {
+		for range queries {
 			lat = append(lat, timeGet(r.params, r.accept))
-			if i == 0 {
-				t.Logf("BENCH page request %s, the first: %v", r.what, lat[0])
-			}
 		}
 		slices.Sort(lat)
 		p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
-		t.Logf("BENCH page request %-48s p50 %6.1f ms p99 %6.1f ms", r.what, ms(p50), ms(p99))
+		t.Logf("BENCH page request %-44s p50 %7.1f ms p99 %7.1f ms", r.what, ms(p50), ms(p99))
 		results = append(results,
 			benchResult{Bench: "page", What: r.what + " p50", Value: ms(p50), Unit: "ms", Goal: "≤ 300 ms", Met: met(p50 <= goal), Note: size},
 			benchResult{Bench: "page", What: r.what + " p99", Value: ms(p99), Unit: "ms", Note: size})
@@ -141,7 +151,7 @@ func TestBenchSearchPage(t *testing.T) {
 	tab := br.tab(t)
 	var shown []time.Duration
 	for i := range 10 {
-		tab.do(t, chromedp.Navigate(base+"/ui/?q=kind%3Apods&run="+strconv.Itoa(i)))
+		tab.do(t, chromedp.Navigate(base+"/ui/?q=kind%3Apods+app.kubernetes.io%2Fname%3Dsvc-007&run="+strconv.Itoa(i)))
 		tab.waitFor(t, `document.body.dataset.firstRowsMs !== undefined`, time.Minute)
 		v, err := strconv.Atoi(tab.eval(t, `document.body.dataset.firstRowsMs`))
 		if err != nil {
@@ -149,15 +159,15 @@ func TestBenchSearchPage(t *testing.T) {
 		}
 		shown = append(shown, time.Duration(v)*time.Millisecond)
 	}
-	if rows := tab.eval(t, `String(document.querySelectorAll("#rows tr").length)`); rows != "100" {
-		t.Errorf("the page shows %s rows, want 100", rows)
+	if rows := tab.eval(t, `String(document.querySelectorAll("#rows tr").length)`); rows == "0" {
+		t.Error("the page shows no rows")
 	}
 	slices.Sort(shown)
-	t.Logf("BENCH page in Chromium, navigation to the first 100 rows: median %d ms, worst %d ms (of 10 loads)",
+	t.Logf("BENCH page in Chromium (one app), navigation to the first rows: median %d ms, worst %d ms (of 10 loads)",
 		shown[len(shown)/2].Milliseconds(), shown[len(shown)-1].Milliseconds())
 	results = append(results,
-		benchResult{Bench: "page", What: "Chromium: navigation to the first rows, median", Value: ms(shown[len(shown)/2]), Unit: "ms",
+		benchResult{Bench: "page", What: "Chromium, one app: navigation to the first rows, median", Value: ms(shown[len(shown)/2]), Unit: "ms",
 			Goal: "≤ 300 ms", Met: met(shown[len(shown)/2] <= goal), Note: size},
-		benchResult{Bench: "page", What: "Chromium: navigation to the first rows, worst of 10", Value: ms(shown[len(shown)-1]), Unit: "ms", Note: size})
+		benchResult{Bench: "page", What: "Chromium, one app: navigation to the first rows, worst of 10", Value: ms(shown[len(shown)-1]), Unit: "ms", Note: size})
 	recordBench(t, results...)
 }
