@@ -6,7 +6,7 @@ GO ?= go
 export GOTOOLCHAIN := go1.27.3
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down e2e-ha chaos run simulate fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-freshness bench-roll bench-stores bench-compare bench soak
+.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down e2e-ha chaos run simulate fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-page bench-freshness bench-roll bench-stores bench-compare bench soak
 
 # bin/kubesearch, and bin/kubectl-search: kubectl runs it as `kubectl search` once it is on PATH.
 build:
@@ -19,8 +19,10 @@ test:
 	$(GO) test -race -count=1 ./...
 
 # Integration and end-to-end tests against the test bed. They reuse a running test bed (make testbed-up)
-# or start one for the run and stop it afterwards.
+# or start one for the run and stop it afterwards. TestSearchPage drives Debian's Chromium, installed
+# first with apt-get when /usr/bin/chromium is missing (the test fails without it, never skips).
 e2e:
+	bash tests/browser/install-chromium.sh
 	$(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -v ./tests/e2e/...
 
 # Every go test -fuzz target (FuzzXxx in any package's test files, found by tests/tools/fuzz.sh), one
@@ -143,6 +145,11 @@ bench-facade:
 # BENCH_FRESHNESS_SECONDS), pipeline at the product's defaults.
 bench-freshness:
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 20m -v -run 'TestBenchFreshness$$' ./tests/e2e/
+
+# The search page's first results on the standalone store at 100,000 Pods (BENCH_PAGE_PODS): its two
+# requests' p50/p99 over HTTP and, in headless Chromium, navigation to the first rows. Goal 300 ms.
+bench-page:
+	$(GO) test -tags 'e2e bench' -count=1 -timeout 30m -v -run 'TestBenchSearchPage$$' ./tests/e2e/
 
 # The query API's memory under 10 concurrent full LISTs of 100,000 Pods fed to the index
 # (BENCH_FACADE_MEMORY_PODS, BENCH_FACADE_LISTERS).

@@ -66,17 +66,18 @@ size BENCH_FACADE_LISTERS      10     10       10
 size BENCH_FACADE_MEMORY_PODS  3000   20000    100000
 size BENCH_STORE_PODS          2000   20000    100000
 size BENCH_STORE_QUERIES       20     100      300
+size BENCH_PAGE_PODS           2000   100000   100000
 #    variable                  small  default  large  fleet
 size BENCH_FLEET_CLUSTERS      20     100      200    1000
 size BENCH_FLEET_OBJECTS       500    1000     2000   2000
 size BENCH_FLEET_INDEXERS      1      1        1      1,2,3
 
 # name → test, in the order they run.
-all=(collector resync indexer freshness roll query facade facade-memory stores fleet)
+all=(collector resync indexer freshness roll query facade facade-memory stores page fleet)
 declare -A tests=(
   [collector]=TestBenchCollectorList [resync]=TestBenchColdResync [indexer]=TestBenchIndexer [freshness]=TestBenchFreshness
   [roll]=TestBenchRoll [query]=TestBenchQuery [facade]=TestBenchFacade
-  [facade-memory]=TestBenchFacadeMemory [stores]=TestBenchStores [fleet]=TestBenchFleetIngest
+  [facade-memory]=TestBenchFacadeMemory [stores]=TestBenchStores [page]=TestBenchSearchPage [fleet]=TestBenchFleetIngest
 )
 selected=()
 if [[ -n ${BENCHES:-} ]]; then

@@ -13,6 +13,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/auth"
 	"github.com/kubesearch/kubesearch/internal/authz"
 	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/queryapi/page"
 )
 
 // subject is who asks and the policy that applies, fixed for the whole request (a policy reloaded
@@ -29,10 +30,18 @@ const subjectKey = "kubesearch.subject"
 // nothing about the fleet.
 var unauthenticatedPaths = map[string]bool{"/healthz": true, "/livez": true, "/readyz": true}
 
+// public says whether a path answers without credentials: the probes, and the search page's static
+// assets (and the redirects to it), which hold no data: a browser cannot attach a bearer token to a
+// page it navigates to, so the page must load before it can ask for one. Unlike the probes, the
+// page's requests count against the source's bounds (admit).
+func public(path string) bool {
+	return unauthenticatedPaths[path] || path == "/" || path == strings.TrimSuffix(page.Prefix, "/") || strings.HasPrefix(path, page.Prefix)
+}
+
 // authenticate is the middleware that makes every request a subject's: a 401 Status without
 // credentials it accepts (unless anonymous access is on), a 503 when the token reviewer is away.
 func (s *Server) authenticate(c *gin.Context) {
-	if unauthenticatedPaths[c.Request.URL.Path] {
+	if public(c.Request.URL.Path) {
 		c.Next()
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -19,6 +20,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/authz"
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/queryapi/page"
 )
 
 // APIVersion and kinds of the REST search's own responses.
@@ -66,6 +68,12 @@ func (s *Server) routes() *gin.Engine {
 		c.String(http.StatusOK, "ok\n")
 	})
 	e.GET(PathClusters, s.clusterList)
+	// The search page: static assets, served without credentials (they hold no data; the page's
+	// requests to the API carry the caller's). / sends a browser there; kube-apiserver's / lists
+	// paths, which no client of the facade reads.
+	e.GET(page.Prefix+"*asset", gin.WrapH(page.Handler()))
+	e.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, page.Prefix) })
+	e.GET(strings.TrimSuffix(page.Prefix, "/"), func(c *gin.Context) { c.Redirect(http.StatusFound, page.Prefix) })
 	s.facadeRoutes(e)
 	e.GET("/metrics", authorizeURL, gin.WrapH(promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})))
 	e.NoRoute(func(c *gin.Context) {
@@ -109,6 +117,11 @@ type SearchResult struct {
 	Facets            []store.FacetResult `json:"facets,omitempty"`
 	// Clusters says, for each cluster the query covers, how complete and fresh its part is.
 	Clusters []ClusterFreshness `json:"clusters"`
+	// Columns and Rows are there when the request's Accept header asked for a Table
+	// (application/json;as=Table;v=v1;g=meta.k8s.io): Rows[i] is Items[i] as its resource's Table
+	// row, Columns that resource's column definitions (searchtable.go).
+	Columns map[string][]metav1.TableColumnDefinition `json:"columns,omitempty"`
+	Rows    []SearchRow                               `json:"rows,omitempty"`
 }
 
 func (s *Server) search(c *gin.Context) {
@@ -139,6 +152,15 @@ func (s *Server) search(c *gin.Context) {
 		out.Clusters = []ClusterFreshness{}
 	}
 	out.Metadata.Continue = res.Continue
+	if wantsTable(c.GetHeader("Accept")) {
+		if out.Columns, out.Rows, err = s.tableRows(c.Request.Context(), res.Items, time.Now()); err != nil {
+			s.writeStoreError(c, err)
+			return
+		}
+		if out.Rows == nil {
+			out.Rows = []SearchRow{}
+		}
+	}
 	if res.TotalIsLowerBound {
 		warnings = append(warnings, "total is a lower bound: the search backend stopped counting")
 	}

@@ -217,7 +217,7 @@ func tooManyRequests(c *gin.Context, retryAfter time.Duration, message string) {
 
 // rateLimit is the middleware applying a subject's request rate, after authentication.
 func (s *Server) rateLimit(c *gin.Context) {
-	if unauthenticatedPaths[c.Request.URL.Path] {
+	if public(c.Request.URL.Path) {
 		c.Next()
 		return
 	}

@@ -25,8 +25,9 @@ import (
 //     authenticator accepted is answered for any Host: a page cannot make a browser send them.
 //   - Cross-origin requests: every request but the probes from a browser page of another origin
 //     (an Origin header naming another host, Sec-Fetch-Site other than same-origin or none) is
-//     refused, whoever it authenticates as. The API serves no page and no CORS headers, so no
-//     legitimate caller is refused, and a browser sends client certificates on its own.
+//     refused, whoever it authenticates as. The API serves no CORS headers, and its own search page
+//     (package page) calls it from the same origin, so no legitimate caller is refused, and a
+//     browser sends client certificates on its own.
 //
 // kubectl, client-go and curl send neither Origin nor Sec-Fetch-Site. The probes answer any
 // request: the kubelet sends the pod's IP as Host, and they say nothing about the fleet.
@@ -109,7 +110,7 @@ func crossOrigin(r *http.Request) string {
 // guardBrowsers is the middleware that keeps web pages out (see above); it runs after
 // authenticate, which tells anonymous requests apart.
 func (s *Server) guardBrowsers(c *gin.Context) {
-	if unauthenticatedPaths[c.Request.URL.Path] {
+	if public(c.Request.URL.Path) {
 		c.Next()
 		return
 	}

@@ -173,6 +173,19 @@ func TestDemo(t *testing.T) {
 		}
 	}
 
+	// The search page's printed URL serves the page (TestSearchPage drives it in a browser).
+	pageURL := ""
+	for _, l := range block {
+		if u, ok := strings.CutPrefix(l, "page: "); ok {
+			pageURL = u
+		}
+	}
+	if !strings.Contains(pageURL, "/ui/?q=") {
+		t.Errorf("make run printed no search page URL (a line \"page: http://.../ui/?q=...\")")
+	} else if body := string(httpGetBody(t, pageURL)); !strings.Contains(body, "<title>kubesearch</title>") {
+		t.Errorf("GET %s: %.200s, want the search page", pageURL, body)
+	}
+
 	// The answers exactly, beyond what a printed command shows.
 	base := "http://" + listen + "/v1alpha1/search?"
 	if got := clustersOf(t, base+"resources=deployments.apps&names=web&namespaces=shop"); !slices.Equal(got, []string{"member1", "member2", "member3"}) {

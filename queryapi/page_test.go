@@ -1,0 +1,108 @@
+package queryapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kubesearch/kubesearch/internal/auth"
+)
+
+// TestSearchPageIsPublicAndItsDataIsNot: a browser must load the page before it can present a
+// token, so the page's assets answer without credentials, under any Host (they hold no data),
+// with a Content-Security-Policy that runs no inline script; what the page then asks of the API
+// needs credentials as before.
+func TestSearchPageIsPublicAndItsDataIsNot(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("secret-token,alice,1001,\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newGuardServer(t, auth.Options{TokenAuthFile: tokens})
+	for _, tc := range []struct {
+		path, host string
+		want       int
+		body       string
+	}{
+		{"/ui/", "127.0.0.1:8080", 200, "<title>kubesearch</title>"},
+		{"/ui/", "kubesearch.example.com", 200, "<title>kubesearch</title>"},
+		{"/ui/app.js", "127.0.0.1:8080", 200, "sessionStorage"},
+		{"/ui/app.css", "127.0.0.1:8080", 200, "#fleet"},
+		{"/ui/nothing.js", "127.0.0.1:8080", 404, ""},
+		{"/ui/../openapi.json", "127.0.0.1:8080", 404, ""},
+		{"/", "127.0.0.1:8080", 302, ""},
+		{"/ui", "127.0.0.1:8080", 302, ""},
+		{"/v1alpha1/search", "127.0.0.1:8080", 401, ""},
+		{"/v1alpha1/fleet", "127.0.0.1:8080", 401, ""},
+		{"/api/v1/pods", "127.0.0.1:8080", 401, ""},
+	} {
+		code, body := request(t, s, tc.path, tc.host)
+		if code != tc.want || !strings.Contains(body, tc.body) {
+			t.Errorf("GET %s (Host %s): %d %.80q, want %d with %q", tc.path, tc.host, code, body, tc.want, tc.body)
+		}
+	}
+	w := recorded(t, s, "/ui/")
+	csp := w.Header().Get("Content-Security-Policy")
+	if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("Content-Security-Policy %q: want the page's own scripts only, and no framing", csp)
+	}
+	if w.Header().Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("X-Content-Type-Options %q", w.Header().Get("X-Content-Type-Options"))
+	}
+	if loc := recorded(t, s, "/").Header().Get("Location"); loc != "/ui/" {
+		t.Errorf("/ redirects to %q, want /ui/", loc)
+	}
+	// With the token, the page's own requests are answered (same origin: Sec-Fetch-Site).
+	if code, body := request(t, s, "/openapi.json", "127.0.0.1:8080", "Authorization", "Bearer secret-token", "Sec-Fetch-Site", "same-origin"); code != 200 {
+		t.Errorf("the page's same-origin request with a token: %d %.200s", code, body)
+	}
+}
+
+func recorded(t *testing.T, s *Server, path string) *httptest.ResponseRecorder {
+	t.Helper()
+	w := httptest.NewRecorder()
+	s.engine.ServeHTTP(w, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
+	return w
+}
+
+// TestSearchTableRows: with the Table media type the REST search adds each item's row as the
+// facade prints its resource, and the columns per resource; without it, neither.
+func TestSearchTableRows(t *testing.T) {
+	st := &fakeStore{objects: []fakeObject{
+		{cluster: "member1", resource: "pods", namespace: "shop", name: "web-1", rv: 10},
+		{cluster: "member2", resource: "pods", namespace: "shop", name: "web-1", rv: 11},
+	}}
+	srv := newFacadeServer(t, st)
+	const table = "application/json;as=Table;v=v1;g=meta.k8s.io, application/json"
+	code, _, body := fetch(t, http.MethodGet, srv.URL+"/v1alpha1/search?resources=pods", table)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	var res SearchResult
+	if err := json.Unmarshal(body, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 2 || len(res.Items) != 2 {
+		t.Fatalf("%d rows for %d items: %s", len(res.Rows), len(res.Items), body)
+	}
+	cols := res.Columns["pods"]
+	var names []string
+	for _, c := range cols {
+		names = append(names, c.Name)
+	}
+	if strings.Join(names, ",") != "Name,Ready,Status,Restarts,Age,IP,Node,Nominated Node,Readiness Gates" {
+		t.Errorf("pod columns %v, want kube-apiserver's", names)
+	}
+	for i, r := range res.Rows {
+		if r.Resource != "pods" || len(r.Cells) != len(cols) || r.Cells[0] != "web-1" || r.Cells[1] != "0/1" {
+			t.Errorf("row %d: %+v", i, r)
+		}
+	}
+	code, _, body = fetch(t, http.MethodGet, srv.URL+"/v1alpha1/search?resources=pods", "application/json")
+	if code != 200 || strings.Contains(string(body), `"rows"`) || strings.Contains(string(body), `"columns"`) {
+		t.Errorf("without the Table media type: %d %.300s", code, body)
+	}
+}
