@@ -161,6 +161,9 @@ cat <<EOF
     Paste these into another terminal; Ctrl-C here stops everything. kubesearch logs to
     $ks_log (tail -f it to follow).
 
+# The search page, in a browser (/ to search, arrows and Enter to open an object):
+page: $url/ui/?q=kind%3Apods+app.kubernetes.io%2Fpart-of%3Dshop
+
 # Where does app "web" run? One Deployment per member:
 curl -s '$q?resources=deployments.apps&labelSelector=app.kubernetes.io/name%3Dweb&metadataOnly=true'$by_cluster
 # ... and how many pods of each app does each cluster run?
