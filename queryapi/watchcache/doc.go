@@ -1,15 +1,20 @@
-// Package watchcache turns the event stream into Kubernetes watch events for the query API's
-// facade (DESIGN section 5). Every query API replica reads every partition of the event stream
-// itself, no consumer group, into a bounded window of events, and keeps the identity of every
-// cached object (uid → namespace, name, resourceVersion, epoch, a metadata-only copy), which turns
-// the stream into watch events: a collector's re-list repeats unchanged objects (dropped here), and
-// its SYNC marker says which objects vanished (sent as DELETED here). A watch resumes from any
-// resourceVersion the window still covers; from an older one it gets ErrTooOld (410 Gone) and
-// re-lists.
+// Package watchcache turns the indexers' change feed (package changes; feed.go) into Kubernetes
+// watch events for the query API's facade (DESIGN section 5, which the feed changes: issue 25).
+// Every query API replica reads every partition of the feed itself, no consumer group, into a
+// bounded window of events. The feed holds only changes, deletions by SYNC and PURGE included, so
+// the cache keeps nothing per object beyond its window.
+//
+// Without a feed (indexers that publish none), it reads the event stream instead and keeps the
+// identity of every cached object (uid → namespace, name, resourceVersion, epoch, labels), which
+// turns the stream into watch events: a collector's re-list repeats unchanged objects (dropped
+// here), and its SYNC marker says which objects vanished (sent as DELETED here).
+//
+// A watch resumes from any resourceVersion the window still covers; from an older one it gets
+// ErrTooOld (410 Gone) and re-lists.
 //
 // Start: the window must hold every event a LIST served from the index may not show yet, so
-// reading starts a little before the indexers' committed offsets (what they have not written yet
-// is after them), and object identities are seeded from the index. A watch may resume from a
+// reading starts a little before the indexers' bookmark on the feed (the event stream: their
+// committed offsets, with object identities seeded from the index). A watch may resume from a
 // pair's resourceVersion only at or above its watermark at that start (the pair's floor, raised as
 // events leave the window): older positions may need events from before the window.
 //
