@@ -61,21 +61,21 @@ type item struct {
 // dead-letters what can never be applied, and commits a batch's offsets once all of it is written.
 // run's goroutine applies the batches; one fetches and one decodes the next batch meanwhile (see run).
 type consumer struct {
-	reader   messageReader
-	dlq      messageWriter
-	changes  messageWriter // the change feed; nil publishes none
+	reader  messageReader
+	dlq     messageWriter
+	changes messageWriter // the change feed; nil publishes none
 	// bookmarks, feedTopic and feedGroup keep the feed's bookmark (changes.BookmarkGroup);
 	// feedStart is the feed's end before the batch being applied published, nil until it does.
 	bookmarks            feedBookmarks
 	feedTopic, feedGroup string
 	feedStart            map[int]int64
-	docs     documents
-	progress progress
-	wm       *watermarks
-	metrics  *metrics
-	log      *slog.Logger
-	now      func() time.Time
-	backoff  func() wait.Backoff
+	docs                 documents
+	progress             progress
+	wm                   *watermarks
+	metrics              *metrics
+	log                  *slog.Logger
+	now                  func() time.Time
+	backoff              func() wait.Backoff
 
 	prefix        string
 	topic         string
