@@ -78,8 +78,8 @@ type probeRun struct {
 	ok   bool
 }
 
-// newNodeGuard is the transport toward addresses, with s's TLS settings (the opensearch-go
-// options CACert and InsecureSkipVerify apply to an *http.Transport only, not to a wrapper).
+// newNodeGuard is the transport toward addresses, with tlsConfig (the opensearch-go options
+// CACert and InsecureSkipVerify apply to an *http.Transport only, not to a wrapper).
 func newNodeGuard(addresses []string, tlsConfig *tls.Config, log *slog.Logger) (*nodeGuard, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.TLSClientConfig = tlsConfig
