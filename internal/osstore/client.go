@@ -66,6 +66,7 @@ type Options struct {
 // concurrent use; writes are applied one Write at a time.
 type Store struct {
 	client     *opensearch.Client
+	guard      *nodeGuard
 	index      mappings.Options
 	pattern    string
 	stateIndex string
@@ -112,28 +113,40 @@ func New(o Options) (*Store, error) {
 	}
 	// Callers retry with backoff themselves (the indexer) or leave it to their clients (the query
 	// API); the transport only fails over between nodes.
+	// A request to a node that does not answer fails over the same way (nodes.go).
 	cfg.RetryOnStatus = []int{502, 503, 504}
 	cfg.MaxRetries = 2
 	cfg.RequestTimeout = o.RequestTimeout
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	tc, err := tlsConfig(cfg.CACert, cfg.InsecureSkipVerify)
+	if err != nil {
+		return nil, err
+	}
+	guard, err := newNodeGuard(o.Addresses, tc, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Transport, cfg.CACert, cfg.InsecureSkipVerify = guard, nil, false
 	client, err := opensearch.NewClient(cfg)
 	if err != nil {
+		guard.Close()
 		return nil, fmt.Errorf("opensearch client: %w", err)
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
+		guard.Close()
 		return nil, errors.Join(err, client.Close())
 	}
 	ka := o.KeepAlive
 	if ka <= 0 {
 		ka = 5 * time.Minute
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	host, _ := os.Hostname() // only a label: an empty one still leaves pid and random part
 	s := &Store{
-		client: client, index: o.Index, pattern: mappings.IndexBase(o.Index.Prefix) + "*",
+		client: client, guard: guard, index: o.Index, pattern: mappings.IndexBase(o.Index.Prefix) + "*",
 		stateIndex: mappings.StateIndex(o.Index.Prefix), tokens: tokenCodec{pagetoken.New(key)}, keepAlive: ka, compress: o.Compression,
 		now: time.Now, log: log, metrics: m, owner: fmt.Sprintf("%s/%d/%08x", host, os.Getpid(), rand.Uint32()),
 		pits: store.NewSnapshots[string](o.Limits), fuzzy: store.NewInFlight(o.Limits.WithDefaults().FuzzySearchesPerSubject, "searches by fuzzyName"),
@@ -146,10 +159,12 @@ func New(o Options) (*Store, error) {
 }
 
 // Close waits for the PITs being closed (each bounded by closePITTimeout), then releases the
-// client's connections.
+// client's connections and ends the probes of silent nodes.
 func (s *Store) Close() error {
 	s.closing.Wait()
-	return s.client.Close()
+	err := s.client.Close()
+	s.guard.Close()
+	return err
 }
 
 // reachable tells Options.Reachable whether OpenSearch answered.

@@ -19,9 +19,11 @@
 //     lease.go). Concrete indices "<IndexName>-v<mappings.Version>" are created behind their alias
 //     by the first write of their kind.
 //
-// Every answer is classified in one place (client.go, responseError) into the store package's
-// errors; the write path's retry rule (transient) reads the same errors. The write path's metrics
-// are registered with Options.Registerer under the indexer's names.
+// Every request goes through one transport (nodes.go) that fails a node over when it accepts
+// connections but does not answer, as a hung or partitioned node does. Every answer is classified
+// in one place (client.go, responseError) into the store package's errors; the write path's retry
+// rule (transient) reads the same errors. The write path's metrics are registered with
+// Options.Registerer under the indexer's names.
 //
 // It leaves out HTTP serving (queryapi), consuming the stream and dead letters (indexer), the
 // documents' shape (package document) and the embedded store of the standalone mode.
