@@ -137,14 +137,7 @@ func TestChangeFeed(t *testing.T) {
 	// A collector restart re-lists everything: unchanged objects make no records, the objects
 	// deleted meanwhile make DELETED records from the SYNC's collection.
 	before := r.read
-	if err := p.collector.stop(30 * time.Second); err != nil {
-		t.Fatalf("collector did not exit cleanly on SIGTERM: %v", err)
-	}
-	for _, cluster := range env.Clusters {
-		env.KubectlRun(t, cluster, nil, "-n", f.shop, "delete", "configmap", "web-config-2", "web-config-4")
-		env.KubectlRun(t, cluster, nil, "-n", f.shop, "delete", "widget", "widget-1")
-	}
-	p.startCollector(t)
+	p.deleteWhileCollectorDown(t)
 	converge("after deletes while the collector was down")
 	if r.duplicates != 0 {
 		t.Errorf("%d records repeated a state the feed had already published (a re-list must publish no unchanged object)", r.duplicates)

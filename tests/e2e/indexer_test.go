@@ -94,6 +94,20 @@ func (p *pipeline) startIndexer(t *testing.T) {
 	waitHTTP(t, "http://"+addr+"/readyz", 2*time.Minute)
 }
 
+// deleteWhileCollectorDown stops the collector (SIGTERM), deletes two ConfigMaps and a Widget of
+// the shop namespace in every member, and starts it again: deletions only its next list can tell.
+func (p *pipeline) deleteWhileCollectorDown(t *testing.T) {
+	t.Helper()
+	if err := p.collector.stop(30 * time.Second); err != nil {
+		t.Fatalf("collector did not exit cleanly on SIGTERM: %v", err)
+	}
+	for _, cluster := range p.env.Clusters {
+		p.env.KubectlRun(t, cluster, nil, "-n", p.f.shop, "delete", "configmap", "web-config-2", "web-config-4")
+		p.env.KubectlRun(t, cluster, nil, "-n", p.f.shop, "delete", "widget", "widget-1")
+	}
+	p.startCollector(t)
+}
+
 // doc is what the tests read back of an indexed document.
 type doc struct {
 	id, cluster, namespace, name string
@@ -226,14 +240,7 @@ func TestIndexerMirrorsMembers(t *testing.T) {
 	p.waitIndexMatchesMembers(t, "after churn", 2*time.Minute)
 
 	// Deleted while nothing watched: only the collector's next list can tell.
-	if err := p.collector.stop(30 * time.Second); err != nil {
-		t.Fatalf("collector did not exit cleanly on SIGTERM: %v", err)
-	}
-	for _, cluster := range env.Clusters {
-		env.KubectlRun(t, cluster, nil, "-n", f.shop, "delete", "configmap", "web-config-2", "web-config-4")
-		env.KubectlRun(t, cluster, nil, "-n", f.shop, "delete", "widget", "widget-1")
-	}
-	p.startCollector(t)
+	p.deleteWhileCollectorDown(t)
 	p.waitIndexMatchesMembers(t, "after deletes while the collector was down", 2*time.Minute)
 
 	// The largest objects: Kubernetes caps a ConfigMap's data at 1 MiB, so the largest ConfigMap is
