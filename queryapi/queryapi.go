@@ -65,9 +65,11 @@ type Options struct {
 	// IndexerGroup is the indexers' consumer group (their --group): the watch cache starts reading
 	// the stream a little before what they committed.
 	IndexerGroup string
-	// ChangesTopic is the indexers' change feed (their --changes-topic), which the watch cache
-	// follows, keeping no identity per object; when the topic does not exist (indexers that publish
-	// none), the cache follows Topic instead. Default "<Topic>.changes"; "none" follows Topic.
+	// ChangesTopic, when set (not "none", the default), is the indexers' change feed (their
+	// --changes-topic), which the watch cache follows instead of Topic, keeping no identity per
+	// object; when the topic does not exist, the cache follows Topic. Not the default yet: the
+	// cache's heads then move only as fast as the indexers, so a consistent read (a LIST without
+	// resourceVersion) is only as current as the index, not as the stream (issue 25).
 	ChangesTopic string
 	// WatchWindowEvents and WatchWindowBytes bound the watch cache's window of recent events (the
 	// first reached applies); a watch can resume from a position the window still holds.
@@ -187,7 +189,7 @@ func (o *Options) SetDefaults() {
 		o.IndexerGroup = "kubesearch-indexer"
 	}
 	if o.ChangesTopic == "" {
-		o.ChangesTopic = changes.TopicOf(o.Topic)
+		o.ChangesTopic = changes.None
 	}
 	if o.WatchWindowEvents == 0 {
 		o.WatchWindowEvents = 100_000

@@ -217,6 +217,9 @@ func New(o Options) (_ *Standalone, err error) {
 
 	ixo := o.Indexer
 	ixo.Stream, ixo.Backend, ixo.Brokers, ixo.ListenAddr = s.events, s.store, nil, ""
+	if qo.ChangesTopic == changes.None && ixo.ChangesTopic == "" {
+		ixo.ChangesTopic = changes.None // nobody here would read it
+	}
 	ixo.Logger = o.Logger.With("component", "indexer")
 	if s.indexer, err = indexer.New(ixo); err != nil {
 		return nil, err

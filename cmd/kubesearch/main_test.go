@@ -198,14 +198,27 @@ func TestOptionsFromFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			ix.SetDefaults()
+			if ix.ChangesTopic != tt.want {
+				t.Errorf("%q: indexer %q, want %q", tt.args, ix.ChangesTopic, tt.want)
+			}
+		}
+		// The query API follows a feed only when told (its default is none).
+		for _, tt := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--topic", "team.events"}, "none"},
+			{[]string{"--changes-topic", "team.events.changes"}, "team.events.changes"},
+			{[]string{"--changes-topic", "none"}, "none"},
+		} {
 			q, err := parsed(t, queryAPIFlags, nil, tt.args...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			q.SetDefaults()
-			q.SetDefaults() // twice, as the standalone mode and queryapi.New do: "none" stays none
-			if ix.ChangesTopic != tt.want || q.ChangesTopic != tt.want {
-				t.Errorf("%q: indexer %q, query API %q, want %q", tt.args, ix.ChangesTopic, q.ChangesTopic, tt.want)
+			q.SetDefaults() // twice, as the standalone mode and queryapi.New do
+			if q.ChangesTopic != tt.want {
+				t.Errorf("%q: query API %q, want %q", tt.args, q.ChangesTopic, tt.want)
 			}
 		}
 	})

@@ -111,15 +111,17 @@ func TestBenchFacadeMemory(t *testing.T) {
 		t.Fatalf("write the ledger: %v", err)
 	}
 	tailTopic(t, env.KafkaBrokers, p.topic) // the (empty) event topic
-	// The change feed the query API follows, as the indexers would have made it (empty: the
-	// documents were written directly). BENCH_FACADE_MEMORY_FEED=0 leaves it out, so the watch
-	// cache follows the event stream and seeds an identity per object from the index, as before
-	// the feed.
+	// The change feed the query API follows (--changes-topic), as the indexers would have made it
+	// (empty: the documents were written directly). BENCH_FACADE_MEMORY_FEED=0 leaves it out, so
+	// the watch cache follows the event stream and seeds an identity per object from the index,
+	// the query API's default.
+	var args []string
 	if os.Getenv("BENCH_FACADE_MEMORY_FEED") != "0" {
 		tailTopic(t, env.KafkaBrokers, changes.TopicOf(p.topic))
+		args = []string{"--changes-topic", changes.TopicOf(p.topic)}
 	}
 
-	rows := benchFacadeMemory(t, p, n)
+	rows := benchFacadeMemory(t, p, n, args...)
 	var b strings.Builder
 	for _, r := range rows {
 		fmt.Fprintf(&b, "\n| %s | %s | %s |", r.what, r.value, r.goal)

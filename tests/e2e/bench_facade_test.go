@@ -696,10 +696,10 @@ func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 // benchFacadeMemory reads the resident memory of a fresh query API before and after concurrent full
 // LISTs of every Pod of the fleet.
-func benchFacadeMemory(t *testing.T, p *queryPipeline, fleetPods int) []benchRow {
+func benchFacadeMemory(t *testing.T, p *queryPipeline, fleetPods int, queryAPIArgs ...string) []benchRow {
 	listers := envInt("BENCH_FACADE_LISTERS", 10)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	api := p.startQueryAPIAt(t, addr, "--stale-after", "3s", "--poll-interval", "500ms")
+	api := p.startQueryAPIAt(t, addr, append([]string{"--stale-after", "3s", "--poll-interval", "500ms"}, queryAPIArgs...)...)
 	base, pid := "http://"+addr, api.cmd.Process.Pid
 	mustHTTP(t, http.MethodGet, base+"/api/v1/namespaces/"+benchFacadePodNS+"/pods?limit=1", "")
 	// The baseline is taken once the resident set settles: the watch cache reads the event stream
