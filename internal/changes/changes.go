@@ -97,8 +97,8 @@ func Unmarshal(b []byte) (*Record, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%w: %v", envelope.ErrMalformed, err)
 	}
-	// The envelope's own checks, on the envelope's own fields.
-	if _, err := envelope.Unmarshal(b); err != nil {
+	// The envelope's own checks, on the fields just decoded (not a second decoding).
+	if err := r.Event.Validate(); err != nil {
 		return nil, err
 	}
 	return &r, nil

@@ -129,6 +129,15 @@ func Unmarshal(data []byte) (*Event, error) {
 	return &e, nil
 }
 
+// Validate checks an event decoded by other means than Unmarshal (a record embedding one) by
+// Unmarshal's rules. Errors wrap ErrMalformed.
+func (e *Event) Validate() error {
+	if err := e.validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return nil
+}
+
 func (e *Event) validate() error {
 	var errs []error
 	if e.V != Version {
