@@ -16,6 +16,10 @@ import (
 // shown each pair (a consistent read waits for the index to reach it), and the events the index
 // must show before a position covers them (cover).
 type positions interface {
+	// Sync waits until the heads of pairs include every event published before the call (a
+	// cache following the indexers' change feed waits for the indexers; one following the event
+	// stream has them already).
+	Sync(ctx context.Context, pairs []store.Pair) error
 	// Heads are, per pair, the newest resourceVersion the stream has shown; pairs without any are
 	// left out, and all of them while the cache is not ready.
 	Heads(pairs []store.Pair) map[store.Pair]int64

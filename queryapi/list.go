@@ -461,15 +461,25 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 		return nil, nil, newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, "resourceVersionMatch: Exact needs a resourceVersion")
 	}
 	consistent := asked == "" && match == "" && s.cache != nil
+	deadline := time.Now().Add(s.opts.ResourceVersionWait)
+	var warnings []string
 	if consistent {
+		pairs := make([]store.Pair, 0, len(clusters))
+		for _, cl := range clusters {
+			pairs = append(pairs, res.pair(cl))
+		}
+		sctx, cancel := context.WithDeadline(ctx, deadline)
+		if err := s.cache.Sync(sctx, pairs); err != nil {
+			warnings = append(warnings, fmt.Sprintf("not a consistent read: %s: %v", groupResource(res), err))
+		}
+		cancel()
 		want = s.heads(res, clusters)
 	}
-	deadline := time.Now().Add(s.opts.ResourceVersionWait)
 	have := s.indexedVector(res, clusters)
 	for {
 		switch {
 		case want == nil:
-			return have, nil, nil
+			return have, warnings, nil
 		case match == metav1.ResourceVersionMatchExact:
 			if have.equal(want) {
 				return have, nil, nil
@@ -477,7 +487,7 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 			return nil, nil, newStatus(http.StatusGone, metav1.StatusReasonExpired, fmt.Sprintf(
 				"resourceVersion %s: too old resource version: kubesearch serves the index as it is now (%s), not an earlier state", asked, have.encode(r.view)))
 		case have.reaches(want):
-			return have, nil, nil
+			return have, warnings, nil
 		case time.Now().After(deadline) && consistent:
 			var behind []string
 			for c, rv := range want {
@@ -486,8 +496,8 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 				}
 			}
 			slices.Sort(behind)
-			return have, []string{fmt.Sprintf("not a consistent read: after %s the index is still behind the event stream for %s: %s",
-				s.opts.ResourceVersionWait, groupResource(res), strings.Join(behind, ", "))}, nil
+			return have, append(warnings, fmt.Sprintf("not a consistent read: after %s the index is still behind the event stream for %s: %s",
+				s.opts.ResourceVersionWait, groupResource(res), strings.Join(behind, ", "))), nil
 		case time.Now().After(deadline):
 			st := newStatus(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, fmt.Sprintf(
 				"Too large resource version: %s, current resource version: %s: the index did not reach it within %s", asked, have.encode(r.view), s.opts.ResourceVersionWait))

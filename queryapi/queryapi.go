@@ -189,7 +189,7 @@ func (o *Options) SetDefaults() {
 		o.IndexerGroup = "kubesearch-indexer"
 	}
 	if o.ChangesTopic == "" {
-		o.ChangesTopic = changes.None
+		o.ChangesTopic = changes.TopicOf(o.Topic)
 	}
 	if o.WatchWindowEvents == 0 {
 		o.WatchWindowEvents = 100_000

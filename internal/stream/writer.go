@@ -81,3 +81,13 @@ func (w *kafkaWriter) Write(ctx context.Context, msgs ...Message) error {
 
 // Close flushes nothing (Write is synchronous) and releases the writer.
 func (w *kafkaWriter) Close() error { return w.w.Close() }
+
+// PartitionOf is the partition of a topic with n partitions that a message keyed key goes to, as
+// every Writer (and the Local log) chooses it.
+func PartitionOf(key []byte, n int) int {
+	ps := make([]int, n)
+	for i := range ps {
+		ps[i] = i
+	}
+	return (&kafka.Hash{}).Balance(kafka.Message{Key: key}, ps...)
+}

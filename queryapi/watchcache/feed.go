@@ -61,10 +61,17 @@ func (c *Cache) fillFeed(ctx context.Context, kafka stream.Broker, feed, indexer
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.feedMode = true
+	c.mu.Unlock()
 	return f.Run(ctx, func(_ context.Context, m stream.Message) error {
 		if rec, err := changes.Unmarshal(m.Value); err == nil {
 			c.ApplyChange(rec)
 		}
+		c.mu.Lock()
+		c.feedRead[m.Partition] = m.Offset + 1
+		c.notifyLocked()
+		c.mu.Unlock()
 		if end, ok := behind[m.Partition]; ok && m.Offset+1 >= end {
 			delete(behind, m.Partition)
 			if len(behind) == 0 {
@@ -216,4 +223,69 @@ func identityOf(ev *envelope.Event, labels string) []byte {
 	}
 	st := &objState{ns: ev.Namespace, name: ev.Name, rv: rv, labels: labels, apiVersion: intern(apiVersion), kind: intern(ev.Kind)}
 	return deletedAt(st, ev.Pair(), ev.UID, rv)
+}
+
+// Sync waits, when the cache follows the change feed, until it has read the changes of every event
+// of pairs that the collectors published before the call: the indexers' committed offsets on the
+// event topic's partitions of those pairs reach the ends those partitions had at the call, and the
+// cache has read the feed's same partitions to their ends after that. Heads taken then are what a
+// consistent read waits for the index to reach, as they are when the cache follows the event
+// stream itself. Only the pairs' partitions are waited on, so how long it takes says nothing of
+// other pairs. Following the event stream it returns at once.
+func (c *Cache) Sync(ctx context.Context, pairs []store.Pair) error {
+	o := c.opts
+	c.mu.Lock()
+	feed := c.feedMode
+	c.mu.Unlock()
+	if !feed {
+		return nil
+	}
+	ends, err := o.Stream.HighWaterMarks(ctx, o.Topic)
+	if err != nil {
+		return err
+	}
+	parts := map[int]bool{}
+	for _, p := range pairs {
+		parts[stream.PartitionOf([]byte(p.ID()), len(ends))] = true
+	}
+	for {
+		committed, err := o.Stream.CommittedOffsets(ctx, o.IndexerGroup, o.Topic)
+		if err != nil {
+			return err
+		}
+		behind := false
+		for p := range parts {
+			if committed[p] < ends[p] {
+				behind = true
+			}
+		}
+		if !behind {
+			break
+		}
+		if err := lifecycle.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return fmt.Errorf("the indexers are behind the event stream: %w", err)
+		}
+	}
+	feedEnds, err := o.Stream.HighWaterMarks(ctx, o.Changes)
+	if err != nil {
+		return err
+	}
+	for {
+		c.mu.Lock()
+		read, ch := true, c.changed
+		for p := range parts {
+			if c.feedRead[p] < feedEnds[p] {
+				read = false
+			}
+		}
+		c.mu.Unlock()
+		if read {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("the watch cache is behind the change feed: %w", ctx.Err())
+		}
+	}
 }

@@ -126,6 +126,10 @@ type Cache struct {
 	lastSeq map[string]uint64
 	batches map[int]int64
 	purging map[store.Pair]changes.Source
+	// feedMode says Run follows the feed now; feedRead is, per feed partition, the offset after
+	// the last record read (Sync).
+	feedMode bool
+	feedRead map[int]int64
 	// subs wake open watches, per pair they read: an event of one pair wakes only the watches
 	// reading it (not every watch of the fleet at every event).
 	subs map[store.Pair]map[chan struct{}]struct{}
@@ -190,6 +194,7 @@ func (c *Cache) resetLocked() {
 	c.gens = map[store.Pair]uint64{}
 	c.resets = map[store.Pair]uint64{}
 	c.lastSeq, c.batches, c.purging = map[string]uint64{}, map[int]int64{}, map[store.Pair]changes.Source{}
+	c.feedMode, c.feedRead = false, map[int]int64{}
 	c.ready, c.replaying = false, true
 	c.generation++
 	c.notifyLocked()
