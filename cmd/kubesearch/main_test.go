@@ -202,12 +202,12 @@ func TestOptionsFromFlags(t *testing.T) {
 				t.Errorf("%q: indexer %q, want %q", tt.args, ix.ChangesTopic, tt.want)
 			}
 		}
-		// The query API follows a feed only when told (its default is none).
+		// The query API follows the feed of its --topic by default, parsed before the default.
 		for _, tt := range []struct {
 			args []string
 			want string
 		}{
-			{[]string{"--topic", "team.events"}, "none"},
+			{[]string{"--topic", "team.events"}, "team.events.changes"},
 			{[]string{"--changes-topic", "team.events.changes"}, "team.events.changes"},
 			{[]string{"--changes-topic", "none"}, "none"},
 		} {

@@ -68,7 +68,7 @@ func queryAPIFlags(g flagGroups) func() queryapi.Options {
 		fs.Var(&brokers, "kafka-brokers", "comma-separated Kafka brokers; the Kubernetes facade reads what each member has cached from the collectors' ledger there")
 		fs.StringVar(&o.Topic, "topic", o.Topic, "the collectors' event topic (the ledger is <topic>.collectors)")
 		fs.StringVar(&o.IndexerGroup, "indexer-group", o.IndexerGroup, "the indexers' consumer group (their --group): the watch cache starts reading a little before what they committed")
-		fs.StringVar(&o.ChangesTopic, "changes-topic", "", "the indexers' change feed (their --changes-topic, <topic>.changes) for the watch cache to follow instead of --topic, keeping no identity per object; default none: a consistent LIST is then only as current as the indexers (when the topic does not exist, the cache follows --topic)")
+		fs.StringVar(&o.ChangesTopic, "changes-topic", "", "the indexers' change feed (their --changes-topic) for the watch cache to follow instead of --topic, keeping no identity per object (default <topic>.changes; none: follow --topic, keeping an identity per cached object; when the feed does not exist, the cache follows --topic until it does)")
 		fs.Var(&funcValue{typ: "events|size", set: func(v string) error {
 			events, bytes, err := queryapi.ParseWatchWindow(v)
 			if events > 0 {
