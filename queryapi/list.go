@@ -300,7 +300,7 @@ func (s *Server) list(c *gin.Context, r *facadeRequest, res apiResource, out *re
 		if q.Versions {
 			vec.raise(page.Versions, s.listingClusters(res, clusters))
 		}
-		rv = vec.encode(r.view)
+		rv = s.encodeRV(r.view, res, vec)
 		q.Versions = false
 	}
 	s.addWarnings(c, q, page.Warnings)
@@ -453,9 +453,12 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 	}
 	var want rvVector
 	if asked != "" && asked != "0" {
-		var err error
-		if want, err = parseRV(asked, r.view); err != nil {
-			return nil, nil, newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, "resourceVersion: "+err.Error())
+		dctx, cancel := context.WithTimeout(ctx, s.opts.ResourceVersionWait)
+		var st *metav1.Status
+		want, st = s.decodeRV(dctx, asked, r.view, res, clusters)
+		cancel()
+		if st != nil {
+			return nil, nil, st
 		}
 	} else if match != "" && match != metav1.ResourceVersionMatchNotOlderThan {
 		return nil, nil, newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, "resourceVersionMatch: Exact needs a resourceVersion")
@@ -485,7 +488,7 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 				return have, nil, nil
 			}
 			return nil, nil, newStatus(http.StatusGone, metav1.StatusReasonExpired, fmt.Sprintf(
-				"resourceVersion %s: too old resource version: kubesearch serves the index as it is now (%s), not an earlier state", asked, have.encode(r.view)))
+				"resourceVersion %s: too old resource version: kubesearch serves the index as it is now (%s), not an earlier state", asked, s.encodeRV(r.view, res, have)))
 		case have.reaches(want):
 			return have, warnings, nil
 		case time.Now().After(deadline) && consistent:
@@ -500,7 +503,7 @@ func (s *Server) listResourceVersion(ctx context.Context, r *facadeRequest, res 
 				s.opts.ResourceVersionWait, groupResource(res), strings.Join(behind, ", "))), nil
 		case time.Now().After(deadline):
 			st := newStatus(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, fmt.Sprintf(
-				"Too large resource version: %s, current resource version: %s: the index did not reach it within %s", asked, have.encode(r.view), s.opts.ResourceVersionWait))
+				"Too large resource version: %s, current resource version: %s: the index did not reach it within %s", asked, s.encodeRV(r.view, res, have), s.opts.ResourceVersionWait))
 			st.Details = &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}}
 			return nil, nil, st
 		}

@@ -86,8 +86,9 @@ type Options struct {
 	// serving HTTPS (read at start).
 	CollectorStatusTokenFile string
 	CollectorStatusCAFile    string
-	// ContinueKeyFile holds the key that signs continue tokens (at least 16 bytes). Replicas must
-	// share it; without it a random key is made, and tokens die with the process.
+	// ContinueKeyFile holds the key that signs continue tokens and seals the fleet views'
+	// resourceVersions (at least 16 bytes). Replicas must share it; without it a random key is
+	// made, and tokens and fleet resourceVersions die with the process (410: clients list again).
 	ContinueKeyFile string
 	// Authentication says who may ask (bearer tokens from a file, client certificates, a cluster's
 	// TokenReview, anonymous access); without any of them every request but the probes is a 401.
@@ -307,6 +308,8 @@ type Server struct {
 
 	// watchObjects bounds the objects each subject's streaming watches track (present.go).
 	watchObjects *watchObjects
+	// positions seals fleet resourceVersions (position.go).
+	positions *sealer
 }
 
 // watchCache is what the facade needs of the watch cache (package watchcache): WATCH places
@@ -317,6 +320,7 @@ type watchCache interface {
 	Ready() bool
 	watchStarter
 	positions
+	marks
 }
 
 // searcher is what the query API needs of a store backend: searches, and the per-pair counts of the
@@ -409,6 +413,10 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, errors.Join(err, closeAll(closers))
 	}
+	seal, err := newSealer(key)
+	if err != nil {
+		return nil, errors.Join(err, closeAll(closers))
+	}
 	l, err := net.Listen("tcp", o.ListenAddr)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("--listen: %w", err), closeAll(closers))
@@ -417,7 +425,7 @@ func New(o Options) (*Server, error) {
 	l = limits.limitConnections(l)
 	s := &Server{opts: o, log: log, store: backend, backend: backend, listener: l, metrics: m, catalog: newCatalog(),
 		authn: authn, hosts: hosts, authz: authorizer, reviewer: reviewer, tls: tlsConfig, limits: limits,
-		watchObjects: newWatchObjects(o.MaxWatchObjectsPerSubject)}
+		watchObjects: newWatchObjects(o.MaxWatchObjectsPerSubject), positions: seal}
 	if tlsConfig != nil {
 		s.listener = tls.NewListener(l, tlsConfig)
 	}

@@ -90,14 +90,14 @@ func (o *renderer) object(stored []byte) ([]byte, error) {
 		return o.res.served(stored)
 	}
 	n, _ := strconv.ParseInt(gjson.GetBytes(stored, "metadata.resourceVersion").Str, 10, 64)
-	return o.objectAt(stored, rvVector{clusterOf(stored): n})
+	return o.objectAt(stored, rvVector{clusterOf(stored): n}.encode(o.view))
 }
 
-// objectAt is a stored object as the view shows it at the resourceVersion rv: a watch event's
-// object carries the watch's whole position, so a client resuming from it misses nothing. The
+// objectAt is a stored object as the view shows it at the resourceVersion rv (as the view writes
+// it: see encodeRV): a watch event's object carries the watch's whole position, so a client resuming from it misses nothing. The
 // qualified view renames the object and its references to other objects of its member
 // (references.go). An Event stored in the other API group is converted first (events.go).
-func (o *renderer) objectAt(stored []byte, rv rvVector) ([]byte, error) {
+func (o *renderer) objectAt(stored []byte, rv string) ([]byte, error) {
 	stored, err := o.res.served(stored)
 	if err != nil || !o.view.vector() {
 		return stored, err
@@ -109,7 +109,7 @@ func (o *renderer) objectAt(stored []byte, rv rvVector) ([]byte, error) {
 	}
 	edits := make([]edit, 0, 4)
 	if oldRV.Index > 0 {
-		edits = append(edits, edit{oldRV.Index, len(oldRV.Raw), strconv.Quote(rv.encode(o.view))})
+		edits = append(edits, edit{oldRV.Index, len(oldRV.Raw), strconv.Quote(rv)})
 	}
 	if o.view.qualified {
 		cluster := clusterOf(stored)

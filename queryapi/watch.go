@@ -75,8 +75,9 @@ type watcher struct {
 	// from is, per cluster, where the watch started: every event after it is sent, in the
 	// stream's order (a re-list's events do not come in resourceVersion order). pos is where a
 	// client that got what was sent may resume: bookmarks and the fleet views' event
-	// resourceVersions carry it.
+	// resourceVersions carry it, as at writes it (nil: as the JSON map, or a one-cluster view's).
 	from, pos rvVector
+	at        *watchPosition
 	// after is, per pair, the seq of the event the watch resumed after, when its position was an
 	// event of a re-list in progress (watchcache.Watch.After): the pair's events are then sent by their
 	// place in the stream, not by resourceVersion.
@@ -199,9 +200,11 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		}
 		w.pos = vec
 	default:
-		vec, err := parseRV(rv, r.view)
-		if err != nil {
-			writeStatusObject(c, newStatus(http.StatusBadRequest, metav1.StatusReasonBadRequest, "resourceVersion: "+err.Error()))
+		dctx, cancel := context.WithTimeout(ctx, s.opts.ResourceVersionWait)
+		vec, st := s.decodeRV(dctx, rv, r.view, res, clusters)
+		cancel()
+		if st != nil {
+			writeStatusObject(c, st)
 			return
 		}
 		for _, p := range w.pairs {
@@ -251,6 +254,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		}
 	} else {
 		w.after = w.feed.After() // a list's position is never inside a re-list (watermarks wait for the SYNC)
+		w.at = s.newWatchPosition(r.view, res, w.pos)
 	}
 	c.Header("Content-Type", "application/json")
 	c.Header("Transfer-Encoding", "chunked")
@@ -288,8 +292,9 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		}
 		if w.bookmarks && time.Since(lastBookmark) >= bookmarkEvery {
 			for _, p := range w.pairs {
-				w.pos[p.Cluster] = max(w.pos[p.Cluster], stable[p])
+				w.moved(p.Cluster, stable[p], -1)
 			}
+			w.at.reached(w.feed.Mark())
 			w.bookmark(false)
 			lastBookmark = time.Now()
 		}
@@ -398,6 +403,7 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 	q.Limit, q.Drain = query.MaxLimit, true
 	w.s.cover(ctx, w.res, w.pos, w.s.listingClusters(w.res, w.clusters))
 	w.from = maps.Clone(w.pos)
+	w.at = w.s.newWatchPosition(w.r.view, w.res, w.pos)
 	for first := true; ; first = false {
 		sctx, cancel := context.WithTimeout(ctx, w.s.opts.RequestTimeout)
 		page, err := w.s.store.Search(sctx, &q)
@@ -413,7 +419,7 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 			cl := clusterOf(it)
 			rv, _ := strconv.ParseInt(gjson.GetBytes(it, "metadata.resourceVersion").Str, 10, 64)
 			w.hold(store.DocID(cl, gjson.GetBytes(it, "metadata.uid").Str), rv)
-			w.send(watch.Added, it, rvVector{cl: rv})
+			w.send(watch.Added, it, rvVector{cl: rv}.encode(w.r.view))
 		}
 		if !w.flush() {
 			w.s.store.Release(ctx, page.Continue)
@@ -431,7 +437,15 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 // outside its selectors are skipped; an object entering the selectors is ADDED, one leaving them
 // DELETED, as kube-apiserver does.
 func (w *watcher) event(e *watchcache.Event) {
-	if !w.covers(e.Pair) || (w.r.namespace != "" && e.Namespace != w.r.namespace) || !w.q.Scope.Allows(e.Pair.Cluster, e.Namespace, e.Pair.Group, e.Pair.Resource) {
+	if !w.covers(e.Pair) {
+		return
+	}
+	// The pair's position moves whatever the event's namespace: a client that got this watch's
+	// events up to here has every event of its namespaces up to here (as a bookmark says), and
+	// a sealed position then stays one mark (position.go) instead of listing each cluster whose
+	// other namespaces moved.
+	w.moved(e.Pair.Cluster, e.Stable, e.Offset)
+	if (w.r.namespace != "" && e.Namespace != w.r.namespace) || !w.q.Scope.Allows(e.Pair.Cluster, e.Namespace, e.Pair.Group, e.Pair.Resource) {
 		return
 	}
 	if seq, ok := w.after[e.Pair]; ok {
@@ -441,7 +455,6 @@ func (w *watcher) event(e *watchcache.Event) {
 	} else if e.RV <= w.from[e.Pair.Cluster] && e.RV != 0 {
 		return // the client had it when the watch started
 	}
-	w.pos[e.Pair.Cluster] = max(w.pos[e.Pair.Cluster], e.Stable)
 	id := store.DocID(e.Pair.Cluster, e.UID) // a uid is unique within one member only
 	if w.present != nil {
 		if seen, ok := w.present.get(id); ok && e.Type != watch.Deleted && e.RV != 0 && e.RV <= seen {
@@ -489,7 +502,14 @@ func (w *watcher) event(e *watchcache.Event) {
 			w.hold(id, e.RV)
 		}
 	}
-	w.send(typ, e.Object, w.pos)
+	w.send(typ, e.Object, w.at.encode(w.r.view, w.pos))
+}
+
+// moved raises a cluster's position to rv, by the record at offset off (-1: by a read).
+func (w *watcher) moved(cluster string, rv, off int64) {
+	old := w.pos[cluster]
+	w.pos[cluster] = max(old, rv)
+	w.at.moved(cluster, old, w.pos[cluster], off)
 }
 
 func (w *watcher) covers(p store.Pair) bool {
@@ -502,7 +522,7 @@ func (w *watcher) covers(p store.Pair) bool {
 }
 
 // send writes one event, the object as the view shows it at the resourceVersion rv.
-func (w *watcher) send(typ watch.EventType, stored []byte, rv rvVector) {
+func (w *watcher) send(typ watch.EventType, stored []byte, rv string) {
 	obj, err := w.out.objectAt(stored, rv)
 	if err != nil {
 		w.s.log.Warn("watch event skipped", "path", w.r.path, "err", err)
@@ -539,7 +559,7 @@ func (w *watcher) tableEvent(stored, obj []byte) {
 
 // bookmark writes a BOOKMARK at the watch's position; the one ending the initial events says so.
 func (w *watcher) bookmark(initialEnd bool) {
-	meta := metav1.ObjectMeta{ResourceVersion: w.pos.encode(w.r.view)}
+	meta := metav1.ObjectMeta{ResourceVersion: w.at.encode(w.r.view, w.pos)}
 	if initialEnd {
 		meta.Annotations = map[string]string{initialEventsEnd: "true"}
 	}

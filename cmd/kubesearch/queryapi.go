@@ -90,7 +90,7 @@ func queryAPIFlags(g flagGroups) func() queryapi.Options {
 	})
 	securityFlags(g, &o, false, "let requests without credentials in as system:anonymous (with --authorization-policy-file, they see what the policy grants it)")
 	g.add("Security", func(fs *pflag.FlagSet) {
-		fs.StringVar(&o.ContinueKeyFile, "continue-key-file", "", "file with the key (≥16 bytes) signing continue tokens; replicas must share it (default: random per process)")
+		fs.StringVar(&o.ContinueKeyFile, "continue-key-file", "", "file with the key (≥16 bytes) signing continue tokens and sealing the fleet views' resourceVersions; replicas must share it (default: random per process: another replica, or this one restarted, answers them 410)")
 	})
 	g.add("Tuning", func(fs *pflag.FlagSet) {
 		fs.DurationVar(&o.PageKeepAlive, "page-keep-alive", o.PageKeepAlive, "how long a paged query's snapshot lives between two pages")

@@ -64,14 +64,14 @@ func (c *Cache) fillFeed(ctx context.Context, kafka stream.Broker, feed, indexer
 	c.mu.Lock()
 	c.feedMode = true
 	c.mu.Unlock()
+	c.startMarks(from)
 	return f.Run(ctx, func(_ context.Context, m stream.Message) error {
-		if rec, err := changes.Unmarshal(m.Value); err == nil {
-			c.ApplyChange(rec)
-		}
-		c.mu.Lock()
-		c.feedRead[m.Partition] = m.Offset + 1
-		c.notifyLocked()
-		c.mu.Unlock()
+		rec, err := changes.Unmarshal(m.Value)
+		c.applyAt(m, func() {
+			if err == nil {
+				c.applyChangeLocked(rec)
+			}
+		})
 		if end, ok := behind[m.Partition]; ok && m.Offset+1 >= end {
 			delete(behind, m.Partition)
 			if len(behind) == 0 {
@@ -116,6 +116,10 @@ func objectKey(p store.Pair, uid string) string { return p.ID() + "/" + uid }
 func (c *Cache) ApplyChange(rec *changes.Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.nextRecordLocked(rec.Event.Pair(), func() { c.applyChangeLocked(rec) })
+}
+
+func (c *Cache) applyChangeLocked(rec *changes.Record) {
 	src := rec.Source
 	if b, ok := c.batches[src.Partition]; ok && src.Batch < b {
 		return // a late batch of an indexer that lost the partition (package changes)
@@ -146,7 +150,7 @@ func (c *Cache) ApplyChange(rec *changes.Record) {
 		if c.purging[pair] != src {
 			c.purging[pair] = src
 			c.head[pair]++
-			c.stable[pair] = c.head[pair]
+			c.setStableLocked(pair, c.head[pair])
 		}
 		c.deleteLocked(rec, pair, c.head[pair])
 		rv = c.head[pair]
@@ -156,7 +160,7 @@ func (c *Cache) ApplyChange(rec *changes.Record) {
 		}
 		if ev.Type == envelope.Deleted {
 			if ev.Epoch <= c.synced[pair] {
-				c.stable[pair] = max(c.stable[pair], rv)
+				c.setStableLocked(pair, max(c.stable[pair], rv))
 			}
 			c.deleteLocked(rec, pair, rv)
 			break
@@ -167,7 +171,7 @@ func (c *Cache) ApplyChange(rec *changes.Record) {
 		}
 		if ev.Epoch <= c.synced[pair] {
 			// Else a list of a newer epoch is in progress: positions wait for its SYNC.
-			c.stable[pair] = max(c.stable[pair], rv)
+			c.setStableLocked(pair, max(c.stable[pair], rv))
 		}
 		key := objectKey(pair, ev.UID)
 		e := &Event{Type: watch.Added, Pair: pair, Namespace: ev.Namespace, UID: ev.UID, RV: rv, Object: obj}
@@ -274,7 +278,7 @@ func (c *Cache) Sync(ctx context.Context, pairs []store.Pair) error {
 		c.mu.Lock()
 		read, ch := true, c.changed
 		for p := range parts {
-			if c.feedRead[p] < feedEnds[p] {
+			if c.readTo[p] < feedEnds[p] {
 				read = false
 			}
 		}

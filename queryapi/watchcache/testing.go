@@ -11,3 +11,15 @@ func (c *Cache) SetHeadForTest(p store.Pair, rv int64) {
 	defer c.mu.Unlock()
 	c.head[p] = rv
 }
+
+// ReadPartitionsForTest has the cache keep marks (marks.go) of a stream of n partitions read from
+// offset 0, as Run does when it starts reading one; Apply and ApplyChange then apply each event as
+// the next record of its pair's partition. Tests of package queryapi use it to check fleet
+// positions written as marks. Nothing else calls it.
+func (c *Cache) ReadPartitionsForTest(n int) {
+	from := map[int]int64{}
+	for q := range n {
+		from[q] = 0
+	}
+	c.startMarks(from)
+}

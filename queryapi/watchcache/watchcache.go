@@ -46,6 +46,9 @@ type Event struct {
 	// Watch.Previous), 0 if none.
 	PrevLabels string
 	PrevSeq    uint64
+	// Offset is the offset of the record that made the event, in its pair's partition (noOffset
+	// when applied without one): where a mark moves past it (marks.go).
+	Offset int64
 	// Stable is the pair's position once this event is applied: a client that has seen it may
 	// resume from there and miss nothing. During a re-list it stays where the list began: a
 	// re-list publishes changed objects in key order, not resourceVersion order, so a resume from
@@ -126,10 +129,16 @@ type Cache struct {
 	lastSeq map[string]uint64
 	batches map[int]int64
 	purging map[store.Pair]changes.Source
-	// feedMode says Run follows the feed now; feedRead is, per feed partition, the offset after
-	// the last record read (Sync).
+	// feedMode says Run follows the feed now.
 	feedMode bool
-	feedRead map[int]int64
+	// Marks (marks.go): the number of partitions of the stream read (0 when none is: Apply and
+	// tests), per partition the offset reading started at and the offset after the last record
+	// read, the record being applied, each pair's partition and history.
+	partitions      int
+	started, readTo map[int]int64
+	cur             *at
+	parts           map[store.Pair]int
+	hist            map[store.Pair]*history
 	// subs wake open watches, per pair they read: an event of one pair wakes only the watches
 	// reading it (not every watch of the fleet at every event).
 	subs map[store.Pair]map[chan struct{}]struct{}
@@ -194,7 +203,9 @@ func (c *Cache) resetLocked() {
 	c.gens = map[store.Pair]uint64{}
 	c.resets = map[store.Pair]uint64{}
 	c.lastSeq, c.batches, c.purging = map[string]uint64{}, map[int]int64{}, map[store.Pair]changes.Source{}
-	c.feedMode, c.feedRead = false, map[int]int64{}
+	c.feedMode = false
+	c.partitions, c.started, c.readTo, c.cur = 0, map[int]int64{}, map[int]int64{}, nil
+	c.parts, c.hist = map[store.Pair]int{}, map[store.Pair]*history{}
 	c.ready, c.replaying = false, true
 	c.generation++
 	c.notifyLocked()
@@ -327,6 +338,7 @@ func (c *Cache) fill(ctx context.Context, kafka stream.Broker, topic, indexerGro
 	if err := c.seed(ctx, src, resourceOf); err != nil {
 		return fmt.Errorf("seed from the index: %w", err)
 	}
+	c.startMarks(from)
 	if len(behind) == 0 {
 		c.CaughtUp()
 	}
@@ -337,9 +349,11 @@ func (c *Cache) fill(ctx context.Context, kafka stream.Broker, topic, indexerGro
 	}
 	return f.Run(ctx, func(_ context.Context, m stream.Message) error {
 		ev, err := envelope.Unmarshal(m.Value)
-		if err == nil {
-			c.Apply(ev)
-		}
+		c.applyAt(m, func() {
+			if err == nil {
+				c.applyLocked(ev)
+			}
+		})
 		if end, ok := behind[m.Partition]; ok && m.Offset+1 >= end {
 			delete(behind, m.Partition)
 			if len(behind) == 0 {
@@ -530,6 +544,10 @@ func (c *Cache) objectsOf(p store.Pair) map[string]*objState {
 func (c *Cache) Apply(ev *envelope.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.nextRecordLocked(ev.Pair(), func() { c.applyLocked(ev) })
+}
+
+func (c *Cache) applyLocked(ev *envelope.Event) {
 	pair := ev.Pair()
 	rv, _ := strconv.ParseInt(ev.ResourceVersion, 10, 64)
 	switch ev.Type {
@@ -559,7 +577,7 @@ func (c *Cache) Apply(ev *envelope.Event) {
 		if ev.Epoch > c.synced[pair] {
 			// A list of a newer epoch is in progress: positions wait for its SYNC.
 		} else {
-			c.stable[pair] = max(c.stable[pair], rv)
+			c.setStableLocked(pair, max(c.stable[pair], rv))
 		}
 		e := &Event{Type: watch.Added, Pair: pair, Namespace: ev.Namespace, UID: ev.UID, RV: rv, Object: obj}
 		if st != nil {
@@ -583,7 +601,7 @@ func (c *Cache) Apply(ev *envelope.Event) {
 			obj = deletedAt(st, pair, ev.UID, rv)
 		}
 		if ev.Epoch <= c.synced[pair] {
-			c.stable[pair] = max(c.stable[pair], rv)
+			c.setStableLocked(pair, max(c.stable[pair], rv))
 		}
 		e := &Event{Type: watch.Deleted, Pair: pair, Namespace: ev.Namespace, UID: ev.UID, RV: rv, Object: obj}
 		if st != nil {
@@ -621,7 +639,7 @@ func (c *Cache) Apply(ev *envelope.Event) {
 				continue
 			}
 			c.head[p]++
-			c.stable[p] = c.head[p]
+			c.setStableLocked(p, c.head[p])
 			for _, uid := range gone {
 				st := objs[uid]
 				delete(objs, uid)
@@ -646,7 +664,7 @@ func (c *Cache) applySyncLocked(ev *envelope.Event, pair store.Pair) (rv int64, 
 	}
 	rv = max(listRV, c.head[pair])
 	c.synced[pair] = max(c.synced[pair], ev.Epoch)
-	c.stable[pair] = max(c.stable[pair], rv)
+	c.setStableLocked(pair, max(c.stable[pair], rv))
 	if c.truncated[pair] {
 		// Positions inside this list may need events read before the window began.
 		delete(c.truncated, pair)
@@ -668,6 +686,10 @@ func (c *Cache) applySyncLocked(ev *envelope.Event, pair store.Pair) (rv int64, 
 func (c *Cache) appendLocked(e *Event) {
 	e.Seq = c.nextSeq
 	e.Stable = c.stable[e.Pair]
+	e.Offset = noOffset
+	if c.cur != nil {
+		e.Offset = c.cur.offset
+	}
 	if r := c.renumbered[e.Pair]; r != nil {
 		r.issue(e.RV)
 		r.issue(e.Stable)
@@ -711,6 +733,7 @@ func (c *Cache) evictLocked(old *Event) {
 		}
 	}
 	c.floor[old.Pair] = max(c.floor[old.Pair], floor)
+	c.forgetLocked(old.Pair, old.Offset)
 	if len(c.lastSeq) > 0 {
 		if key := objectKey(old.Pair, old.UID); c.lastSeq[key] == old.Seq {
 			delete(c.lastSeq, key)
@@ -743,6 +766,9 @@ type cursor struct {
 	// numbering's first event: the pair's earlier events are not sent (see renumbering.since).
 	resets map[store.Pair]uint64
 	since  map[store.Pair]uint64
+	// mark is where the last read left the stream, per partition of the watch's pairs (nil when
+	// the cache reads none).
+	mark Mark
 }
 
 // ErrTooNew is a watch position ahead of everything the stream has shown: the facade answers 504
@@ -909,6 +935,14 @@ func (c *Cache) read(cur *cursor, pairs []store.Pair) ([]*Event, map[store.Pair]
 	stable := make(map[store.Pair]int64, len(pairs))
 	for _, p := range pairs {
 		stable[p] = c.stable[p]
+	}
+	cur.mark = nil
+	if c.partitions > 0 {
+		cur.mark = Mark{}
+		for _, p := range pairs {
+			q := c.partitionOf(p)
+			cur.mark[q] = c.readTo[q]
+		}
 	}
 	return evs, stable, cur.wake, nil
 }

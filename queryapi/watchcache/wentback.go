@@ -163,7 +163,8 @@ func (c *Cache) wentBackLocked(p store.Pair, sc *scopeState, listRV int64) {
 	r = &renumbering{ceiling: ceiling, since: c.nextSeq, issued: map[int64]struct{}{}}
 	r.issue(listRV)
 	c.renumbered[p] = r
-	c.head[p], c.stable[p], c.floor[p] = listRV, listRV, listRV
+	c.head[p], c.floor[p] = listRV, listRV
+	c.setStableLocked(p, listRV)
 	delete(c.relisting, p) // positions inside the old numbering's lists
 	delete(c.truncated, p)
 }

@@ -1,0 +1,228 @@
+package queryapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/store"
+)
+
+// memberEvent is cmEvent of another member.
+func memberEvent(cluster string, typ envelope.Type, name string, rv int) *envelope.Event {
+	ev := cmEvent(typ, name, rv, 1)
+	ev.Cluster = cluster
+	return ev
+}
+
+// seedConfigMaps starts the clusters' configmaps listed (epoch 1) at resourceVersion 1, so that
+// their events move their positions.
+func seedConfigMaps(c interface{ Seed([]store.Watermark) }, clusters ...string) {
+	var wms []store.Watermark
+	for _, cl := range clusters {
+		wms = append(wms, store.Watermark{Cluster: cl, Resource: "configmaps", Kind: "ConfigMap", ResourceVersion: 1, Epoch: 1})
+	}
+	c.Seed(wms)
+}
+
+func mustSealer(t *testing.T) *sealer {
+	t.Helper()
+	k, err := newSealer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestFleetPositionsAsMarks: with a watch cache reading a stream, a fleet view's resourceVersion
+// is a sealed mark. It reads back to the vector it was issued as, a position below the stream's
+// included; one tampered with, read back for other clusters, by a server with another key, or on a
+// cache that did not read the stream from there is 410 (504 ahead of it), never another vector;
+// at 1,000 clusters it stays under 1 KB where the JSON map is ~30 KB.
+func TestFleetPositionsAsMarks(t *testing.T) {
+	_, s := newFacadeTestServer(t, &fakeStore{})
+	s.positions = mustSealer(t)
+	c := cacheOf(s)
+	seedConfigMaps(c, "member1", "member2")
+	c.ReadPartitionsForTest(12)
+	res, ok := s.catalog.lookup("", "", "v1", "configmaps", nil)
+	if !ok {
+		t.Fatal("configmaps not in the test catalog")
+	}
+	for i := range 20 {
+		c.Apply(memberEvent([]string{"member1", "member2"}[i%2], envelope.Added, fmt.Sprint("o", i), 100+i))
+	}
+	clusters := []string{"member1", "member2"}
+	for _, vec := range []rvVector{
+		{"member1": 118, "member2": 119}, // the stream's positions
+		{"member1": 110, "member2": 119}, // a LIST behind the stream for member1
+		{"member1": 0, "member2": 0},
+	} {
+		tok := s.encodeRV(view{}, res, vec)
+		if !strings.HasPrefix(tok, sealedPrefix) {
+			t.Fatalf("%v written as %q, not sealed", vec, tok)
+		}
+		got, st := s.decodeRV(t.Context(), tok, view{}, res, clusters)
+		if st != nil || fmt.Sprint(got) != fmt.Sprint(vec) {
+			t.Errorf("%v read back as %v, %v", vec, got, st)
+		}
+		if tok2 := s.encodeRV(view{}, res, vec); tok2 == tok {
+			t.Errorf("two sealings of %v are the same token: the nonce must differ", vec)
+		}
+		// Another view's clusters (the subject's, or the fleet's, changed): 410.
+		if _, st := s.decodeRV(t.Context(), tok, view{}, res, clusters[:1]); st == nil || st.Code != http.StatusGone {
+			t.Errorf("%v read back for member1 alone: %v, want 410", vec, st)
+		}
+		// Tampered with: 410 (as one sealed with another key: the client lists again).
+		b := []byte(tok)
+		b[len(b)/2] ^= 1
+		if b[len(b)/2] == '-' || b[len(b)/2] == '_' || !strings.ContainsRune("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", rune(b[len(b)/2])) {
+			b[len(b)/2] = 'A'
+		}
+		if _, st := s.decodeRV(t.Context(), string(b), view{}, res, clusters); st == nil || st.Code != http.StatusGone {
+			t.Errorf("tampered %q: %v, want 410", b, st)
+		}
+	}
+	tok := s.encodeRV(view{}, res, rvVector{"member1": 118, "member2": 119})
+
+	// Another key: 410.
+	_, other := newFacadeTestServer(t, &fakeStore{})
+	other.positions = mustSealer(t)
+	if _, st := other.decodeRV(t.Context(), tok, view{}, res, clusters); st == nil || st.Code != http.StatusGone {
+		t.Errorf("another key: %v, want 410", st)
+	}
+	// The same key on a replica that started since, from an index already at 105: it reads the
+	// same records, but its positions before 105 are the index's, not the records'. A position
+	// from there is 410; one from after reads back the same.
+	other.positions = s.positions
+	oc := cacheOf(other)
+	seedConfigMaps(oc, "member1", "member2")
+	oc.Seed([]store.Watermark{{Cluster: "member1", Resource: "configmaps", Kind: "ConfigMap", ResourceVersion: 105, Epoch: 1}})
+	oc.ReadPartitionsForTest(12)
+	for i := range 20 {
+		oc.Apply(memberEvent([]string{"member1", "member2"}[i%2], envelope.Added, fmt.Sprint("o", i), 100+i))
+	}
+	early := s.encodeRV(view{}, res, rvVector{"member1": 102, "member2": 103})
+	if got, st := other.decodeRV(t.Context(), early, view{}, res, clusters); st == nil || st.Code != http.StatusGone {
+		t.Errorf("a position from before the replica's start: %v, %v; want 410", got, st)
+	}
+	if got, st := other.decodeRV(t.Context(), tok, view{}, res, clusters); st != nil || got["member1"] != 118 || got["member2"] != 119 {
+		t.Errorf("a position from after the replica's start: %v, %v", got, st)
+	}
+	// Ahead of what a replica has read: 504 once the wait ends, never 410.
+	_, behind := newFacadeTestServer(t, &fakeStore{})
+	behind.positions = s.positions
+	bhc := cacheOf(behind)
+	seedConfigMaps(bhc, "member1", "member2")
+	bhc.ReadPartitionsForTest(12)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, st := behind.decodeRV(ctx, tok, view{}, res, clusters); st == nil || st.Code != http.StatusGatewayTimeout {
+		t.Errorf("a position ahead of the replica: %v, want 504", st)
+	}
+
+	// 1,000 clusters, each with events: the sealed token against the JSON map.
+	big, bs := newFacadeTestServer(t, &fakeStore{})
+	_ = big
+	bs.positions = mustSealer(t)
+	bc := cacheOf(bs)
+	var fleet []string
+	for i := range 1000 {
+		fleet = append(fleet, fmt.Sprintf("member-%04d", i))
+	}
+	seedConfigMaps(bc, fleet...)
+	bc.ReadPartitionsForTest(12)
+	vec := rvVector{}
+	for i, cl := range fleet {
+		for j := range 3 {
+			bc.Apply(memberEvent(cl, envelope.Added, fmt.Sprint("o", j), 1_000_000+10*i+j))
+		}
+		vec[cl] = int64(1_000_000 + 10*i + 2)
+	}
+	vec["member-0007"] = 1_000_071 // one cluster a LIST shows behind the stream
+	sealed, plain := bs.encodeRV(view{}, res, vec), vec.encode(view{})
+	t.Logf("1,000 clusters: sealed %d bytes, JSON map %d bytes", len(sealed), len(plain))
+	if len(sealed) > 1024 {
+		t.Errorf("sealed position of 1,000 clusters: %d bytes, want ≤ 1 KB", len(sealed))
+	}
+	slices.Sort(fleet)
+	if got, st := bs.decodeRV(t.Context(), sealed, view{}, res, fleet); st != nil || fmt.Sprint(got) != fmt.Sprint(vec) {
+		t.Errorf("1,000 clusters read back: %v", st)
+	}
+}
+
+// TestFleetWatchResumesFromSealedPositions: every event and bookmark of a fleet watch carries a
+// sealed position; a watch resumed from any event's gets exactly the events after it — none it had,
+// none missing — including after a SYNC moved a member without an event.
+func TestFleetWatchResumesFromSealedPositions(t *testing.T) {
+	url, s := newFacadeServerWithCache(t, &fakeStore{})
+	s.positions = mustSealer(t)
+	c := cacheOf(s)
+	seedConfigMaps(c, "member1", "member2")
+	c.ReadPartitionsForTest(4)
+	for i := range 4 {
+		c.Apply(memberEvent([]string{"member1", "member2"}[i%2], envelope.Added, fmt.Sprint("a", i), 10+i))
+	}
+	type seen struct{ name, rv string }
+	read := func(from string, n int) []seen {
+		t.Helper()
+		got := watchNames(t, url+"/api/v1/namespaces/shop/configmaps?watch=1&resourceVersion="+from, n)
+		out := make([]seen, len(got))
+		for i, g := range got {
+			f := strings.Fields(g)
+			out[i] = seen{f[1], f[2]}
+		}
+		return out
+	}
+	done := make(chan []seen)
+	go func() {
+		done <- read(s.encodeRV(view{}, mustResource(t, s), rvVector{"member1": 12, "member2": 13}), 6)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	for i := 4; i < 10; i++ {
+		cl := []string{"member1", "member2"}[i%2]
+		c.Apply(memberEvent(cl, envelope.Added, fmt.Sprint("a", i), 10+i))
+		if i == 6 {
+			sync := cmSync(1, "40") // member1's list completes: its position moves without an event
+			c.Apply(sync)
+		}
+	}
+	var all []seen
+	select {
+	case all = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no events")
+	}
+	names := func(ss []seen) []string {
+		var out []string
+		for _, x := range ss {
+			out = append(out, x.name)
+			if !strings.HasPrefix(x.rv, sealedPrefix) || len(x.rv) > 200 {
+				t.Errorf("event %s carries %q: not a sealed position", x.name, x.rv)
+			}
+		}
+		return out
+	}
+	if got, want := names(all), []string{"a4", "a5", "a6", "a7", "a8", "a9"}; !slices.Equal(got, want) {
+		t.Fatalf("watch: %v, want %v", got, want)
+	}
+	for k := range all[:len(all)-1] {
+		if got, want := names(read(all[k].rv, len(all)-k-1)), names(all[k+1:]); !slices.Equal(got, want) {
+			t.Errorf("resumed after %s: %v, want %v", all[k].name, got, want)
+		}
+	}
+}
+
+func mustResource(t *testing.T, s *Server) apiResource {
+	t.Helper()
+	res, ok := s.catalog.lookup("", "", "v1", "configmaps", nil)
+	if !ok {
+		t.Fatal("configmaps not in the test catalog")
+	}
+	return res
+}
