@@ -115,7 +115,18 @@ func (c *Cache) setStableLocked(p store.Pair, v int64) {
 		return
 	}
 	h.changes = append(h.changes, change{c.cur.offset, v})
+	// Changes without events (SYNCs of lists that changed nothing) are not dropped with the
+	// window's events: beyond the pair's events plus a few, the oldest go, so a quiet pair
+	// re-listed for days does not grow its history.
+	if extra := len(h.changes) - c.win.held(p) - quietChanges; extra > 0 {
+		h.base, h.from = h.changes[extra-1].stable, h.changes[extra-1].at+1
+		h.changes = slices.Delete(h.changes, 0, extra)
+	}
 }
+
+// quietChanges is how many changes of a pair's position its history keeps beyond its events in the
+// window.
+const quietChanges = 64
 
 // forgetLocked drops the history a pair's evicted event (at offset off) held: marks at or below it
 // are 410 for the pair, as the floor says of positions below the event.

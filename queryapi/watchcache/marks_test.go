@@ -117,4 +117,21 @@ func TestMarksReadBackEveryPosition(t *testing.T) {
 	if got, err := small.At(context.Background(), Mark{0: 6}, []store.Pair{cmPair}); err != nil || got[cmPair] != 15 {
 		t.Errorf("the mark at the end: %v, %v; want 15", got, err)
 	}
+
+	// A pair whose lists complete without changing anything moves without events: its history
+	// keeps the newest quietChanges of those moves, not every one since the start.
+	for i := range 3 * quietChanges {
+		sync := cmSync(1, fmt.Sprint(1000+i))
+		small.applyAt(stream.Message{Partition: 0, Offset: int64(6 + i)}, func() { small.applyLocked(sync) })
+	}
+	if n := len(small.hist[cmPair].changes); n > small.win.held(cmPair)+quietChanges {
+		t.Errorf("history of a pair re-listed %d times: %d changes", 3*quietChanges, n)
+	}
+	end := int64(6 + 3*quietChanges)
+	if got, err := small.At(context.Background(), Mark{0: end}, []store.Pair{cmPair}); err != nil || got[cmPair] != int64(1000+3*quietChanges-1) {
+		t.Errorf("the mark at the end: %v, %v", got, err)
+	}
+	if _, err := small.At(context.Background(), Mark{0: 7}, []store.Pair{cmPair}); !errors.Is(err, ErrTooOld) {
+		t.Errorf("a mark before the changes kept: %v, want ErrTooOld", err)
+	}
 }

@@ -99,6 +99,14 @@ func (w *eventWindow) since(p store.Pair, seq uint64) []*Event {
 	return pe.events[i:]
 }
 
+// held is how many of the pair's events the window holds.
+func (w *eventWindow) held(p store.Pair) int {
+	if pe := w.pairs[p]; pe != nil {
+		return len(pe.events)
+	}
+	return 0
+}
+
 // evicted is the seq of the pair's newest event that left the window, 0 if none.
 func (w *eventWindow) evicted(p store.Pair) uint64 {
 	if pe := w.pairs[p]; pe != nil {
