@@ -36,6 +36,9 @@ const qualifiedSeparator = "_"
 type view struct {
 	cluster   string // the one-cluster view's member; "" for the fleet views
 	qualified bool
+	// mount is the path the view is served under besides its own prefix: "" at the root,
+	// Karmada's proxy path for the fleet view that Karmada's clients reach (karmada.go).
+	mount string
 }
 
 // vector says whether resourceVersions are multi-cluster vectors in the view: the fleet views have
@@ -53,6 +56,9 @@ type facadeRequest struct {
 	namespace, resource, name, sub string
 	// openAPI is what follows /openapi/ ("v3", "v3/apis/apps/v1"); "" for any other path.
 	openAPI string
+	// karmada is which of Karmada's search API paths this is (karmada.go); karmadaNone for the
+	// facade's own paths and for the proxy, which is the fleet view mounted elsewhere.
+	karmada karmadaPath
 }
 
 func (s *Server) facadeRoutes(e *gin.Engine) {
@@ -95,6 +101,8 @@ func (s *Server) facade(c *gin.Context) {
 		return
 	}
 	switch {
+	case r.karmada != karmadaNone:
+		s.serveKarmada(c, r)
 	case r.path == "/version":
 		c.JSON(http.StatusOK, versionInfo())
 	case r.openAPI != "":
@@ -114,6 +122,9 @@ func (s *Server) facade(c *gin.Context) {
 
 // parseFacadePath reads a facade path. A path outside the facade's grammar is a 404 Status.
 func parseFacadePath(p string) (*facadeRequest, *metav1.Status) {
+	if p == karmadaGroupPath || strings.HasPrefix(p, karmadaGroupPath+"/") {
+		return parseKarmadaPath(p)
+	}
 	r := &facadeRequest{}
 	switch {
 	case strings.HasPrefix(p, ClustersPrefix):
@@ -126,6 +137,11 @@ func parseFacadePath(p string) (*facadeRequest, *metav1.Status) {
 	case p == QualifiedPrefix || strings.HasPrefix(p, QualifiedPrefix+"/"):
 		r.qualified, p = true, strings.TrimPrefix(p, QualifiedPrefix)
 	}
+	return parseKubePath(r, p)
+}
+
+// parseKubePath reads p, a path within r's view, as kube-apiserver's grammar has it.
+func parseKubePath(r *facadeRequest, p string) (*facadeRequest, *metav1.Status) {
 	r.path = p
 	parts := strings.Split(strings.Trim(p, "/"), "/")
 	notFound := newStatus(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
@@ -189,9 +205,15 @@ func (s *Server) resources(c *gin.Context, r *facadeRequest) []apiResource {
 
 func (s *Server) discoverRoot(c *gin.Context, r *facadeRequest, legacy bool) {
 	rs := s.resources(c, r)
+	// Karmada's group is the root's only: an aggregation layer and kubectl find it there, and it
+	// holds no member's resources.
+	karmada := !legacy && r.view == view{} && !slices.ContainsFunc(rs, func(x apiResource) bool { return x.Group == KarmadaGroup })
 	if acceptsAggregated(c.GetHeader("Accept")) {
 		c.Header("Vary", "Accept")
 		body := aggregated(rs, legacy)
+		if karmada {
+			body.Items = append(body.Items, karmadaDiscovery())
+		}
 		c.Render(http.StatusOK, jsonAs{contentType: aggregatedContentType, obj: body})
 		return
 	}
@@ -201,7 +223,11 @@ func (s *Server) discoverRoot(c *gin.Context, r *facadeRequest, legacy bool) {
 		c.JSON(http.StatusOK, versions)
 		return
 	}
-	c.JSON(http.StatusOK, groupList(rs))
+	groups := groupList(rs)
+	if karmada {
+		groups.Groups = append(groups.Groups, karmadaAPIGroup())
+	}
+	c.JSON(http.StatusOK, groups)
 }
 
 func (s *Server) discoverGroup(c *gin.Context, r *facadeRequest) {

@@ -200,8 +200,8 @@ func TestFacadeDiscovery(t *testing.T) {
 		t.Fatalf("aggregated /apis: %d %s: %s", code, h.Get("Content-Type"), body)
 	}
 	groups := gjson.GetBytes(body, "items.#.metadata.name").String()
-	if groups != `["apps","example.com"]` {
-		t.Errorf("aggregated /apis groups = %s, want apps and example.com (the union of the members)", groups)
+	if groups != `["apps","example.com","search.karmada.io"]` {
+		t.Errorf("aggregated /apis groups = %s, want apps and example.com (the union of the members), then Karmada's search API", groups)
 	}
 	if got := gjson.GetBytes(body, `items.#(metadata.name=="apps").versions.0.resources.0`).Raw; !strings.Contains(got, `"scope":"Namespaced"`) ||
 		!strings.Contains(got, `"shortNames":["deploy"]`) || !strings.Contains(got, `"verbs":["get","list","watch"]`) {

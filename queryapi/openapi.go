@@ -76,11 +76,11 @@ func (c *catalog) openAPIDocument(hash string) []byte {
 func (v view) prefix() string {
 	switch {
 	case v.cluster != "":
-		return ClustersPrefix + v.cluster
+		return v.mount + ClustersPrefix + v.cluster
 	case v.qualified:
-		return QualifiedPrefix
+		return v.mount + QualifiedPrefix
 	}
-	return ""
+	return v.mount
 }
 
 // openAPIURL is a document's serverRelativeURL in a view, as kube-apiserver writes it with the
