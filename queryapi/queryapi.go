@@ -256,6 +256,9 @@ func (o *Options) Validate() error {
 	if o.Authentication.ClientCAFile != "" && o.TLSCertFile == "" {
 		errs = append(errs, errors.New("--client-ca-file: client certificates need HTTPS (--tls-cert-file, --tls-private-key-file)"))
 	}
+	if o.Authentication.RequestHeader.Enabled() && o.TLSCertFile == "" {
+		errs = append(errs, errors.New("--requestheader-client-ca-file: the front proxy authenticates by its client certificate, which needs HTTPS (--tls-cert-file, --tls-private-key-file)"))
+	}
 	if _, err := newAcceptHosts(o.AcceptHosts); err != nil {
 		errs = append(errs, err)
 	}
@@ -394,7 +397,7 @@ func New(o Options) (*Server, error) {
 	var tlsConfig *tls.Config
 	if o.TLSCertFile != "" && o.TLSKeyFile != "" {
 		var terr error
-		tlsConfig, terr = serving.TLS(o.TLSCertFile, o.TLSKeyFile, o.Authentication.ClientCAFile, log)
+		tlsConfig, terr = serving.TLS(o.TLSCertFile, o.TLSKeyFile, o.Authentication, log)
 		err = errors.Join(err, terr)
 	}
 	var closers []func() error

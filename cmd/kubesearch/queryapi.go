@@ -120,6 +120,7 @@ func securityFlags(g flagGroups, o *queryapi.Options, anonymous bool, anonymousU
 		fs.Float64Var(&o.SubjectAccessReview.RatePerSubject, "subject-access-review-rate-per-subject", authz.DefaultRatePerSubject, "SubjectAccessReviews per second one subject (user) asks of the members, cached answers aside; past it and --subject-access-review-burst-per-subject, its requests are 429s with Retry-After (retries ask only what is not cached yet); 0 for no bound")
 		fs.IntVar(&o.SubjectAccessReview.BurstPerSubject, "subject-access-review-burst-per-subject", authz.DefaultBurstPerSubject, "SubjectAccessReview burst of one subject")
 		servingTLSFlags(fs, &o.TLSCertFile, &o.TLSKeyFile)
+		requestHeaderFlags(fs, &o.Authentication.RequestHeader)
 	})
 	g.add("Limits", func(fs *pflag.FlagSet) {
 		fs.Float64Var(&o.RateLimit, "rate-limit", queryapi.DefaultRateLimit, "requests per second of one subject (user); past it and --rate-burst, 429 with Retry-After; 0 for no bound")

@@ -15,6 +15,16 @@ func authenticationFlags(fs *pflag.FlagSet, o *auth.Options) {
 	fs.StringVar(&o.AuthenticationKubeconfig, "authentication-kubeconfig", "", "kubeconfig of a cluster whose TokenReview API checks bearer tokens (ServiceAccount and OIDC tokens of the platform)")
 }
 
+// requestHeaderFlags registers the front proxy kube-apiserver's aggregation layer is (an APIService
+// in front of the query API), spelled as kube-apiserver's flags.
+func requestHeaderFlags(fs *pflag.FlagSet, o *auth.RequestHeaderOptions) {
+	fs.StringVar(&o.ClientCAFile, "requestheader-client-ca-file", "", "PEM CA certificates that sign the front proxy's client certificate (a kube-apiserver's --proxy-client-cert-file, as in front of an APIService); a request with such a certificate is the user its headers name; needs --tls-cert-file")
+	fs.StringSliceVar(&o.AllowedNames, "requestheader-allowed-names", nil, "common names the front proxy's certificate may have (e.g. front-proxy-client); empty: any certificate of --requestheader-client-ca-file")
+	fs.StringSliceVar(&o.UsernameHeaders, "requestheader-username-headers", []string{auth.DefaultUsernameHeader}, "headers the front proxy names the user in; the first present is used")
+	fs.StringSliceVar(&o.UIDHeaders, "requestheader-uid-headers", []string{auth.DefaultUIDHeader}, "headers the front proxy names the user's UID in; the first present is used")
+	fs.StringSliceVar(&o.GroupHeaders, "requestheader-group-headers", []string{auth.DefaultGroupHeader}, "headers the front proxy names the user's groups in; every value is a group")
+}
+
 // servingTLSFlags registers a server's certificate.
 func servingTLSFlags(fs *pflag.FlagSet, certFile, keyFile *string) {
 	fs.StringVar(certFile, "tls-cert-file", "", "PEM serving certificate (HTTPS; reloaded when it changes)")

@@ -50,6 +50,9 @@ type Options struct {
 	AuthenticationKubeconfig string
 	// Anonymous (--anonymous) lets requests without credentials in as system:anonymous.
 	Anonymous bool
+	// RequestHeader trusts a front proxy (a kube-apiserver's aggregation layer) to name the user
+	// (--requestheader-*). The server's tls.Config must request certificates from its CA too.
+	RequestHeader RequestHeaderOptions
 
 	// TokenReviewAudiences, if set, are the audiences a reviewed token must be for.
 	TokenReviewAudiences []string
@@ -102,10 +105,11 @@ func (o Options) withDefaults() Options {
 // Check reports every option that is wrong without reading a file; New reports the files too.
 func (o Options) Check() error {
 	var errs []error
-	if o.TokenAuthFile == "" && o.ClientCAFile == "" && o.AuthenticationKubeconfig == "" && !o.Anonymous {
-		errs = append(errs, errors.New("no authentication configured: set --token-auth-file, --client-ca-file or "+
-			"--authentication-kubeconfig, or enable --anonymous"))
+	if o.TokenAuthFile == "" && o.ClientCAFile == "" && o.AuthenticationKubeconfig == "" && !o.RequestHeader.Enabled() && !o.Anonymous {
+		errs = append(errs, errors.New("no authentication configured: set --token-auth-file, --client-ca-file, "+
+			"--authentication-kubeconfig or --requestheader-client-ca-file, or enable --anonymous"))
 	}
+	errs = append(errs, o.RequestHeader.check()...)
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -131,6 +135,7 @@ func (o Options) Check() error {
 // Authenticator tells who a request comes from. It is safe for concurrent use and owns no
 // goroutine: the token file is checked for changes by the requests themselves.
 type Authenticator struct {
+	proxy     *requestHeader
 	tokens    *tokenFile
 	certs     *certAuthenticator
 	reviewer  *tokenReviewer
@@ -159,6 +164,13 @@ func New(o Options) (*Authenticator, error) {
 			errs = append(errs, fmt.Errorf("--client-ca-file: %w", err))
 		}
 		a.certs = &certAuthenticator{roots: pool}
+	}
+	if o.RequestHeader.Enabled() {
+		h, err := newRequestHeader(o.RequestHeader)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--requestheader-client-ca-file: %w", err))
+		}
+		a.proxy = h
 	}
 	if o.AuthenticationKubeconfig != "" {
 		r, err := newTokenReviewer(o.AuthenticationKubeconfig, &o)
@@ -205,9 +217,11 @@ func knownOnly(ctx context.Context) bool {
 // credential was refused unjudged (a 429: see KnownOnly and Options.TokenReviewMaxInFlight), else
 // ErrInvalidCredentials (a 401). Errors never hold a credential.
 //
-// The authenticators are tried in order, the first to accept wins: the token file, the client
-// certificate, the token reviewer (last, being remote). A request carrying both a certificate and
-// a token the token file knows is the token's user.
+// The authenticators are tried in order, the first to accept wins: the front proxy (the user its
+// headers name, when its certificate verifies against --requestheader-client-ca-file, as
+// kube-apiserver tries it first), the token file, the client certificate, the token reviewer
+// (last, being remote). A request carrying both a certificate and a token the token file knows is
+// the token's user.
 //
 // Authenticate does not remove the Authorization header; a server that forwards requests must.
 func (a *Authenticator) Authenticate(r *http.Request) (user User, ok bool, err error) {
@@ -215,6 +229,15 @@ func (a *Authenticator) Authenticate(r *http.Request) (user User, ok bool, err e
 	token := bearerToken(header)
 	limited := knownOnly(r.Context())
 	var errs []error
+	if a.proxy != nil {
+		u, ok, err := a.proxy.authenticate(r)
+		if ok {
+			return u, true, nil
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if token != "" && a.tokens != nil {
 		if u, found := a.tokens.lookup(token); found {
 			return u, true, nil

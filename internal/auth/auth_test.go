@@ -178,7 +178,7 @@ func TestClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsConfig, err := TLSConfig(caFile)
+	tlsConfig, err := Options{ClientCAFile: caFile}.TLSConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,12 +10,29 @@ import (
 )
 
 // TLSConfig is the client-certificate half of a server's TLS configuration: the CAs of
-// clientCAFile (--client-ca-file) and VerifyClientCertIfGiven, so a client may present a
-// certificate signed by them (one from another CA fails the handshake) or none and authenticate
-// otherwise. The caller adds the serving certificate (Certificates or GetCertificate).
-func TLSConfig(clientCAFile string) (*tls.Config, error) {
-	pool, err := readCAPool(clientCAFile)
-	if err != nil {
+// --client-ca-file and --requestheader-client-ca-file (the front proxy's) and
+// VerifyClientCertIfGiven, so a client may present a certificate signed by them (one from another
+// CA fails the handshake) or none and authenticate otherwise; each authenticator then verifies a
+// certificate against its own CAs. The caller adds the serving certificate (Certificates or
+// GetCertificate). Without either file, nil.
+func (o Options) TLSConfig() (*tls.Config, error) {
+	if o.ClientCAFile == "" && !o.RequestHeader.Enabled() {
+		return nil, nil
+	}
+	pool := x509.NewCertPool()
+	var errs []error
+	for _, f := range []struct{ flag, file string }{{"--client-ca-file", o.ClientCAFile}, {"--requestheader-client-ca-file", o.RequestHeader.ClientCAFile}} {
+		if f.file == "" {
+			continue
+		}
+		data, err := secrets.ReadPEM(f.file)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: client CA: %w", f.flag, err))
+			continue
+		}
+		pool.AppendCertsFromPEM(data)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return &tls.Config{
@@ -45,16 +62,8 @@ type certAuthenticator struct {
 // authentication, rather than trusting that the TLS layer did: a server whose tls.Config trusts
 // other CAs, or only requests a certificate, must not turn their certificates into users.
 func (c *certAuthenticator) authenticate(state *tls.ConnectionState) (User, error) {
-	leaf := state.PeerCertificates[0]
-	intermediates := x509.NewCertPool()
-	for _, ic := range state.PeerCertificates[1:] {
-		intermediates.AddCert(ic)
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{
-		Roots:         c.roots,
-		Intermediates: intermediates,
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}); err != nil {
+	leaf, err := verifyClient(state, c.roots)
+	if err != nil {
 		return User{}, fmt.Errorf("client certificate: %w", err)
 	}
 	if leaf.Subject.CommonName == "" {

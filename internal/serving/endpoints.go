@@ -80,7 +80,7 @@ func New(o Options, log *slog.Logger) (*Endpoints, error) {
 		e.authn = authn
 	}
 	if o.TLSCertFile != "" {
-		cfg, err := TLS(o.TLSCertFile, o.TLSKeyFile, o.Authentication.ClientCAFile, log)
+		cfg, err := TLS(o.TLSCertFile, o.TLSKeyFile, o.Authentication, log)
 		errs = append(errs, err)
 		e.tls = cfg
 	}

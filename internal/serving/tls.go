@@ -12,20 +12,21 @@ import (
 )
 
 // TLS is the HTTPS configuration of a server: the serving certificate, read again when its files
-// change (a cert-manager renewal needs no restart), and the client CA when client certificates
-// authenticate (auth.TLSConfig). Errors name the flags --tls-cert-file, --tls-private-key-file and
-// --client-ca-file, which every component spells alike.
-func TLS(certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, error) {
+// change (a cert-manager renewal needs no restart), and the client CAs when client certificates
+// or a front proxy authenticate (auth.Options.TLSConfig). Errors name the flags --tls-cert-file,
+// --tls-private-key-file, --client-ca-file and --requestheader-client-ca-file, which every
+// component spells alike.
+func TLS(certFile, keyFile string, clients auth.Options, log *slog.Logger) (*tls.Config, error) {
 	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log}
 	if err := r.load(); err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if clientCAFile != "" {
-		var err error
-		if cfg, err = auth.TLSConfig(clientCAFile); err != nil {
-			return nil, fmt.Errorf("--client-ca-file: %w", err)
-		}
+	cfg, err := clients.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	cfg.GetCertificate = r.get
 	return cfg, nil
