@@ -60,6 +60,9 @@ type Env struct {
 	Logs    string
 	etcd    map[string]string // member → etcd client URL
 	root    string
+	// karmadaKubeconfig and karmadaFrontProxyCA are the Karmada control plane's (karmada.sh),
+	// empty until it runs: see Karmada.
+	karmadaKubeconfig, karmadaFrontProxyCA string
 }
 
 // Root is the repository's top folder.
@@ -117,6 +120,8 @@ func Load() (*Env, error) {
 		Logs:                   vars["KUBESEARCH_TESTBED_LOGS"],
 		etcd:                   map[string]string{},
 		root:                   root,
+		karmadaKubeconfig:      vars["KUBESEARCH_TESTBED_KARMADA_KUBECONFIG"],
+		karmadaFrontProxyCA:    vars["KUBESEARCH_TESTBED_KARMADA_FRONT_PROXY_CA"],
 	}
 	e.OpenSearchURLs = []string{e.OpenSearchURL}
 	if v := vars["KUBESEARCH_TESTBED_OPENSEARCH_URLS"]; v != "" {

@@ -7,7 +7,8 @@
 #     nodes (one cluster, every node data and cluster-manager-eligible), services kafka-1..3 and
 #     opensearch-1..3, for the high availability tests.
 # Idempotent: whatever an earlier run left behind (crashed or not) is stopped and removed first.
-# KUBESEARCH_TESTBED_SERVICES=members starts the member clusters only (no Kafka, no OpenSearch, no Java
+# KUBESEARCH_TESTBED_KARMADA=1 adds a "Karmada control plane" (karmada.sh): a fourth kube-apiserver with
+# the aggregation layer configured. KUBESEARCH_TESTBED_SERVICES=members starts the member clusters only (no Kafka, no OpenSearch, no Java
 # needed), as the demo (demo/run.sh) does; KUBESEARCH_TESTBED_KWOK_STAGES names a folder of extra kwok
 # Stage files (*.yaml) every member's kwok loads besides the test bed's own.
 set -euo pipefail
@@ -276,6 +277,11 @@ fi
   echo "export KUBECTL=$KUBECTL"
 } > "$STATE_DIR/env.tmp"
 mv "$STATE_DIR/env.tmp" "$STATE_DIR/env"
+# KUBESEARCH_TESTBED_KARMADA=1 adds the Karmada control plane now; the tests needing it add it
+# themselves otherwise (karmada.sh).
+if [[ ${KUBESEARCH_TESTBED_KARMADA:-0} == 1 ]]; then
+  "$here/karmada.sh"
+fi
 if [[ $SERVICES == all ]]; then
   log "ready in $(( $(date +%s) - started ))s: ${clusters[*]}, Kafka $kafka_brokers, OpenSearch $os_urls"
 else
