@@ -21,9 +21,12 @@ import (
 	"testing"
 	"time"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -44,7 +47,9 @@ const (
 // member, and kubectl pointed at the proxy path (as Karmada documents) lists the Pods.
 func TestKarmada(t *testing.T) {
 	env := testbed.Get(t)
+	start := time.Now()
 	plane := env.Karmada(t)
+	t.Logf("the Karmada control plane ready after %s", time.Since(start).Round(time.Millisecond))
 	ns := uniqueName("karmada")
 	for _, c := range env.Clusters {
 		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, c))
@@ -165,10 +170,61 @@ subjects:
 		// The next run's APIService names another port and certificate.
 		_, _ = kubectlAt(context.Background(), env, plane.Kubeconfig, "delete", "apiservice", "v1alpha1.search.karmada.io", "--ignore-not-found")
 	})
+	t.Logf("every seeded pod through the facade after %s", time.Since(start).Round(time.Millisecond))
 	pollUntil(t, "the APIService Available", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		out, err := kubectlAt(ctx, env, plane.Kubeconfig, "get", "apiservice", "v1alpha1.search.karmada.io",
 			"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
 		return err == nil && out == "True", nil
+	})
+	t.Logf("the APIService Available after %s", time.Since(start).Round(time.Millisecond))
+
+	t.Run("the group in the control plane's discovery", func(t *testing.T) {
+		if out, err := admin("api-versions"); err != nil || !slices.Contains(strings.Fields(out), "search.karmada.io/v1alpha1") {
+			t.Errorf("kubectl api-versions: %v %q, want search.karmada.io/v1alpha1", err, out)
+		}
+		// The aggregation layer merges what kubesearch's /apis says of search.karmada.io/v1alpha1,
+		// and nothing else of it, into the control plane's aggregated discovery, which kubectl
+		// reads. (kubectl api-resources shows no resource without verbs, as of karmada-search.)
+		cfg, err := clientcmd.BuildConfigFromFlags("", plane.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resources []string
+		groups := map[string]int{}
+		// The aggregation layer fetches a service's discovery when the APIService turns
+		// available, and then every minute.
+		pollUntil(t, "search.karmada.io/v1alpha1 in the control plane's aggregated discovery", time.Minute, func(ctx context.Context) (bool, error) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, plane.Server+"/apis", nil)
+			req.Header.Set("Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+			resp, err := hc.Do(req)
+			if err != nil {
+				return false, nil
+			}
+			defer resp.Body.Close()
+			var doc apidiscoveryv2.APIGroupDiscoveryList
+			if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+				return false, nil
+			}
+			resources, groups = nil, map[string]int{}
+			for _, g := range doc.Items {
+				groups[g.Name]++
+				if g.Name == "search.karmada.io" {
+					for _, v := range g.Versions {
+						for _, r := range v.Resources {
+							resources = append(resources, v.Version+"/"+r.Resource)
+						}
+					}
+				}
+			}
+			return len(resources) > 0, nil
+		})
+		if !slices.Equal(resources, []string{"v1alpha1/proxying", "v1alpha1/resourceregistries", "v1alpha1/search"}) || groups["apps"] != 1 {
+			t.Errorf("the control plane's aggregated discovery: search.karmada.io %v, groups %v", resources, groups)
+		}
 	})
 
 	t.Run("the proxy answers the facade's items", func(t *testing.T) {
