@@ -13,6 +13,15 @@ import (
 // 409 of a name in two clusters, discovery and errors.
 func TestKarmadaProxyIsTheFleetView(t *testing.T) {
 	srv := newFacadeServer(t, &fakeStore{objects: fleetObjects()})
+	for _, accept := range []string{"application/json;as=Table;g=meta.k8s.io;v=v1", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"} {
+		for _, p := range []string{"/api/v1/namespaces/shop/pods?limit=3", "/api"} {
+			code, _, want := fetch(t, "GET", srv.URL+p, accept)
+			got, _, body := fetch(t, "GET", srv.URL+KarmadaProxyPath+p, accept)
+			if got != code || string(body) != string(want) {
+				t.Errorf("%s (%s) through Karmada's proxy: %d %s\nthe facade: %d %s", p, accept, got, body, code, want)
+			}
+		}
+	}
 	for _, p := range []string{
 		"/api/v1/pods?limit=5",
 		"/api/v1/namespaces/shop/pods?limit=3&labelSelector=app.kubernetes.io/name%3Dweb",
@@ -149,7 +158,13 @@ func TestKarmadaProxyAuthorizesAsTheFacade(t *testing.T) {
 			t.Errorf("alice's %s through Karmada's proxy: %d %s %s\nthe facade: %d %s %s", p, gotCode, gotHead, got, code, head, want)
 		}
 	}
-	code, _, body := ask(t, url+KarmadaCachePath+"/api/v1/pods?resourceVersion=0", "alice-token", "")
+	// OpenAPI links carry the proxy's path, as the views' carry theirs: clients strip their server
+	// URL's path from them.
+	code, _, body := ask(t, url+KarmadaProxyPath+"/openapi/v3", "alice-token", "")
+	if rel := gjson.Get(body, `paths.api/v1.serverRelativeURL`).Str; code != http.StatusOK || !strings.HasPrefix(rel, KarmadaProxyPath+"/openapi/v3/api/v1?hash=") {
+		t.Errorf("alice's OpenAPI index through the proxy: %d %s", code, body)
+	}
+	code, _, body = ask(t, url+KarmadaCachePath+"/api/v1/pods?resourceVersion=0", "alice-token", "")
 	if code != http.StatusOK || gjson.Get(body, `items.#.metadata.annotations.resource\.karmada\.io/cached-from-cluster`).String() != `["member1","member1","member1"]` {
 		t.Errorf("alice's cache search: %d %s", code, body)
 	}
