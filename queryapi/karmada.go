@@ -17,8 +17,9 @@ import (
 // Karmada control plane's aggregation layer, so that Karmada's clients switch to kubesearch
 // without changing a URL:
 //   - .../proxying/<name>/proxy/<path>: the fleet view, mounted under that prefix (the same
-//     handlers, authorization and answers: Karmada's multi-cluster resourceVersion, 409 for a
-//     name in several clusters, the resource.karmada.io/cached-from-cluster annotation);
+//     handlers, authorization and answers: the fleet's multi-cluster resourceVersion, opaque to
+//     clients as Karmada's is, 409 for a name in several clusters, the
+//     resource.karmada.io/cached-from-cluster annotation);
 //   - .../search/cache/<path>: lists of the fleet's cached objects, as Karmada's cache search
 //     answers them (a name too: every member's object of that name, never a 409);
 //   - discovery of the group, which the aggregation layer checks before it routes to a server.

@@ -9,8 +9,9 @@ import (
 )
 
 // TestKarmadaProxyIsTheFleetView: Karmada's proxy path answers every request as the fleet view
-// at the root does, byte for byte: lists (Karmada's multi-cluster resourceVersion), a GET, the
-// 409 of a name in two clusters, discovery and errors.
+// at the root does, byte for byte: lists (the fleet's multi-cluster resourceVersion, written here,
+// without positions sealed, as Karmada writes it), a GET, the 409 of a name in two clusters,
+// discovery and errors.
 func TestKarmadaProxyIsTheFleetView(t *testing.T) {
 	srv := newFacadeServer(t, &fakeStore{objects: fleetObjects()})
 	for _, accept := range []string{"application/json;as=Table;g=meta.k8s.io;v=v1", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"} {

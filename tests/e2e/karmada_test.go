@@ -239,12 +239,10 @@ subjects:
 		if g, w := podItems(t, got), podItems(t, want); !slices.Equal(g, w) || len(g) != 2*len(env.Clusters) {
 			t.Errorf("through the control plane:\n%s\nthe facade:\n%s", strings.Join(g, "\n"), strings.Join(w, "\n"))
 		}
-		// Karmada's multi-cluster resourceVersion: base64url of the JSON map cluster → version.
-		rv := listRV(t, got)
-		raw, err := base64.RawURLEncoding.DecodeString(rv)
-		var vec map[string]string
-		if err != nil || json.Unmarshal(raw, &vec) != nil || len(vec) != len(env.Clusters) {
-			t.Errorf("list resourceVersion %q (%s): want a vector of every member", rv, raw)
+		// The fleet's position, written as the facade writes it (a sealed mark of the stream:
+		// opaque to clients, as Karmada's is); the watch below resumes from one.
+		if rv, want := listRV(t, got), listRV(t, want); rv == "" || want == "" || (rv[0] == '~') != (want[0] == '~') {
+			t.Errorf("list resourceVersion %q, the facade's %q: want the same form", rv, want)
 		}
 	})
 
