@@ -36,7 +36,17 @@ flock 9
 
 admin_token_file="$dir/admin.token"
 ready() { curl -sf --cacert "$pki/ca.crt" -H "Authorization: Bearer $(cat "$admin_token_file")" "https://127.0.0.1:$1/readyz"; }
-if grep -q '^export KUBESEARCH_TESTBED_KARMADA_KUBECONFIG=' "$STATE_DIR/env" && [[ -f $dir/port ]] && ready "$(cat "$dir/port")" >/dev/null 2>&1; then
+# alive NAME says whether the recorded process of service NAME still runs.
+alive() {
+  local pid started
+  [[ -f $PID_DIR/$1.pid ]] || return 1
+  read -r pid started < "$PID_DIR/$1.pid"
+  [[ $(proc_start "$pid") == "$started" ]]
+}
+# A control plane whose two processes run is waited for, never started over: a test may be using it.
+if grep -q '^export KUBESEARCH_TESTBED_KARMADA_KUBECONFIG=' "$STATE_DIR/env" && [[ -f $dir/port ]] &&
+  alive karmada-etcd && alive karmada-apiserver; then
+  wait_service karmada-apiserver "the Karmada control plane's kube-apiserver /readyz" 120 ready "$(cat "$dir/port")" 9>&-
   log "the Karmada control plane runs already"
   exit 0
 fi
