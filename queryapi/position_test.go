@@ -50,10 +50,7 @@ func TestFleetPositionsAsMarks(t *testing.T) {
 	c := cacheOf(s)
 	seedConfigMaps(c, "member1", "member2")
 	c.ReadPartitionsForTest(12)
-	res, ok := s.catalog.lookup("", "", "v1", "configmaps", nil)
-	if !ok {
-		t.Fatal("configmaps not in the test catalog")
-	}
+	res := mustResource(t, s)
 	for i := range 20 {
 		c.Apply(memberEvent([]string{"member1", "member2"}[i%2], envelope.Added, fmt.Sprint("o", i), 100+i))
 	}

@@ -254,20 +254,7 @@ func TestRealClients(t *testing.T) {
 		}
 	})
 	// Running first (kwok), so the lists and watches below race no status change.
-	pollUntil(t, "the seeded pods running in every member", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		for _, cs := range members {
-			list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, p := range list.Items {
-				if p.Status.Phase != corev1.PodRunning {
-					return false, nil
-				}
-			}
-		}
-		return true, nil
-	})
+	waitPodsRunning(t, slices.Collect(maps.Values(members)), ns)
 	registries := t.TempDir()
 	writeFile(t, filepath.Join(registries, "clients.yaml"), fmt.Sprintf(`apiVersion: search.karmada.io/v1alpha1
 kind: ResourceRegistry
@@ -683,4 +670,24 @@ func testKubectlDescribeEventsLogs(t *testing.T, env *testbed.Env, ns string, k 
 			t.Errorf("kubectl --context %s logs %s: %v, want the subresource's \"ask the member cluster\"", c.context, c.pod, err)
 		}
 	}
+}
+
+// waitPodsRunning waits for every Pod of ns in the members to be Running (kwok runs them), so that
+// reads after it race no status change.
+func waitPodsRunning(t *testing.T, members []kubernetes.Interface, ns string) {
+	t.Helper()
+	pollUntil(t, "the seeded pods running in every member", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, cs := range members {
+			list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, p := range list.Items {
+				if p.Status.Phase != corev1.PodRunning {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
 }

@@ -62,20 +62,11 @@ func TestKarmada(t *testing.T) {
 		t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	}
 	// Running first (kwok), so two reads of the same list never race a status change.
-	pollUntil(t, "the seeded pods running in every member", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		for _, c := range env.Clusters {
-			list, err := kubernetes.NewForConfigOrDie(env.RESTConfig(t, c)).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, p := range list.Items {
-				if p.Status.Phase != corev1.PodRunning {
-					return false, nil
-				}
-			}
-		}
-		return true, nil
-	})
+	var clients []kubernetes.Interface
+	for _, c := range env.Clusters {
+		clients = append(clients, kubernetes.NewForConfigOrDie(env.RESTConfig(t, c)))
+	}
+	waitPodsRunning(t, clients, ns)
 
 	// kubesearch standalone over the members, serving HTTPS with a certificate for the name the
 	// aggregation layer checks (<service>.<namespace>.svc), trusting the control plane's front
