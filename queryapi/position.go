@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/fnv"
+	"math"
 	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,7 +137,7 @@ func unmarshalPosition(b []byte) (sealedPosition, error) {
 	n, ok := uvarint()
 	for i := uint64(0); ok && i < n; i++ {
 		var q uint64
-		if q, ok = uvarint(); ok && len(b) >= offsetBytes {
+		if q, ok = uvarint(); ok && q <= math.MaxInt32 && len(b) >= offsetBytes {
 			var w [8]byte
 			copy(w[8-offsetBytes:], b[:offsetBytes])
 			p.mark[int(q)] = int64(binary.BigEndian.Uint64(w[:]))
@@ -156,8 +157,10 @@ func unmarshalPosition(b []byte) (sealedPosition, error) {
 		}
 		c := string(b[:l])
 		b = b[l:]
-		if rv, ok = uvarint(); ok {
+		if rv, ok = uvarint(); ok && rv <= math.MaxInt64 {
 			p.over[c] = int64(rv)
+		} else {
+			ok = false
 		}
 	}
 	if !ok || len(b) != 8 {

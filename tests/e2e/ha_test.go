@@ -52,13 +52,20 @@ func TestHANodeLoss(t *testing.T) {
 	haFaults(t, haFault{"kafka-2", "kill -9"}, haFault{"opensearch-2", "kill -9"})
 }
 
-// TestHANodePartition is TestHANodeLoss with the broker cut off by a network partition instead,
-// still running: the rest carries on without it and takes it back once the partition heals.
-// Broker 3 is the one behind the test bed's partition proxy. opensearch-3's partition is left out
-// until the OpenSearch client skips a node that does not answer (README "High availability test
-// bed": the indexer waits out its request timeout on it).
+// TestHANodePartition is TestHANodeLoss with a broker and an OpenSearch node cut off by a network
+// partition instead, still running: the rest carries on without them (the clients skip a node that
+// does not answer) and takes them back once the partition heals. Node 3 of each is the one behind the
+// test bed's partition proxy.
 func TestHANodePartition(t *testing.T) {
-	haFaults(t, haFault{"kafka-3", "partition"})
+	haFaults(t, haFault{"kafka-3", "partition"}, haFault{"opensearch-3", "partition"})
+}
+
+// TestHANodeFaultKinds is CI's subset of the fault run (issue 26 item 6): one fault of each kind on
+// the HA test bed — a broker and an OpenSearch node killed (kill -9), a broker hung (SIGSTOP), an
+// OpenSearch node cut off (partition) — on one pipeline, so the set-up is paid once.
+func TestHANodeFaultKinds(t *testing.T) {
+	haFaults(t, haFault{"kafka-2", "kill -9"}, haFault{"opensearch-2", "kill -9"},
+		haFault{"kafka-3", "SIGSTOP"}, haFault{"opensearch-3", "partition"})
 }
 
 func haFaults(t *testing.T, faults ...haFault) {
