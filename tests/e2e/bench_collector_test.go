@@ -45,7 +45,7 @@ func TestBenchCollectorList(t *testing.T) {
 		createPods(t, cs, ns, len(have.Items), missing)
 		t.Logf("created %d pods in %s", missing, time.Since(start).Round(time.Second))
 	}
-	waitPodsRunning(t, cs, ns)
+	waitPodsRunning(t, ns, cs)
 
 	dir := t.TempDir()
 	writeFile(t, dir+"/pods.yaml", fmt.Sprintf(`apiVersion: search.karmada.io/v1alpha1

@@ -46,7 +46,7 @@ func TestBenchColdResync(t *testing.T) {
 	start := time.Now()
 	wg.Wait()
 	for _, cluster := range env.Clusters {
-		waitPodsRunning(t, kubernetes.NewForConfigOrDie(env.RESTConfig(t, cluster)), ns)
+		waitPodsRunning(t, ns, kubernetes.NewForConfigOrDie(env.RESTConfig(t, cluster)))
 	}
 	t.Logf("%d Pods per member created and Running (what was missing took %s)", per, time.Since(start).Round(time.Second))
 
@@ -143,17 +143,4 @@ func tailSyncs(ctx context.Context, t *testing.T, brokers []string, topic string
 		})
 	}
 	return func() { cancel(); wg.Wait() }
-}
-
-// waitPodsRunning waits until kwok has moved every Pod of ns to Running: until then it writes
-// their status, and a benchmark started meanwhile measures the apiserver busy with those writes.
-func waitPodsRunning(t *testing.T, cs kubernetes.Interface, ns string) {
-	t.Helper()
-	pollUntil(t, "every Pod of "+ns+" Running", 10*time.Minute, func(ctx context.Context) (bool, error) {
-		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "status.phase!=Running", Limit: 1})
-		if err != nil {
-			return false, err
-		}
-		return len(l.Items) == 0, nil
-	})
 }

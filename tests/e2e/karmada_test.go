@@ -66,7 +66,7 @@ func TestKarmada(t *testing.T) {
 	for _, c := range env.Clusters {
 		clients = append(clients, kubernetes.NewForConfigOrDie(env.RESTConfig(t, c)))
 	}
-	waitPodsRunning(t, clients, ns)
+	waitPodsRunning(t, ns, clients...)
 
 	// kubesearch standalone over the members, serving HTTPS with a certificate for the name the
 	// aggregation layer checks (<service>.<namespace>.svc), trusting the control plane's front
