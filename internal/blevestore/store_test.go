@@ -44,7 +44,7 @@ type object struct {
 	spec, status                            string // JSON
 }
 
-func (o object) event(t *testing.T) *envelope.Event {
+func (o object) event(t testing.TB) *envelope.Event {
 	t.Helper()
 	meta := map[string]any{"name": o.name, "uid": o.uid, "resourceVersion": fmt.Sprint(o.rv)}
 	if o.namespace != "" {
@@ -80,7 +80,7 @@ func (o object) event(t *testing.T) *envelope.Event {
 		ResourceVersion: fmt.Sprint(o.rv), Epoch: o.epoch, ObservedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Object: raw}
 }
 
-func (o object) op(t *testing.T) store.Op {
+func (o object) op(t testing.TB) store.Op {
 	t.Helper()
 	doc, err := document.Build(o.event(t))
 	if err != nil {
