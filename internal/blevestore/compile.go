@@ -160,7 +160,7 @@ func rejected(format string, args ...any) error {
 }
 
 // compile translates q into the bleve query of its matches, read in r (fuzzy names expand to the
-// names r holds). Sort, page, facets and source filtering are the searcher's (search.go).
+// names r holds, terms r holds nowhere are pruned); nil r reads nothing. Sort, page, facets and source filtering are the searcher's (search.go).
 func compile(q *query.Query, r index.IndexReader) (bq.Query, error) {
 	var must []bq.Query
 	if q.Scope != nil {
@@ -220,7 +220,10 @@ func compile(q *query.Query, r index.IndexReader) (bq.Query, error) {
 	if q.ChangedSince != nil {
 		must = append(must, rangeQ(fieldChanged, millis(q, q.ChangedSince), nil))
 	}
-	return and(must...), nil
+	if r == nil {
+		return and(must...), nil
+	}
+	return prune(and(must...), r)
 }
 
 // millis is an instant in epoch milliseconds, rounded down as OpenSearch parses a date bound for
@@ -520,4 +523,78 @@ func osaDistance(a, b []rune, limit int) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
+}
+
+// prune replaces the term queries of q whose term no segment of r holds by "nothing", and
+// simplifies what holds them (and, or, not): the same matches. A scope is compiled from a policy,
+// not from the index: a subject allowed 5,000 namespaces in 50 clusters, of which the index holds a
+// few, would otherwise open a searcher per term per grant and merge the postings of the few that
+// exist once per grant (most of such a search's time, measured). A dictionary lookup per term is
+// what opening its searcher would cost anyway, and a grant of a cluster the index never saw is
+// dropped before its namespaces are looked up.
+func prune(q bq.Query, r index.IndexReader) (bq.Query, error) {
+	p := &pruner{r: r, dicts: map[string]index.FieldDictContains{}}
+	out := p.prune(q)
+	return out, p.err
+}
+
+type pruner struct {
+	r     index.IndexReader
+	dicts map[string]index.FieldDictContains
+	err   error
+}
+
+func (p *pruner) prune(q bq.Query) bq.Query {
+	switch q := q.(type) {
+	case *bq.TermQuery:
+		if !p.holds(q.FieldVal, q.Term) {
+			return none()
+		}
+	case *bq.ConjunctionQuery:
+		out := make([]bq.Query, 0, len(q.Conjuncts))
+		for _, c := range q.Conjuncts {
+			c = p.prune(c)
+			if isNone(c) {
+				return c // what follows need not be looked up
+			}
+			out = append(out, c)
+		}
+		return and(out...)
+	case *bq.DisjunctionQuery:
+		out := make([]bq.Query, 0, len(q.Disjuncts))
+		for _, c := range q.Disjuncts {
+			out = append(out, p.prune(c))
+		}
+		return or(out...)
+	case notQuery:
+		return not(p.prune(q.q))
+	}
+	return q
+}
+
+// holds says whether a segment of the reader holds term in field; after an error, every term is
+// kept (the error is the answer).
+func (p *pruner) holds(field, term string) bool {
+	if p.err != nil {
+		return true
+	}
+	d, ok := p.dicts[field]
+	if !ok {
+		rc, ok := p.r.(index.IndexReaderContains)
+		if !ok {
+			return true // a reader without random lookups: nothing pruned
+		}
+		var err error
+		if d, err = rc.FieldDictContains(field); err != nil {
+			p.err = fmt.Errorf("%w: read the terms of %s: %v", store.ErrUnavailable, field, err)
+			return true
+		}
+		p.dicts[field] = d
+	}
+	found, err := d.Contains([]byte(term))
+	if err != nil {
+		p.err = fmt.Errorf("%w: read the terms of %s: %v", store.ErrUnavailable, field, err)
+		return true
+	}
+	return found
 }
