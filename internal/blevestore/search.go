@@ -5,12 +5,16 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/search"
 	bq "github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
@@ -20,11 +24,14 @@ import (
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
-// A search reads one snapshot of the index (a bleve index reader): the first page finds every
-// match, sorts them all, counts the facets and the versions, and answers the first Limit. When more
-// follow, the snapshot and its sorted matches are held for the continue token until the keep-alive
-// passes without a page, the last page is read, or the token is released, so the pages are one
-// consistent snapshot while documents change, as osstore's point-in-time pages are.
+// A search reads one snapshot of the index (a bleve index reader). A first page is one pass over
+// the matches: it counts them (exact totals) and their facets, and keeps the top Limit in the
+// query's order (rank.go). When more follow, the snapshot is held for the continue token until the
+// keep-alive passes without a page, the last page is read, or the token is released; a later page
+// is the top Limit after the token's last item, in that snapshot, so the pages are one consistent
+// snapshot while documents change, as osstore's point-in-time pages are. A query the server reads
+// to the end at once (query.Query.Drain) ranks every match once instead, and its snapshot holds
+// that order for its pages.
 
 // noSnapshotWarning is carried by pages read without a snapshot.
 const noSnapshotWarning = "pages are not one snapshot: no snapshot could be held for this query; " +
@@ -59,30 +66,22 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.collect(ctx, q, r, true)
+	res, sn, last, err := s.first(ctx, q, r)
 	if err != nil {
-		r.Close()
-		return nil, err
+		return nil, errors.Join(err, r.Close())
 	}
-	res := &store.Result{Total: int64(len(m.hits)), Facets: m.facets, Versions: m.versions}
-	page := compact(m.hits)
-	m = nil // the sort keys are not needed past the sort: a snapshot holds the order only
-	if err := s.fill(res, r, page, 0, q); err != nil {
-		r.Close()
-		return nil, err
-	}
-	if len(page) <= q.Limit || q.Peek {
+	if res.Total <= int64(q.Limit) || q.Peek {
 		res.Took = time.Since(start)
 		return res, r.Close()
 	}
-	tok := token{Query: q.Fingerprint(), Offset: q.Limit, Now: q.Now.UnixNano(), Total: res.Total,
+	tok := token{Query: q.Fingerprint(), Offset: q.Limit, After: last, Now: q.Now.UnixNano(), Total: res.Total,
 		Expires: s.now().Add(s.keepAlive).UnixNano()}
 	id, evicted, expired, err := s.snaps.Open(q.Subject, q.Drain, s.now())
 	for _, sn := range append(evicted, expired...) {
 		_ = sn.r.Close() // a reader of a closed index has nothing left to free
 	}
 	switch {
-	case err == nil && s.snaps.Hold(id, &snapshot{r: r, hits: page}, time.Unix(0, tok.Expires)):
+	case err == nil && s.snaps.Hold(id, sn, time.Unix(0, tok.Expires)):
 		tok.Snapshot = id
 	default:
 		res.Warnings = append(res.Warnings, noSnapshotWarning)
@@ -97,6 +96,54 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 	res.Took = time.Since(start)
 	return res, nil
 }
+
+// first reads the first page of q in r, with its total, facets and versions; sn is the snapshot to
+// hold for the pages that follow, last the place of the page's last item.
+func (s *Store) first(ctx context.Context, q *query.Query, r index.IndexReader) (res *store.Result, sn *snapshot, last cursor, err error) {
+	cq, err := compile(q, r)
+	if err != nil {
+		return nil, nil, cursor{}, err
+	}
+	k, err := newRanker(ctx, q, r, true)
+	if err != nil {
+		return nil, nil, cursor{}, err
+	}
+	res = &store.Result{}
+	sn = &snapshot{r: r}
+	var page []*hit
+	if q.Drain && !q.Peek {
+		all, err := k.all(cq)
+		if err != nil {
+			return nil, nil, cursor{}, err
+		}
+		res.Total, page = int64(len(all)), all[:min(q.Limit, len(all))]
+		sn.order, sn.ranked = compact(all), true
+	} else if page, res.Total, err = k.top(cq, q.Limit, nil); err != nil {
+		return nil, nil, cursor{}, err
+	}
+	if k.facets != nil {
+		res.Facets = k.facets.results()
+	}
+	if q.Versions {
+		if res.Versions, err = versions(ctx, r, q); err != nil {
+			return nil, nil, cursor{}, err
+		}
+	}
+	if last, err = k.place(page); err != nil {
+		return nil, nil, cursor{}, err
+	}
+	if err := s.fill(res, r, ids(page), q); err != nil {
+		return nil, nil, cursor{}, err
+	}
+	return res, sn, last, nil
+}
+
+// rankWholeAfter is how many pages a query reads, each ranking the top of what follows its
+// token, before its next page ranks its whole order once in the snapshot (and the pages after that
+// are slices of it). Ranking every match costs a few passes' worth (sort keys kept, then sorted):
+// a client looking at a few pages pays a pass each, and one reading every page no more than about
+// twice what ranking once up front would have cost.
+const rankWholeAfter = 3
 
 // next answers a page after the first, inside the token's snapshot.
 func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error) {
@@ -114,36 +161,67 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 	q.Now = time.Unix(0, tok.Now).UTC()
 	res := &store.Result{Total: tok.Total}
 	var (
-		r    index.IndexReader
-		hits []heldHit
+		r  index.IndexReader
+		sn *snapshot
 	)
 	if tok.Snapshot != "" {
-		snap, ok := s.snaps.Acquire(tok.Snapshot)
+		held, ok := s.snaps.Acquire(tok.Snapshot)
 		if !ok {
 			return nil, s.snaps.Gone(tok.Snapshot)
 		}
 		defer func() {
-			if s.snaps.Release(tok.Snapshot, snap, time.Unix(0, tok.Expires)) {
-				_ = snap.r.Close()
+			if s.snaps.Release(tok.Snapshot, held, time.Unix(0, tok.Expires)) {
+				_ = held.r.Close()
 			}
 		}()
-		r, hits = snap.r, snap.hits
+		r, sn = held.r, held
 	} else {
 		if r, err = s.reader(); err != nil {
 			return nil, err
 		}
 		defer r.Close()
-		m, err := s.collect(ctx, q, r, false)
+		res.Warnings = append(res.Warnings, noSnapshotWarning)
+	}
+	var (
+		page []index.IndexInternalID
+		more bool
+	)
+	if sn != nil && (q.Drain || sn.isRanked() || tok.Offset >= rankWholeAfter*q.Limit) {
+		order, err := sn.wholeOrder(func() ([]index.IndexInternalID, error) {
+			cq, k, err := s.ranker(ctx, q, r)
+			if err != nil {
+				return nil, err
+			}
+			all, err := k.all(cq)
+			return compact(all), err
+		})
 		if err != nil {
 			return nil, err
 		}
-		hits = compact(m.hits)
-		res.Warnings = append(res.Warnings, noSnapshotWarning)
+		page = order[min(tok.Offset, len(order)):min(tok.Offset+q.Limit, len(order))]
+		more = tok.Offset+q.Limit < len(order)
+	} else {
+		cq, k, err := s.ranker(ctx, q, r)
+		if err != nil {
+			return nil, err
+		}
+		// One more than the page says whether another follows: in the live index (no snapshot)
+		// the total counted on the first page may no longer be the number of matches.
+		hits, _, err := k.top(cq, q.Limit+1, hitAt(tok.After))
+		if err != nil {
+			return nil, err
+		}
+		more = len(hits) > q.Limit
+		hits = hits[:min(len(hits), q.Limit)]
+		if tok.After, err = k.place(hits); err != nil {
+			return nil, err
+		}
+		page = ids(hits)
 	}
-	if err := s.fill(res, r, hits, tok.Offset, q); err != nil {
+	if err := s.fill(res, r, page, q); err != nil {
 		return nil, err
 	}
-	if tok.Offset+q.Limit >= len(hits) {
+	if !more {
 		s.free(tok.Snapshot) // closed once this page is read
 		res.Took = time.Since(start)
 		return res, nil
@@ -155,6 +233,16 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 	}
 	res.Took = time.Since(start)
 	return res, nil
+}
+
+// ranker compiles q in r and makes the ranker of a later page's pass (no facets).
+func (s *Store) ranker(ctx context.Context, q *query.Query, r index.IndexReader) (bq.Query, *ranker, error) {
+	cq, err := compile(q, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := newRanker(ctx, q, r, false)
+	return cq, k, err
 }
 
 // Release frees the snapshot a continue token pages in, for a client that stops before the last
@@ -190,253 +278,142 @@ func (s *Store) reader() (index.IndexReader, error) {
 	return r, nil
 }
 
-// heldHit is what a page needs of a sorted match: which document, and its epoch.
-type heldHit struct {
-	iid   index.IndexInternalID
-	epoch int64
-}
-
-// compact keeps of sorted matches what the pages read, the ids in one buffer: a snapshot of a query
-// matching 100,000 objects then holds about 4 MB, not the sort keys' strings (a poller asking for
-// limit=1 every second would otherwise hold hundreds of megabytes in snapshots).
-func compact(hits []hit) []heldHit {
-	size := 0
-	for i := range hits {
-		size += len(hits[i].iid)
-	}
-	buf := make([]byte, 0, size)
-	out := make([]heldHit, len(hits))
-	for i := range hits {
-		start := len(buf)
-		buf = append(buf, hits[i].iid...)
-		out[i] = heldHit{iid: buf[start:len(buf):len(buf)], epoch: hits[i].epoch}
+func ids(hits []*hit) []index.IndexInternalID {
+	out := make([]index.IndexInternalID, len(hits))
+	for i, h := range hits {
+		out[i] = h.iid
 	}
 	return out
 }
 
-// fill adds the items of the page starting at off.
-func (s *Store) fill(res *store.Result, r index.IndexReader, hits []heldHit, off int, q *query.Query) error {
-	end := min(off+q.Limit, len(hits))
-	for _, h := range hits[min(off, end):end] {
-		id, err := r.ExternalID(h.iid)
-		if err != nil {
+// compact keeps of ranked matches what the pages read, the ids in one buffer: a snapshot of a
+// query matching 100,000 objects then holds about 3 MB, not the sort keys (a poller asking for
+// limit=1 every second would otherwise hold hundreds of megabytes in snapshots).
+func compact(hits []*hit) []index.IndexInternalID {
+	size := 0
+	for _, h := range hits {
+		size += len(h.iid)
+	}
+	buf := make([]byte, 0, size)
+	out := make([]index.IndexInternalID, len(hits))
+	for i, h := range hits {
+		start := len(buf)
+		buf = append(buf, h.iid...)
+		out[i] = buf[start:len(buf):len(buf)]
+	}
+	return out
+}
+
+// fill adds the items of the page: the documents iids name, in order, and their epochs.
+func (s *Store) fill(res *store.Result, r index.IndexReader, page []index.IndexInternalID, q *query.Query) error {
+	if len(page) == 0 {
+		return nil
+	}
+	dv, err := r.DocValueReader([]string{fieldEpoch})
+	if err != nil {
+		return fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
+	}
+	// Epochs are read in the index's order: doc values are read a compressed chunk at a time,
+	// and a page's order (by name, say) would read its chunks again and again.
+	epochs := make([]int64, len(page))
+	inIndexOrder := make([]int, len(page))
+	for i := range inIndexOrder {
+		inIndexOrder[i] = i
+	}
+	slices.SortFunc(inIndexOrder, func(a, b int) int { return bytes.Compare(page[a], page[b]) })
+	for _, i := range inIndexOrder {
+		if err := dv.VisitDocValues(page[i], func(field string, term []byte) {
+			if field == fieldEpoch {
+				epochs[i], _ = dec(term)
+			}
+		}); err != nil {
 			return fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
 		}
-		d, err := r.Document(id)
-		if err != nil || d == nil {
-			return fmt.Errorf("%w: embedded index: read document %q: %v", store.ErrUnavailable, id, err)
+	}
+	src := newSources(r)
+	for i, iid := range page {
+		source, err := src.read(iid)
+		if err != nil {
+			return err
 		}
-		var source []byte
-		d.VisitFields(func(f index.Field) {
-			if f.Name() == fieldSource {
-				source = f.Value()
-			}
-		})
 		obj, err := mappings.StoredObject(source)
 		if err != nil {
+			id, _ := r.ExternalID(iid)
 			return fmt.Errorf("document %s: %w", strings.ReplaceAll(id, "\x00", "/"), err)
 		}
 		res.Items = append(res.Items, json.RawMessage(item(obj, q.MetadataOnly)))
-		res.Epochs = append(res.Epochs, h.epoch)
+		res.Epochs = append(res.Epochs, epochs[i])
 	}
 	return nil
 }
 
-// hit is one match and what its sort needs.
-type hit struct {
-	iid                      index.IndexInternalID
-	cluster, namespace, name string
-	uid                      string
-	hasNamespace             bool
-	created, changed         int64
-	hasCreated, hasChanged   bool
-	epoch                    int64
-	score                    float64
+// sources reads the stored documents of a snapshot by internal id. Scorch's Document looks its
+// external id up in every segment's _id terms first, four fifths of a page's reading (measured):
+// here the segment is found from the id's document number, as scorch numbers them (each segment's
+// documents, deleted ones included, after the previous segments').
+type sources struct {
+	r       index.IndexReader
+	segs    []*scorch.SegmentSnapshot
+	offsets []uint64
+	buf     []byte
 }
 
-// matches are every match of a query in one snapshot, sorted, with its facets and versions.
-type matches struct {
-	hits     []hit
-	facets   []store.FacetResult
-	versions map[string]int64
+func newSources(r index.IndexReader) *sources {
+	s := &sources{r: r}
+	if is, ok := r.(*scorch.IndexSnapshot); ok {
+		var off uint64
+		for _, seg := range is.Segments() {
+			s.segs = append(s.segs, seg)
+			s.offsets = append(s.offsets, off)
+			off += uint64(seg.FullSize())
+		}
+	}
+	return s
 }
 
-// collect finds, reads and sorts every match of q in r; first says this is a first page, which
-// counts facets and versions.
-func (s *Store) collect(ctx context.Context, q *query.Query, r index.IndexReader, first bool) (*matches, error) {
-	cq, err := compile(q, r)
-	if err != nil {
-		return nil, err
+// read is the stored source of iid's document, valid until the next read.
+func (s *sources) read(iid index.IndexInternalID) ([]byte, error) {
+	if s.segs == nil {
+		return s.readByID(iid)
 	}
-	dvFields := []string{fieldCluster, fieldNamespace, fieldName, fieldUID, fieldEpoch, fieldCreated, fieldChanged}
-	facets := first && len(q.Facets) > 0
-	if facets {
-		dvFields = append(dvFields, fieldResource, fieldGroup, fieldLabels)
+	num := iid.Value()
+	i := sort.Search(len(s.offsets), func(x int) bool { return s.offsets[x] > num }) - 1
+	if i < 0 {
+		return nil, fmt.Errorf("%w: embedded index: document number %d in no segment", store.ErrUnavailable, num)
 	}
-	dv, err := r.DocValueReader(dvFields)
+	found := false
+	// The value lives in a buffer the segment reuses once the visit returns: copied.
+	err := s.segs[i].VisitDocument(num-s.offsets[i], func(name string, _ byte, val []byte, _ []uint64) bool {
+		if name != fieldSource {
+			return true
+		}
+		s.buf, found = append(s.buf[:0], val...), true
+		return false
+	})
+	if err != nil || !found {
+		id, _ := s.r.ExternalID(iid)
+		return nil, fmt.Errorf("%w: embedded index: read document %q: %v", store.ErrUnavailable, id, err)
+	}
+	return s.buf, nil
+}
+
+// readByID reads through the index API, for a reader that is not a scorch snapshot.
+func (s *sources) readByID(iid index.IndexInternalID) ([]byte, error) {
+	id, err := s.r.ExternalID(iid)
 	if err != nil {
 		return nil, fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
 	}
-	counts := make([]map[string]int64, len(q.Facets))
-	for i := range counts {
-		counts[i] = map[string]int64{}
+	d, err := s.r.Document(id)
+	if err != nil || d == nil {
+		return nil, fmt.Errorf("%w: embedded index: read document %q: %v", store.ErrUnavailable, id, err)
 	}
-	m := &matches{}
-	var resource, group string
-	var labels []string
-	err = visit(ctx, r, cq, false, func(dm *search.DocumentMatch) error {
-		h := hit{iid: slices.Clone(dm.IndexInternalID)}
-		resource, group, labels = "", "", labels[:0]
-		err := dv.VisitDocValues(dm.IndexInternalID, func(field string, term []byte) {
-			switch field {
-			case fieldCluster:
-				h.cluster = string(term)
-			case fieldNamespace:
-				h.namespace, h.hasNamespace = string(term), true
-			case fieldName:
-				h.name = string(term)
-			case fieldUID:
-				h.uid = string(term)
-			case fieldEpoch:
-				h.epoch, _ = dec(term)
-			case fieldCreated:
-				h.created, h.hasCreated = dec(term)
-			case fieldChanged:
-				h.changed, h.hasChanged = dec(term)
-			case fieldResource:
-				resource = string(term)
-			case fieldGroup:
-				group = string(term)
-			case fieldLabels:
-				if !slices.Contains(labels, string(term)) {
-					labels = append(labels, string(term))
-				}
-			}
-		})
-		if err != nil {
-			return err
+	var source []byte
+	d.VisitFields(func(f index.Field) {
+		if f.Name() == fieldSource {
+			source = f.Value()
 		}
-		if facets {
-			for i, f := range q.Facets {
-				countFacet(counts[i], f, &h, resource, group, labels)
-			}
-		}
-		m.hits = append(m.hits, h)
-		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	relevance := len(q.Sort) == 0 && q.Text != ""
-	if relevance {
-		if err := score(ctx, r, q.Text, m.hits); err != nil {
-			return nil, err
-		}
-	}
-	slices.SortFunc(m.hits, compareHits(q.Sort, relevance))
-	if facets {
-		for i, f := range q.Facets {
-			m.facets = append(m.facets, facetResult(f, counts[i]))
-		}
-	}
-	if first && q.Versions {
-		if m.versions, err = versions(ctx, r, q); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
-}
-
-// score sets the relevance of hits: bleve's score of the text query alone, as OpenSearch scores
-// the match clause alone (every other clause is a filter).
-func score(ctx context.Context, r index.IndexReader, text string, hits []hit) error {
-	scores := map[string]float64{}
-	err := visit(ctx, r, compileText(text), true, func(dm *search.DocumentMatch) error {
-		scores[string(dm.IndexInternalID)] = dm.Score
-		return nil
-	})
-	for i := range hits {
-		hits[i].score = scores[string(hits[i].iid)]
-	}
-	return err
-}
-
-// compareHits orders by the sort keys, missing values last in either direction, then by uid and
-// cluster as osstore's tiebreaker (and by the index's own id for the same uid in two kinds); relevance sorts
-// by score first, highest first.
-func compareHits(sorts []query.Sort, relevance bool) func(a, b hit) int {
-	if len(sorts) == 0 && !relevance {
-		sorts = []query.Sort{{Field: query.SortCluster}, {Field: query.SortNamespace}, {Field: query.SortName}}
-	}
-	return func(a, b hit) int {
-		if relevance {
-			if c := cmp.Compare(b.score, a.score); c != 0 {
-				return c
-			}
-		}
-		for _, s := range sorts {
-			var c int
-			var hasA, hasB bool
-			switch s.Field {
-			case query.SortCluster:
-				c, hasA, hasB = strings.Compare(a.cluster, b.cluster), true, true
-			case query.SortNamespace:
-				c, hasA, hasB = strings.Compare(a.namespace, b.namespace), a.hasNamespace, b.hasNamespace
-			case query.SortName:
-				c, hasA, hasB = strings.Compare(a.name, b.name), true, true
-			case query.SortCreationTimestamp:
-				c, hasA, hasB = cmp.Compare(a.created, b.created), a.hasCreated, b.hasCreated
-			case query.SortLastChangedAt:
-				c, hasA, hasB = cmp.Compare(a.changed, b.changed), a.hasChanged, b.hasChanged
-			}
-			switch {
-			case !hasA && !hasB:
-				continue
-			case !hasA:
-				return 1
-			case !hasB:
-				return -1
-			}
-			if s.Desc {
-				c = -c
-			}
-			if c != 0 {
-				return c
-			}
-		}
-		if c := strings.Compare(a.uid, b.uid); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a.cluster, b.cluster); c != 0 {
-			return c
-		}
-		return bytes.Compare(a.iid, b.iid)
-	}
-}
-
-// countFacet counts one document in one facet's buckets; a resource's key is resource and group
-// apart, so buckets order as OpenSearch's multi_terms.
-func countFacet(c map[string]int64, f query.Facet, h *hit, resource, group string, labels []string) {
-	switch f.Dimension {
-	case query.FacetCluster:
-		c[h.cluster]++
-	case query.FacetNamespace:
-		if h.hasNamespace {
-			c[h.namespace]++
-		}
-	case query.FacetResource:
-		c[resource+"\x00"+group]++
-	case query.FacetLabels:
-		for _, l := range labels {
-			c[l]++
-		}
-	case query.FacetLabel:
-		for _, l := range labels {
-			if strings.HasPrefix(l, f.Key+"=") {
-				c[l]++
-			}
-		}
-	}
+	return source, nil
 }
 
 // facetResult is the top buckets of a terms aggregation: by count, highest first, ties by key;
@@ -490,7 +467,11 @@ func versions(ctx context.Context, r index.IndexReader, q *query.Query) (map[str
 		rv   int64
 	}
 	per := map[string]*agg{}
-	err = visit(ctx, r, compileVersions(q), false, func(dm *search.DocumentMatch) error {
+	cq, err := prune(compileVersions(q), r)
+	if err != nil {
+		return nil, err
+	}
+	err = visit(ctx, r, cq, false, func(dm *search.DocumentMatch) error {
 		var cluster string
 		var rv int64
 		hasRV := false
@@ -542,7 +523,9 @@ func (s *Store) Counts(ctx context.Context, scope *query.Scope) ([]store.Count, 
 	defer r.Close()
 	q := all()
 	if scope != nil {
-		q = compileScope(scope)
+		if q, err = prune(compileScope(scope), r); err != nil {
+			return nil, fmt.Errorf("count documents: %w", err)
+		}
 	}
 	dv, err := r.DocValueReader([]string{fieldCluster, fieldGroup, fieldResource})
 	if err != nil {
@@ -610,9 +593,33 @@ func visit(ctx context.Context, r index.IndexReader, q bq.Query, score bool, fn 
 	}
 }
 
-// snapshot is an index reader held for a continue token, with the sorted matches of its query;
-// the store's ledger (store.Snapshots) says whose it is and how long it lives.
+// snapshot is an index reader held for a continue token; the store's ledger (store.Snapshots) says
+// whose it is and how long it lives. A query read to the end keeps its whole order in it, ranked
+// once; the pages of any other query each rank the top of what follows their token.
 type snapshot struct {
-	r    index.IndexReader
-	hits []heldHit
+	r index.IndexReader
+
+	mu     sync.Mutex // pages read in one snapshot at once rank its order once
+	order  []index.IndexInternalID
+	ranked bool
+}
+
+func (sn *snapshot) isRanked() bool {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	return sn.ranked
+}
+
+// wholeOrder is every match in order, ranked by rank the first time it is asked.
+func (sn *snapshot) wholeOrder(rank func() ([]index.IndexInternalID, error)) ([]index.IndexInternalID, error) {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if !sn.ranked {
+		order, err := rank()
+		if err != nil {
+			return nil, err
+		}
+		sn.order, sn.ranked = order, true
+	}
+	return sn.order, nil
 }

@@ -16,8 +16,12 @@ type token struct {
 	// Snapshot names the held snapshot the pages read; empty when none could be held (pages then
 	// read the live index).
 	Snapshot string `json:"snap,omitempty"`
-	// Offset is the position of the next page's first item in the snapshot's order.
+	// Offset is the position of the next page's first item in the snapshot's order: where a page
+	// of a query whose whole order the snapshot holds (query.Query.Drain) starts.
 	Offset int `json:"off"`
+	// After is the sort position of the last item served: the next page is the top of the matches
+	// ranked after it, found without ranking every match (search.go).
+	After cursor `json:"after,omitzero"`
 	// Now is the first page's anchor for relative times (Unix nanoseconds).
 	Now int64 `json:"now"`
 	// Total is the snapshot's total, counted on the first page.
@@ -26,7 +30,25 @@ type token struct {
 	Expires int64 `json:"exp"`
 }
 
-const tokenVersion = 1
+// tokenVersion 2 added After; a version 1 token (minted before) named a snapshot of the process
+// that minted it, gone with it.
+const tokenVersion = 2
+
+// cursor is a match's place in its query's order: the sort keys it has, the relevance, and the
+// tiebreakers (search.go, ranker.compare).
+type cursor struct {
+	Score        float64 `json:"s,omitzero"`
+	Cluster      string  `json:"c,omitzero"`
+	Namespace    string  `json:"ns,omitzero"`
+	HasNamespace bool    `json:"hns,omitzero"`
+	Name         string  `json:"n,omitzero"`
+	Created      int64   `json:"cr,omitzero"`
+	HasCreated   bool    `json:"hcr,omitzero"`
+	Changed      int64   `json:"ch,omitzero"`
+	HasChanged   bool    `json:"hch,omitzero"`
+	UID          string  `json:"u,omitzero"`
+	ID           string  `json:"id,omitzero"`
+}
 
 // tokenCodec signs the backend's tokens (package pagetoken) and checks their content.
 type tokenCodec struct{ pagetoken.Codec }

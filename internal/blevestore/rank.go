@@ -1,0 +1,488 @@
+package blevestore
+
+import (
+	"bytes"
+	"cmp"
+	"container/heap"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/blevesearch/bleve/v2/search"
+	bq "github.com/blevesearch/bleve/v2/search/query"
+	index "github.com/blevesearch/bleve_index_api"
+
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
+)
+
+// Ranking the matches of a query. A page is the top of the matches in the query's order, after the
+// last item served: one pass over the matches keeps the best Limit in a heap, reading of each only
+// the doc values its order compares (and its facets count, on a first page). Ranking every match
+// to serve a hundred cost most of a broad search's time: every sort key and tiebreaker of every
+// match read and copied into strings, then sorted (at 100,000 Pods, more than the page's whole
+// budget). Only the server's own reads to the end (query.Query.Drain) rank every match once, as
+// their pages then cost a slice of that order each.
+
+// hit is a match and what its order compares: the sort keys read in the pass, the tiebreakers
+// when a comparison needs them (tied: two matches of equal keys are rare, and the uid is a column
+// as costly to read as the name).
+type hit struct {
+	iid                      index.IndexInternalID
+	score                    float64
+	cluster, namespace, name []byte
+	hasNamespace             bool
+	created, changed         int64
+	hasCreated, hasChanged   bool
+
+	tied bool   // uid read
+	uid  []byte // the tiebreaker after the sort keys, then cluster
+	id   string // the document's id: the last tiebreaker, read when uid and cluster tie
+}
+
+// copyFrom makes h a copy of o that owns its bytes, reusing h's buffers.
+func (h *hit) copyFrom(o *hit) {
+	h.iid = append(h.iid[:0], o.iid...)
+	h.score = o.score
+	h.cluster = append(h.cluster[:0], o.cluster...)
+	h.namespace = append(h.namespace[:0], o.namespace...)
+	h.name = append(h.name[:0], o.name...)
+	h.hasNamespace, h.created, h.changed, h.hasCreated, h.hasChanged = o.hasNamespace, o.created, o.changed, o.hasCreated, o.hasChanged
+	h.tied, h.uid, h.id = o.tied, append(h.uid[:0], o.uid...), o.id
+}
+
+// cursor is h's place for a continue token.
+func (h *hit) cursor() cursor {
+	return cursor{Score: h.score, Cluster: string(h.cluster), Namespace: string(h.namespace), HasNamespace: h.hasNamespace,
+		Name: string(h.name), Created: h.created, HasCreated: h.hasCreated, Changed: h.changed, HasChanged: h.hasChanged,
+		UID: string(h.uid), ID: h.id}
+}
+
+// hitAt is the place a continue token names, complete: nothing of it is read again.
+func hitAt(c cursor) *hit {
+	return &hit{score: c.Score, cluster: []byte(c.Cluster), namespace: []byte(c.Namespace), hasNamespace: c.HasNamespace,
+		name: []byte(c.Name), created: c.Created, hasCreated: c.HasCreated, changed: c.Changed, hasChanged: c.HasChanged,
+		tied: true, uid: []byte(c.UID), id: c.ID}
+}
+
+// ranker ranks the matches of one query in one snapshot, and counts them.
+type ranker struct {
+	ctx       context.Context
+	r         index.IndexReader
+	sorts     []query.Sort
+	relevance bool
+	text      string
+
+	dv     index.DocValueReader // what every match's order and facets read
+	ties   index.DocValueReader // uids, for ties
+	facets *facetCounter        // nil: none counted
+	err    error                // of a read during a comparison, which cannot return one
+
+	cur     hit // the match being read
+	visitor func(field string, term []byte)
+}
+
+// newRanker ranks q's matches in r; facets says this pass counts q's facets (a first page).
+func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets bool) (*ranker, error) {
+	k := &ranker{ctx: ctx, r: r, sorts: q.Sort, relevance: len(q.Sort) == 0 && q.Text != "", text: q.Text}
+	if len(k.sorts) == 0 && !k.relevance {
+		k.sorts = []query.Sort{{Field: query.SortCluster}, {Field: query.SortNamespace}, {Field: query.SortName}}
+	}
+	// The cluster is read whatever the sort: it is the second tiebreaker, and a column of a few
+	// values costs next to nothing.
+	fields := []string{fieldCluster}
+	for _, s := range k.sorts {
+		switch s.Field {
+		case query.SortNamespace:
+			fields = append(fields, fieldNamespace)
+		case query.SortName:
+			fields = append(fields, fieldName)
+		case query.SortCreationTimestamp:
+			fields = append(fields, fieldCreated)
+		case query.SortLastChangedAt:
+			fields = append(fields, fieldChanged)
+		}
+	}
+	if facets && len(q.Facets) > 0 {
+		k.facets = newFacetCounter(q.Facets)
+		fields = append(fields, k.facets.fields()...)
+	}
+	slices.Sort(fields)
+	fields = slices.Compact(fields)
+	var err error
+	if k.dv, err = r.DocValueReader(fields); err != nil {
+		return nil, fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
+	}
+	if k.ties, err = r.DocValueReader([]string{fieldUID}); err != nil {
+		return nil, fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
+	}
+	k.visitor = func(field string, term []byte) {
+		h := &k.cur
+		switch field {
+		case fieldCluster:
+			h.cluster = append(h.cluster[:0], term...)
+		case fieldNamespace:
+			h.namespace, h.hasNamespace = append(h.namespace[:0], term...), true
+		case fieldName:
+			h.name = append(h.name[:0], term...)
+		case fieldCreated:
+			h.created, h.hasCreated = dec(term)
+		case fieldChanged:
+			h.changed, h.hasChanged = dec(term)
+		}
+		if k.facets != nil {
+			k.facets.read(field, term)
+		}
+	}
+	return k, nil
+}
+
+// read reads the current match's sort keys (and counts its facets) from the doc values.
+func (k *ranker) read(dm *search.DocumentMatch) error {
+	h := &k.cur
+	h.iid = dm.IndexInternalID
+	h.cluster, h.namespace, h.name = h.cluster[:0], h.namespace[:0], h.name[:0]
+	h.hasNamespace, h.hasCreated, h.hasChanged, h.created, h.changed = false, false, false, 0, 0
+	h.tied, h.uid, h.id = false, h.uid[:0], ""
+	if k.facets != nil {
+		k.facets.reset()
+	}
+	if err := k.dv.VisitDocValues(dm.IndexInternalID, k.visitor); err != nil {
+		return fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
+	}
+	if k.facets != nil {
+		k.facets.count(h)
+	}
+	return nil
+}
+
+// tie reads what breaks ties of h's sort keys.
+func (k *ranker) tie(h *hit) {
+	if h.tied {
+		return
+	}
+	h.tied, h.uid = true, h.uid[:0]
+	err := k.ties.VisitDocValues(h.iid, func(field string, term []byte) {
+		if field == fieldUID {
+			h.uid = append(h.uid[:0], term...)
+		}
+	})
+	if err != nil && k.err == nil {
+		k.err = fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
+	}
+}
+
+// docID reads h's document id, the last tiebreaker.
+func (k *ranker) docID(h *hit) {
+	if h.id != "" {
+		return
+	}
+	id, err := k.r.ExternalID(h.iid)
+	if err != nil && k.err == nil {
+		k.err = fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
+	}
+	h.id = id
+}
+
+// place is where the last of page is in the order, for the token of the page after it.
+func (k *ranker) place(page []*hit) (cursor, error) {
+	if len(page) == 0 {
+		return cursor{}, nil
+	}
+	last := page[len(page)-1]
+	k.tie(last)
+	k.docID(last)
+	return last.cursor(), k.err
+}
+
+// compare orders by relevance (highest first) when the query ranks by it, then by the sort keys,
+// missing values last in either direction, then by uid and cluster as osstore's tiebreaker, and by
+// the document's id for the same uid in two kinds.
+func (k *ranker) compare(a, b *hit) int {
+	if k.relevance {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+	}
+	for _, s := range k.sorts {
+		var c int
+		var hasA, hasB bool
+		switch s.Field {
+		case query.SortCluster:
+			c, hasA, hasB = bytes.Compare(a.cluster, b.cluster), true, true
+		case query.SortNamespace:
+			c, hasA, hasB = bytes.Compare(a.namespace, b.namespace), a.hasNamespace, b.hasNamespace
+		case query.SortName:
+			c, hasA, hasB = bytes.Compare(a.name, b.name), true, true
+		case query.SortCreationTimestamp:
+			c, hasA, hasB = cmp.Compare(a.created, b.created), a.hasCreated, b.hasCreated
+		case query.SortLastChangedAt:
+			c, hasA, hasB = cmp.Compare(a.changed, b.changed), a.hasChanged, b.hasChanged
+		}
+		switch {
+		case !hasA && !hasB:
+			continue
+		case !hasA:
+			return 1
+		case !hasB:
+			return -1
+		}
+		if s.Desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	k.tie(a)
+	k.tie(b)
+	if c := bytes.Compare(a.uid, b.uid); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.cluster, b.cluster); c != 0 {
+		return c
+	}
+	k.docID(a)
+	k.docID(b)
+	return cmp.Compare(a.id, b.id)
+}
+
+// pass visits every match of cq in the ranker's snapshot, reads each, and gives it to keep; it
+// returns how many matched. Relevance is the score of the text query alone, as OpenSearch scores
+// the match clause alone (every other clause is a filter): every match is one of the text's, so
+// its searcher is advanced beside the query's.
+func (k *ranker) pass(cq bq.Query, keep func(*hit)) (int64, error) {
+	var sc *scorer
+	if k.relevance {
+		var err error
+		if sc, err = newScorer(k.ctx, k.r, k.text); err != nil {
+			return 0, err
+		}
+		defer sc.close()
+	}
+	var n int64
+	err := visit(k.ctx, k.r, cq, false, func(dm *search.DocumentMatch) error {
+		n++
+		if err := k.read(dm); err != nil {
+			return err
+		}
+		if sc != nil {
+			s, err := sc.score(dm.IndexInternalID)
+			if err != nil {
+				return err
+			}
+			k.cur.score = s
+		}
+		keep(&k.cur)
+		return k.err
+	})
+	if err == nil {
+		err = k.err
+	}
+	return n, err
+}
+
+// top is the best n matches after (nil: from the first) in order, and how many matched.
+func (k *ranker) top(cq bq.Query, n int, after *hit) ([]*hit, int64, error) {
+	t := &topN{k: k}
+	total, err := k.pass(cq, func(h *hit) {
+		if after != nil && k.compare(h, after) <= 0 {
+			return
+		}
+		switch {
+		case len(t.hits) < n:
+			kept := &hit{}
+			kept.copyFrom(h)
+			heap.Push(t, kept)
+		case n > 0 && k.compare(h, t.hits[0]) < 0:
+			t.hits[0].copyFrom(h) // the worst kept makes room, its buffers reused
+			heap.Fix(t, 0)
+		}
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	out := t.hits
+	slices.SortFunc(out, k.compare)
+	return out, total, k.err
+}
+
+// all is every match in order, for a query read to the end.
+func (k *ranker) all(cq bq.Query) ([]*hit, error) {
+	var hits []*hit
+	if _, err := k.pass(cq, func(h *hit) {
+		kept := &hit{}
+		kept.copyFrom(h)
+		hits = append(hits, kept)
+	}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(hits, k.compare)
+	return hits, k.err
+}
+
+// topN is a heap of the best matches so far, the worst on top.
+type topN struct {
+	k    *ranker
+	hits []*hit
+}
+
+func (t *topN) Len() int           { return len(t.hits) }
+func (t *topN) Less(i, j int) bool { return t.k.compare(t.hits[i], t.hits[j]) > 0 }
+func (t *topN) Swap(i, j int)      { t.hits[i], t.hits[j] = t.hits[j], t.hits[i] }
+func (t *topN) Push(x any)         { t.hits = append(t.hits, x.(*hit)) }
+func (t *topN) Pop() any {
+	h := t.hits[len(t.hits)-1]
+	t.hits = t.hits[:len(t.hits)-1]
+	return h
+}
+
+// scorer is the text query's searcher, advanced to each match in index order for its score.
+type scorer struct {
+	sr  search.Searcher
+	sc  *search.SearchContext
+	cur *search.DocumentMatch
+}
+
+func newScorer(ctx context.Context, r index.IndexReader, text string) (*scorer, error) {
+	sr, err := compileText(text).Searcher(ctx, r, queryMapping, search.SearcherOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
+	}
+	return &scorer{sr: sr, sc: &search.SearchContext{DocumentMatchPool: search.NewDocumentMatchPool(sr.DocumentMatchPoolSize(), 0), IndexReader: r}}, nil
+}
+
+// score is the text's score of the document iid; matches are asked for in index order.
+func (s *scorer) score(iid index.IndexInternalID) (float64, error) {
+	if s.cur != nil {
+		switch c := bytes.Compare(s.cur.IndexInternalID, iid); {
+		case c == 0:
+			return s.cur.Score, nil
+		case c > 0:
+			return 0, nil
+		}
+		s.sc.DocumentMatchPool.Put(s.cur)
+	}
+	dm, err := s.sr.Advance(s.sc, iid)
+	if err != nil {
+		return 0, fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
+	}
+	s.cur = dm
+	if dm == nil || !bytes.Equal(dm.IndexInternalID, iid) {
+		return 0, nil
+	}
+	return dm.Score, nil
+}
+
+func (s *scorer) close() { _ = s.sr.Close() }
+
+// facetCounter counts one pass's matches in the buckets of a first page's facets. Keys are looked
+// up as bytes, so a match of a known bucket allocates nothing.
+type facetCounter struct {
+	facets []query.Facet
+	counts []map[string]*int64
+
+	// of the current match
+	resource, group, key []byte
+	labels               [][]byte
+	nLabels              int
+}
+
+func newFacetCounter(facets []query.Facet) *facetCounter {
+	c := &facetCounter{facets: facets, counts: make([]map[string]*int64, len(facets))}
+	for i := range c.counts {
+		c.counts[i] = map[string]*int64{}
+	}
+	return c
+}
+
+// fields are the doc values the facets read, besides the cluster every pass reads.
+func (c *facetCounter) fields() []string {
+	var out []string
+	for _, f := range c.facets {
+		switch f.Dimension {
+		case query.FacetNamespace:
+			out = append(out, fieldNamespace)
+		case query.FacetResource:
+			out = append(out, fieldResource, fieldGroup)
+		case query.FacetLabels, query.FacetLabel:
+			out = append(out, fieldLabels)
+		}
+	}
+	return out
+}
+
+func (c *facetCounter) reset() {
+	c.resource, c.group, c.nLabels = c.resource[:0], c.group[:0], 0
+}
+
+func (c *facetCounter) read(field string, term []byte) {
+	switch field {
+	case fieldResource:
+		c.resource = append(c.resource[:0], term...)
+	case fieldGroup:
+		c.group = append(c.group[:0], term...)
+	case fieldLabels:
+		for _, l := range c.labels[:c.nLabels] {
+			if bytes.Equal(l, term) {
+				return
+			}
+		}
+		if c.nLabels == len(c.labels) {
+			c.labels = append(c.labels, nil)
+		}
+		c.labels[c.nLabels] = append(c.labels[c.nLabels][:0], term...)
+		c.nLabels++
+	}
+}
+
+// count counts the current match, h, in each facet's buckets; a resource's key is resource and
+// group apart, so buckets order as OpenSearch's multi_terms.
+func (c *facetCounter) count(h *hit) {
+	for i, f := range c.facets {
+		m := c.counts[i]
+		switch f.Dimension {
+		case query.FacetCluster:
+			add(m, h.cluster)
+		case query.FacetNamespace:
+			if h.hasNamespace {
+				add(m, h.namespace)
+			}
+		case query.FacetResource:
+			c.key = append(append(append(c.key[:0], c.resource...), 0), c.group...)
+			add(m, c.key)
+		case query.FacetLabels:
+			for _, l := range c.labels[:c.nLabels] {
+				add(m, l)
+			}
+		case query.FacetLabel:
+			for _, l := range c.labels[:c.nLabels] {
+				if len(l) > len(f.Key) && l[len(f.Key)] == '=' && string(l[:len(f.Key)]) == f.Key {
+					add(m, l)
+				}
+			}
+		}
+	}
+}
+
+func add(m map[string]*int64, key []byte) {
+	if n, ok := m[string(key)]; ok {
+		*n++
+		return
+	}
+	n := int64(1)
+	m[string(key)] = &n
+}
+
+// results are the facets' top buckets.
+func (c *facetCounter) results() []store.FacetResult {
+	out := make([]store.FacetResult, len(c.facets))
+	for i, f := range c.facets {
+		counts := make(map[string]int64, len(c.counts[i]))
+		for k, n := range c.counts[i] {
+			counts[k] = *n
+		}
+		out[i] = facetResult(f, counts)
+	}
+	return out
+}

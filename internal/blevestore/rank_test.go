@@ -1,0 +1,208 @@
+package blevestore
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/blevesearch/bleve/v2/search"
+	bq "github.com/blevesearch/bleve/v2/search/query"
+	"github.com/tidwall/gjson"
+
+	"github.com/kubesearch/kubesearch/internal/document"
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/store"
+)
+
+// A page ranks the top of what follows its token; a query read to the end ranks every match once;
+// a query past rankWholeAfter pages switches from one to the other. Every way must walk one order,
+// each match once, ties included: equal names in three clusters, equal creation times, objects
+// without a namespace or a creation time (missing values sort last either way), equal relevance.
+func TestPagesFollowOneOrder(t *testing.T) {
+	s := newStore(t, t.TempDir())
+	defer s.Close()
+	type obj struct {
+		cluster, namespace, name, uid string
+		created                       string
+	}
+	var objs []obj
+	var ops []store.Op
+	for i, c := range []string{"west", "east", "north"} {
+		for j := range 15 {
+			o := pod(c, fmt.Sprintf("ns-%d", j%4), fmt.Sprintf("web-%02d", j%6), int64(100*i+j), map[string]string{"app": "web"}, "", "Running", "nginx")
+			o.uid = fmt.Sprintf("uid-%02d-%s", (j*7+i)%45, c) // uids do not follow names
+			o.created = fmt.Sprintf("2026-01-0%dT00:00:00Z", 1+j%3)
+			if j == 5 {
+				o.created = "" // no creation time
+			}
+			ops = append(ops, o.op(t))
+			objs = append(objs, obj{c, o.namespace, o.name, o.uid, o.created})
+		}
+		n := object{cluster: c, version: "v1", resource: "nodes", kind: "Node", name: "web-03", uid: "node-" + c, rv: int64(100*i + 50), epoch: 1,
+			labels: map[string]string{"app": "web"}, created: "2026-01-02T00:00:00Z"}
+		ops = append(ops, n.op(t))
+		objs = append(objs, obj{c, "", n.name, n.uid, n.created})
+	}
+	write(t, s, ops...)
+
+	// The order osstore gives: the sort keys, missing values last in either direction, then uid
+	// and cluster.
+	expect := func(sorts []query.Sort) []string {
+		o := slices.Clone(objs)
+		slices.SortFunc(o, func(a, b obj) int {
+			for _, sort := range sorts {
+				var av, bv string
+				switch sort.Field {
+				case query.SortCluster:
+					av, bv = a.cluster, b.cluster
+				case query.SortNamespace:
+					av, bv = a.namespace, b.namespace
+				case query.SortName:
+					av, bv = a.name, b.name
+				case query.SortCreationTimestamp:
+					av, bv = a.created, b.created
+				}
+				switch {
+				case av == "" && bv == "":
+					continue
+				case av == "":
+					return 1
+				case bv == "":
+					return -1
+				}
+				c := strings.Compare(av, bv)
+				if sort.Desc {
+					c = -c
+				}
+				if c != 0 {
+					return c
+				}
+			}
+			return cmp.Or(strings.Compare(a.uid, b.uid), strings.Compare(a.cluster, b.cluster))
+		})
+		out := make([]string, len(o))
+		for i, x := range o {
+			out[i] = x.cluster + "/" + x.uid
+		}
+		return out
+	}
+	walk := func(params string, limits []int, drain bool) ([]string, int64) {
+		t.Helper()
+		q := parse(t, params)
+		q.Drain = drain
+		var got []string
+		var total int64
+		for i := 0; ; i++ {
+			q.Limit = limits[min(i, len(limits)-1)]
+			res := find(t, s, q)
+			if i == 0 {
+				total = res.Total
+			} else if res.Total != total {
+				t.Fatalf("%s: total %d on page %d, %d on the first", params, res.Total, i, total)
+			}
+			for _, it := range res.Items {
+				m := gjson.GetManyBytes(it, "metadata.annotations."+gjson.Escape(document.CachedFromClusterAnnotation), "metadata.uid")
+				got = append(got, m[0].Str+"/"+m[1].Str)
+			}
+			if res.Continue == "" {
+				return got, total
+			}
+			q.Continue = res.Continue
+		}
+	}
+	for _, c := range []struct {
+		params string
+		sorts  []query.Sort // nil: relevance, which only the walks compare among themselves
+	}{
+		{"labelSelector=app", []query.Sort{{Field: query.SortCluster}, {Field: query.SortNamespace}, {Field: query.SortName}}},
+		{"labelSelector=app&sort=name", []query.Sort{{Field: query.SortName}}},
+		{"labelSelector=app&sort=name:desc", []query.Sort{{Field: query.SortName, Desc: true}}},
+		{"labelSelector=app&sort=creationTimestamp", []query.Sort{{Field: query.SortCreationTimestamp}}},
+		{"labelSelector=app&sort=creationTimestamp:desc", []query.Sort{{Field: query.SortCreationTimestamp, Desc: true}}},
+		{"labelSelector=app&sort=namespace:desc,name", []query.Sort{{Field: query.SortNamespace, Desc: true}, {Field: query.SortName}}},
+		{"q=web", nil},
+	} {
+		t.Run(c.params, func(t *testing.T) {
+			one, total := walk(c.params, []int{1000}, false)
+			if total != int64(len(objs)) || len(one) != len(objs) {
+				t.Fatalf("one page: %d items, total %d; want %d", len(one), total, len(objs))
+			}
+			if c.sorts != nil {
+				if want := expect(c.sorts); !slices.Equal(one, want) {
+					t.Errorf("one page:\n got  %q\n want %q", one, want)
+				}
+			}
+			for _, w := range []struct {
+				name   string
+				limits []int
+				drain  bool
+			}{
+				{"pages of 4", []int{4}, false},
+				{"pages of 1, then 5", []int{1, 1, 5}, false},
+				{"pages of 7 read to the end", []int{7}, true},
+			} {
+				got, _ := walk(c.params, w.limits, w.drain)
+				if !slices.Equal(got, one) {
+					t.Errorf("%s:\n got  %q\n want %q", w.name, got, one)
+				}
+			}
+		})
+	}
+}
+
+// Pruning terms the index does not hold keeps every query's matches, negations included (not of
+// an absent term is every document).
+func TestPruneKeepsMatches(t *testing.T) {
+	s := newStore(t, t.TempDir())
+	defer s.Close()
+	write(t, s, fleet(t)...)
+	r, err := s.reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	matches := func(q bq.Query) []string {
+		t.Helper()
+		var out []string
+		if err := visit(t.Context(), r, q, false, func(dm *search.DocumentMatch) error {
+			id, err := r.ExternalID(dm.IndexInternalID)
+			out = append(out, id)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	absent := &query.Scope{Grants: []query.Grant{
+		{Clusters: []string{"gone-1", "east"}, Namespaces: []string{"nowhere", "shop", ""}, Resources: []query.Resource{{Resource: "pods"}, {Resource: "nodes"}}},
+		{Clusters: []string{"gone-2"}, Namespaces: []string{"shop"}},
+		{Namespaces: []string{"kube-system", "nowhere"}, Resources: []query.Resource{{Resource: "widgets", Group: "example.com"}, {Resource: "pods"}}},
+	}}
+	for _, c := range []struct {
+		params string
+		scope  *query.Scope
+	}{
+		{"labelSelector=app.kubernetes.io/name=web", absent},
+		{"labelSelector=app!=nothing,tier notin (nothing,frontend)", nil},
+		{"labelSelector=!nothing&fieldSelector=spec.nodeName!=node-9", nil},
+		{"fieldSelector=spec.nodeName=,metadata.namespace!=nowhere", absent},
+		{"resources=pods,widgets.example.com&clusters=east,gone", nil},
+	} {
+		q := parse(t, c.params)
+		q.Scope = c.scope
+		unpruned, err := compile(q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pruned, err := prune(unpruned, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, got := matches(unpruned), matches(pruned)
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("%s: pruned %q, unpruned %q", c.params, got, want)
+		}
+	}
+}
