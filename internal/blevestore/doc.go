@@ -10,11 +10,14 @@
 //     plus its path, so field selectors on any path — through lists by any element — and their
 //     "missing or empty" are term queries.
 //   - Queries: one compiler (compile.go) from the query model to bleve queries, clause for clause
-//     as osstore's compile.go. A search (search.go) reads one index snapshot: every match is
-//     found, sorted (missing values last, uid and cluster tiebreakers), counted (exact totals,
-//     exact facets) and, when more than a page matches, held with its snapshot for the signed
-//     continue token until the keep-alive passes, the last page, or Release. Items are the stored objects written
-//     as OpenSearch's filtered _source writes them (source.go).
+//     as osstore's compile.go, terms the index does not hold pruned. A search (search.go) reads
+//     one index snapshot: one pass over the matches counts them (exact totals, exact facets) and
+//     keeps the top of the page in the query's order (rank.go: missing values last, uid and
+//     cluster tiebreakers); when more than a page matches, the snapshot is held for the signed
+//     continue token, which carries the last item's place, until the keep-alive passes, the last
+//     page, or Release. A later page is the top after that place; a query read to the end
+//     (Drain), or past a few pages, ranks its whole order once in the snapshot. Items are the
+//     stored objects written as OpenSearch's filtered _source writes them (source.go).
 //   - Writes (write.go) keep OpenSearch's external versioning and osstore's epoch rule, with
 //     tombstones; DeleteOlder and DeleteAll collect garbage as osstore's gc.go. Every batch is
 //     committed to disk before Write returns, so Refresh has nothing left to do.
