@@ -30,8 +30,9 @@ import (
 // keep-alive passes without a page, the last page is read, or the token is released; a later page
 // is the top Limit after the token's last item, in that snapshot, so the pages are one consistent
 // snapshot while documents change, as osstore's point-in-time pages are. A query the server reads
-// to the end at once (query.Query.Drain) ranks every match once instead, and its snapshot holds
-// that order for its pages.
+// to the end at once (query.Query.Drain) ranks every match once on its second page instead, and
+// its snapshot holds that order for the pages after (its first page is the top alone: some such
+// queries want the facets of a page of one, and release it).
 
 // noSnapshotWarning is carried by pages read without a snapshot.
 const noSnapshotWarning = "pages are not one snapshot: no snapshot could be held for this query; " +
@@ -109,18 +110,11 @@ func (s *Store) first(ctx context.Context, q *query.Query, r index.IndexReader) 
 		return nil, nil, cursor{}, err
 	}
 	res = &store.Result{}
-	sn = &snapshot{r: r}
-	var page []*hit
-	if q.Drain && !q.Peek {
-		all, err := k.all(cq)
-		if err != nil {
-			return nil, nil, cursor{}, err
-		}
-		res.Total, page = int64(len(all)), all[:min(q.Limit, len(all))]
-		sn.order, sn.ranked = compact(all), true
-	} else if page, res.Total, err = k.top(cq, q.Limit, nil); err != nil {
+	page, total, err := k.top(cq, q.Limit, nil)
+	if err != nil {
 		return nil, nil, cursor{}, err
 	}
+	res.Total = total
 	if k.facets != nil {
 		res.Facets = k.facets.results()
 	}
@@ -135,7 +129,7 @@ func (s *Store) first(ctx context.Context, q *query.Query, r index.IndexReader) 
 	if err := s.fill(res, r, ids(page), q); err != nil {
 		return nil, nil, cursor{}, err
 	}
-	return res, sn, last, nil
+	return res, &snapshot{r: r}, last, nil
 }
 
 // rankWholeAfter is how many pages a query reads, each ranking the top of what follows its
