@@ -73,13 +73,32 @@ type ranker struct {
 	relevance bool
 	text      string
 
-	dv     index.DocValueReader // what every match's order and facets read
-	ties   index.DocValueReader // uids, for ties
-	facets *facetCounter        // nil: none counted
-	err    error                // of a read during a comparison, which cannot return one
+	dv     index.DocValueReader   // what every match reads: the cluster, the facets' columns
+	keys   []index.DocValueReader // per sort key, its column; nil when dv reads it
+	ties   index.DocValueReader   // uids, for ties
+	facets *facetCounter          // nil: none counted
+	err    error                  // of a read during a comparison, which cannot return one
 
-	cur     hit // the match being read
+	cur     hit    // the match being read
+	loaded  []bool // per sort key, whether cur's is read
 	visitor func(field string, term []byte)
+}
+
+// sortField is the column a sort key reads.
+func sortField(s query.Sort) string {
+	switch s.Field {
+	case query.SortCluster:
+		return fieldCluster
+	case query.SortNamespace:
+		return fieldNamespace
+	case query.SortName:
+		return fieldName
+	case query.SortCreationTimestamp:
+		return fieldCreated
+	case query.SortLastChangedAt:
+		return fieldChanged
+	}
+	return ""
 }
 
 // newRanker ranks q's matches in r; facets says this pass counts q's facets (a first page).
@@ -91,18 +110,6 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets 
 	// The cluster is read whatever the sort: it is the second tiebreaker, and a column of a few
 	// values costs next to nothing.
 	fields := []string{fieldCluster}
-	for _, s := range k.sorts {
-		switch s.Field {
-		case query.SortNamespace:
-			fields = append(fields, fieldNamespace)
-		case query.SortName:
-			fields = append(fields, fieldName)
-		case query.SortCreationTimestamp:
-			fields = append(fields, fieldCreated)
-		case query.SortLastChangedAt:
-			fields = append(fields, fieldChanged)
-		}
-	}
 	if facets && len(q.Facets) > 0 {
 		k.facets = newFacetCounter(q.Facets)
 		fields = append(fields, k.facets.fields()...)
@@ -112,6 +119,14 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets 
 	var err error
 	if k.dv, err = r.DocValueReader(fields); err != nil {
 		return nil, fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
+	}
+	k.keys, k.loaded = make([]index.DocValueReader, len(k.sorts)), make([]bool, len(k.sorts))
+	for i, s := range k.sorts {
+		if f := sortField(s); !slices.Contains(fields, f) {
+			if k.keys[i], err = r.DocValueReader([]string{f}); err != nil {
+				return nil, fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
+			}
+		}
 	}
 	if k.ties, err = r.DocValueReader([]string{fieldUID}); err != nil {
 		return nil, fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
@@ -137,7 +152,8 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets 
 	return k, nil
 }
 
-// read reads the current match's sort keys (and counts its facets) from the doc values.
+// read reads the current match's cluster (and counts its facets) from the doc values; its sort
+// keys are read by admit or loadAll.
 func (k *ranker) read(dm *search.DocumentMatch) error {
 	h := &k.cur
 	h.iid = dm.IndexInternalID
@@ -150,10 +166,89 @@ func (k *ranker) read(dm *search.DocumentMatch) error {
 	if err := k.dv.VisitDocValues(dm.IndexInternalID, k.visitor); err != nil {
 		return fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
 	}
+	for i := range k.loaded {
+		k.loaded[i] = k.keys[i] == nil
+	}
 	if k.facets != nil {
 		k.facets.count(h)
 	}
 	return nil
+}
+
+// load reads the current match's sort key i.
+func (k *ranker) load(i int) {
+	if k.loaded[i] {
+		return
+	}
+	k.loaded[i] = true
+	if err := k.keys[i].VisitDocValues(k.cur.iid, k.visitor); err != nil && k.err == nil {
+		k.err = fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
+	}
+}
+
+func (k *ranker) loadAll() {
+	for i := range k.keys {
+		k.load(i)
+	}
+}
+
+// admit says whether the current match follows after (nil: every match does) and precedes worst
+// (nil: there is room), reading its sort keys one at a time, only as far as they decide: in the
+// default order, a match of a later cluster and namespace than the worst one kept never has its
+// name read. An admitted match has every key read, for the comparisons to come.
+func (k *ranker) admit(after, worst *hit) bool {
+	h := &k.cur
+	afterOpen, worstOpen := after != nil, worst != nil
+	// settle narrows what is still open by one key's comparisons with after and worst; false: h
+	// is out.
+	settle := func(withAfter, withWorst func() int) bool {
+		if afterOpen {
+			switch c := withAfter(); {
+			case c < 0:
+				return false
+			case c > 0:
+				afterOpen = false
+			}
+		}
+		if worstOpen {
+			switch c := withWorst(); {
+			case c > 0:
+				return false
+			case c < 0:
+				worstOpen = false
+			}
+		}
+		return true
+	}
+	if k.relevance && !settle(func() int { return compareScore(h, after) }, func() int { return compareScore(h, worst) }) {
+		return false
+	}
+	for i, s := range k.sorts {
+		if !afterOpen && !worstOpen {
+			break
+		}
+		k.load(i)
+		if !settle(func() int { return compareKey(s, h, after) }, func() int { return compareKey(s, h, worst) }) {
+			return false
+		}
+	}
+	// Still open: every key ties, and the tiebreakers tell.
+	if afterOpen && k.compare(h, after) <= 0 || worstOpen && k.compare(h, worst) >= 0 {
+		return false
+	}
+	k.loadAll()
+	return true
+}
+
+// place is where the last of page is in the order, for the token of the page after it.
+func (k *ranker) place(page []*hit) (cursor, error) {
+	if len(page) == 0 {
+		return cursor{}, nil
+	}
+	last := page[len(page)-1]
+	k.tie(last)
+	k.docID(last)
+	return last.cursor(), k.err
 }
 
 // tie reads what breaks ties of h's sort keys.
@@ -184,53 +279,50 @@ func (k *ranker) docID(h *hit) {
 	h.id = id
 }
 
-// place is where the last of page is in the order, for the token of the page after it.
-func (k *ranker) place(page []*hit) (cursor, error) {
-	if len(page) == 0 {
-		return cursor{}, nil
+// compareScore orders by relevance, highest first.
+func compareScore(a, b *hit) int { return cmp.Compare(b.score, a.score) }
+
+// compareKey orders by one sort key, missing values last in either direction.
+func compareKey(s query.Sort, a, b *hit) int {
+	var c int
+	var hasA, hasB bool
+	switch s.Field {
+	case query.SortCluster:
+		c, hasA, hasB = bytes.Compare(a.cluster, b.cluster), true, true
+	case query.SortNamespace:
+		c, hasA, hasB = bytes.Compare(a.namespace, b.namespace), a.hasNamespace, b.hasNamespace
+	case query.SortName:
+		c, hasA, hasB = bytes.Compare(a.name, b.name), true, true
+	case query.SortCreationTimestamp:
+		c, hasA, hasB = cmp.Compare(a.created, b.created), a.hasCreated, b.hasCreated
+	case query.SortLastChangedAt:
+		c, hasA, hasB = cmp.Compare(a.changed, b.changed), a.hasChanged, b.hasChanged
 	}
-	last := page[len(page)-1]
-	k.tie(last)
-	k.docID(last)
-	return last.cursor(), k.err
+	switch {
+	case !hasA && !hasB:
+		return 0
+	case !hasA:
+		return 1
+	case !hasB:
+		return -1
+	}
+	if s.Desc {
+		return -c
+	}
+	return c
 }
 
 // compare orders by relevance (highest first) when the query ranks by it, then by the sort keys,
-// missing values last in either direction, then by uid and cluster as osstore's tiebreaker, and by
-// the document's id for the same uid in two kinds.
+// then by uid and cluster as osstore's tiebreaker, and by the document's id for the same uid in
+// two kinds. Both must have every sort key read.
 func (k *ranker) compare(a, b *hit) int {
 	if k.relevance {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
+		if c := compareScore(a, b); c != 0 {
 			return c
 		}
 	}
 	for _, s := range k.sorts {
-		var c int
-		var hasA, hasB bool
-		switch s.Field {
-		case query.SortCluster:
-			c, hasA, hasB = bytes.Compare(a.cluster, b.cluster), true, true
-		case query.SortNamespace:
-			c, hasA, hasB = bytes.Compare(a.namespace, b.namespace), a.hasNamespace, b.hasNamespace
-		case query.SortName:
-			c, hasA, hasB = bytes.Compare(a.name, b.name), true, true
-		case query.SortCreationTimestamp:
-			c, hasA, hasB = cmp.Compare(a.created, b.created), a.hasCreated, b.hasCreated
-		case query.SortLastChangedAt:
-			c, hasA, hasB = cmp.Compare(a.changed, b.changed), a.hasChanged, b.hasChanged
-		}
-		switch {
-		case !hasA && !hasB:
-			continue
-		case !hasA:
-			return 1
-		case !hasB:
-			return -1
-		}
-		if s.Desc {
-			c = -c
-		}
-		if c != 0 {
+		if c := compareKey(s, a, b); c != 0 {
 			return c
 		}
 	}
@@ -251,7 +343,7 @@ func (k *ranker) compare(a, b *hit) int {
 // returns how many matched. Relevance is the score of the text query alone, as OpenSearch scores
 // the match clause alone (every other clause is a filter): every match is one of the text's, so
 // its searcher is advanced beside the query's.
-func (k *ranker) pass(cq bq.Query, keep func(*hit)) (int64, error) {
+func (k *ranker) pass(cq bq.Query, keep func()) (int64, error) {
 	var sc *scorer
 	if k.relevance {
 		var err error
@@ -273,7 +365,7 @@ func (k *ranker) pass(cq bq.Query, keep func(*hit)) (int64, error) {
 			}
 			k.cur.score = s
 		}
-		keep(&k.cur)
+		keep()
 		return k.err
 	})
 	if err == nil {
@@ -285,19 +377,22 @@ func (k *ranker) pass(cq bq.Query, keep func(*hit)) (int64, error) {
 // top is the best n matches after (nil: from the first) in order, and how many matched.
 func (k *ranker) top(cq bq.Query, n int, after *hit) ([]*hit, int64, error) {
 	t := &topN{k: k}
-	total, err := k.pass(cq, func(h *hit) {
-		if after != nil && k.compare(h, after) <= 0 {
+	total, err := k.pass(cq, func() {
+		var worst *hit
+		if len(t.hits) >= n {
+			worst = t.hits[0]
+		}
+		if !k.admit(after, worst) {
 			return
 		}
-		switch {
-		case len(t.hits) < n:
+		if worst == nil {
 			kept := &hit{}
-			kept.copyFrom(h)
+			kept.copyFrom(&k.cur)
 			heap.Push(t, kept)
-		case n > 0 && k.compare(h, t.hits[0]) < 0:
-			t.hits[0].copyFrom(h) // the worst kept makes room, its buffers reused
-			heap.Fix(t, 0)
+			return
 		}
+		worst.copyFrom(&k.cur) // the worst kept makes room, its buffers reused
+		heap.Fix(t, 0)
 	})
 	if err != nil {
 		return nil, 0, err
@@ -310,9 +405,10 @@ func (k *ranker) top(cq bq.Query, n int, after *hit) ([]*hit, int64, error) {
 // all is every match in order, for a query read to the end.
 func (k *ranker) all(cq bq.Query) ([]*hit, error) {
 	var hits []*hit
-	if _, err := k.pass(cq, func(h *hit) {
+	if _, err := k.pass(cq, func() {
+		k.loadAll()
 		kept := &hit{}
-		kept.copyFrom(h)
+		kept.copyFrom(&k.cur)
 		hits = append(hits, kept)
 	}); err != nil {
 		return nil, err
