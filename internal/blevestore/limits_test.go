@@ -34,7 +34,7 @@ func TestContractSameUID(t *testing.T) {
 }
 
 // TestSnapshotsPerSubject: a poller of limit=1 first pages holds at most its share of snapshots
-// (each holds the sorted matches of its query), and closes its own, not another subject's.
+// (each holds an index reader), and closes its own, not another subject's.
 func TestSnapshotsPerSubject(t *testing.T) {
 	s, err := New(Options{Dir: t.TempDir(), TokenKey: testKey, Limits: store.Limits{SnapshotsPerSubject: 2, Snapshots: 100}})
 	if err != nil {

@@ -206,3 +206,50 @@ func TestPruneKeepsMatches(t *testing.T) {
 		}
 	}
 }
+
+// Without a snapshot (every one the subject may hold is in use), pages read the live index and
+// continue after the last item's place: an object that comes to sort before it is not served, an
+// item is never served twice, and what comes to sort after it is.
+func TestPagesWithoutSnapshotFollowThePlace(t *testing.T) {
+	s, err := New(Options{Dir: t.TempDir(), TokenKey: testKey, Limits: store.Limits{SnapshotsPerSubject: 1, Snapshots: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ops []store.Op
+	for i := range 10 {
+		ops = append(ops, pod("east", "shop", fmt.Sprintf("p%02d", 2*i), 1, nil, "", "Running", "nginx").op(t))
+	}
+	write(t, s, ops...)
+	q := parse(t, "limit=3&sort=name")
+	q.Subject = "alice"
+	held := find(t, s, q) // alice's one snapshot, kept in use
+	tok, err := s.tokens.decode(held.Continue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.snaps.Acquire(tok.Snapshot); !ok {
+		t.Fatal("alice's snapshot is gone")
+	}
+
+	res := find(t, s, q)
+	if len(res.Warnings) == 0 || res.Continue == "" {
+		t.Fatalf("a first page past alice's snapshots: warnings %q, continue %q", res.Warnings, res.Continue)
+	}
+	got := names(res)
+	write(t, s, pod("east", "shop", "p01", 1, nil, "", "Running", "nginx").op(t), // before the place
+		pod("east", "shop", "p09", 1, nil, "", "Running", "nginx").op(t)) // after it
+	for res.Continue != "" {
+		q.Continue = res.Continue
+		res = find(t, s, q)
+		if len(res.Warnings) == 0 {
+			t.Errorf("a page without a snapshot says nothing")
+		}
+		got = append(got, names(res)...)
+	}
+	want := []string{"east/shop/p00", "east/shop/p02", "east/shop/p04", "east/shop/p06", "east/shop/p08", "east/shop/p09",
+		"east/shop/p10", "east/shop/p12", "east/shop/p14", "east/shop/p16", "east/shop/p18"}
+	if !slices.Equal(got, want) {
+		t.Errorf("pages:\n got  %q\n want %q", got, want)
+	}
+}
