@@ -2,10 +2,12 @@ package blevestore
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blevesearch/bleve/v2/search"
 	bq "github.com/blevesearch/bleve/v2/search/query"
@@ -251,5 +253,22 @@ func TestPagesWithoutSnapshotFollowThePlace(t *testing.T) {
 		"east/shop/p10", "east/shop/p12", "east/shop/p14", "east/shop/p16", "east/shop/p18"}
 	if !slices.Equal(got, want) {
 		t.Errorf("pages:\n got  %q\n want %q", got, want)
+	}
+}
+
+// A token of the earlier version (an offset, no place) was minted by another process: expired, as
+// its snapshot is, so a Kubernetes client lists again.
+func TestEarlierTokenExpired(t *testing.T) {
+	s := newStore(t, t.TempDir())
+	defer s.Close()
+	write(t, s, fleet(t)...)
+	q := parse(t, "limit=2")
+	old, err := s.tokens.Encode(map[string]any{"v": 1, "q": q.Fingerprint(), "off": 2, "now": 1, "total": 16, "exp": time.Now().Add(time.Minute).UnixNano()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Continue = old
+	if _, err := s.Search(t.Context(), q); !errors.Is(err, store.ErrExpired) {
+		t.Errorf("a version 1 token: %v; want ErrExpired", err)
 	}
 }

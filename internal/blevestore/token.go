@@ -63,6 +63,11 @@ func (c tokenCodec) decode(s string) (token, error) {
 	if err := c.Decode(s, &t); err != nil {
 		return token{}, err
 	}
+	if t.V == 1 && t.Offset > 0 {
+		// Minted by an earlier build, so by another process: its snapshot went with it, as any
+		// snapshot does at a restart.
+		return token{}, fmt.Errorf("%w: the token is of an earlier version of this store; start again without continue", store.ErrExpired)
+	}
 	if t.V != tokenVersion || t.Offset <= 0 {
 		return token{}, fmt.Errorf("%w: unknown token version or content", store.ErrBadToken)
 	}
