@@ -101,8 +101,9 @@ func sortField(s query.Sort) string {
 	return ""
 }
 
-// newRanker ranks q's matches in r; facets says this pass counts q's facets (a first page).
-func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets bool) (*ranker, error) {
+// newRanker ranks q's matches in r; facets says this pass counts q's facets (a first page), whole
+// that it ranks every match (all), whose keys are then read in one visit.
+func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets, whole bool) (*ranker, error) {
 	k := &ranker{ctx: ctx, r: r, sorts: q.Sort, relevance: len(q.Sort) == 0 && q.Text != "", text: q.Text}
 	if len(k.sorts) == 0 && !k.relevance {
 		k.sorts = []query.Sort{{Field: query.SortCluster}, {Field: query.SortNamespace}, {Field: query.SortName}}
@@ -113,6 +114,11 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets 
 	if facets && len(q.Facets) > 0 {
 		k.facets = newFacetCounter(q.Facets)
 		fields = append(fields, k.facets.fields()...)
+	}
+	if whole {
+		for _, s := range k.sorts {
+			fields = append(fields, sortField(s))
+		}
 	}
 	slices.Sort(fields)
 	fields = slices.Compact(fields)

@@ -1,7 +1,6 @@
 package blevestore
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search"
 	bq "github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
+	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
@@ -105,7 +105,7 @@ func (s *Store) first(ctx context.Context, q *query.Query, r index.IndexReader) 
 	if err != nil {
 		return nil, nil, cursor{}, err
 	}
-	k, err := newRanker(ctx, q, r, true)
+	k, err := newRanker(ctx, q, r, true, false)
 	if err != nil {
 		return nil, nil, cursor{}, err
 	}
@@ -182,7 +182,7 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 	)
 	if sn != nil && (q.Drain || sn.isRanked() || tok.Offset >= rankWholeAfter*q.Limit) {
 		order, err := sn.wholeOrder(func() ([]index.IndexInternalID, error) {
-			cq, k, err := s.ranker(ctx, q, r)
+			cq, k, err := s.ranker(ctx, q, r, true)
 			if err != nil {
 				return nil, err
 			}
@@ -195,7 +195,7 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 		page = order[min(tok.Offset, len(order)):min(tok.Offset+q.Limit, len(order))]
 		more = tok.Offset+q.Limit < len(order)
 	} else {
-		cq, k, err := s.ranker(ctx, q, r)
+		cq, k, err := s.ranker(ctx, q, r, false)
 		if err != nil {
 			return nil, err
 		}
@@ -229,13 +229,14 @@ func (s *Store) next(ctx context.Context, q *query.Query) (*store.Result, error)
 	return res, nil
 }
 
-// ranker compiles q in r and makes the ranker of a later page's pass (no facets).
-func (s *Store) ranker(ctx context.Context, q *query.Query, r index.IndexReader) (bq.Query, *ranker, error) {
+// ranker compiles q in r and makes the ranker of a later page's pass (no facets); whole says it
+// ranks every match.
+func (s *Store) ranker(ctx context.Context, q *query.Query, r index.IndexReader, whole bool) (bq.Query, *ranker, error) {
 	cq, err := compile(q, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	k, err := newRanker(ctx, q, r, false)
+	k, err := newRanker(ctx, q, r, false, whole)
 	return cq, k, err
 }
 
@@ -300,32 +301,8 @@ func compact(hits []*hit) []index.IndexInternalID {
 
 // fill adds the items of the page: the documents iids name, in order, and their epochs.
 func (s *Store) fill(res *store.Result, r index.IndexReader, page []index.IndexInternalID, q *query.Query) error {
-	if len(page) == 0 {
-		return nil
-	}
-	dv, err := r.DocValueReader([]string{fieldEpoch})
-	if err != nil {
-		return fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
-	}
-	// Epochs are read in the index's order: doc values are read a compressed chunk at a time,
-	// and a page's order (by name, say) would read its chunks again and again.
-	epochs := make([]int64, len(page))
-	inIndexOrder := make([]int, len(page))
-	for i := range inIndexOrder {
-		inIndexOrder[i] = i
-	}
-	slices.SortFunc(inIndexOrder, func(a, b int) int { return bytes.Compare(page[a], page[b]) })
-	for _, i := range inIndexOrder {
-		if err := dv.VisitDocValues(page[i], func(field string, term []byte) {
-			if field == fieldEpoch {
-				epochs[i], _ = dec(term)
-			}
-		}); err != nil {
-			return fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
-		}
-	}
 	src := newSources(r)
-	for i, iid := range page {
+	for _, iid := range page {
 		source, err := src.read(iid)
 		if err != nil {
 			return err
@@ -335,8 +312,14 @@ func (s *Store) fill(res *store.Result, r index.IndexReader, page []index.IndexI
 			id, _ := r.ExternalID(iid)
 			return fmt.Errorf("document %s: %w", strings.ReplaceAll(id, "\x00", "/"), err)
 		}
+		// The epoch as the write rule reads it (index.go), from the source being read anyway: its
+		// doc values column would be read a compressed chunk at a time, for every page again.
+		var epoch int64
+		if vals, err := longs(fieldEpoch, gjson.GetBytes(source, fieldEpoch)); err == nil && len(vals) > 0 {
+			epoch = vals[0]
+		}
 		res.Items = append(res.Items, json.RawMessage(item(obj, q.MetadataOnly)))
-		res.Epochs = append(res.Epochs, epochs[i])
+		res.Epochs = append(res.Epochs, epoch)
 	}
 	return nil
 }
