@@ -41,6 +41,7 @@ type benchStore interface {
 // and the cold start of `kubesearch standalone` on the data folder it leaves. Run it with
 // `make bench-stores`.
 func TestBenchStores(t *testing.T) {
+	buildFlags = nil // measure the binary users run, not a race-detector build
 	env := testbed.Get(t)
 	ctx := t.Context()
 	n := envInt("BENCH_STORE_PODS", 100000)
