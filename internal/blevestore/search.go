@@ -67,7 +67,7 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 	if err != nil {
 		return nil, err
 	}
-	res, sn, last, err := s.first(ctx, q, r)
+	res, last, err := s.first(ctx, q, r)
 	if err != nil {
 		return nil, errors.Join(err, r.Close())
 	}
@@ -82,7 +82,7 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 		_ = sn.r.Close() // a reader of a closed index has nothing left to free
 	}
 	switch {
-	case err == nil && s.snaps.Hold(id, sn, time.Unix(0, tok.Expires)):
+	case err == nil && s.snaps.Hold(id, &snapshot{r: r}, time.Unix(0, tok.Expires)):
 		tok.Snapshot = id
 	default:
 		res.Warnings = append(res.Warnings, noSnapshotWarning)
@@ -98,21 +98,21 @@ func (s *Store) Search(ctx context.Context, q *query.Query) (*store.Result, erro
 	return res, nil
 }
 
-// first reads the first page of q in r, with its total, facets and versions; sn is the snapshot to
-// hold for the pages that follow, last the place of the page's last item.
-func (s *Store) first(ctx context.Context, q *query.Query, r index.IndexReader) (res *store.Result, sn *snapshot, last cursor, err error) {
+// first reads the first page of q in r, with its total, facets and versions, and the place of the
+// page's last item.
+func (s *Store) first(ctx context.Context, q *query.Query, r index.IndexReader) (res *store.Result, last cursor, err error) {
 	cq, err := compile(q, r)
 	if err != nil {
-		return nil, nil, cursor{}, err
+		return nil, cursor{}, err
 	}
 	k, err := newRanker(ctx, q, r, true, false)
 	if err != nil {
-		return nil, nil, cursor{}, err
+		return nil, cursor{}, err
 	}
 	res = &store.Result{}
 	page, total, err := k.top(cq, q.Limit, nil)
 	if err != nil {
-		return nil, nil, cursor{}, err
+		return nil, cursor{}, err
 	}
 	res.Total = total
 	if k.facets != nil {
@@ -120,16 +120,16 @@ func (s *Store) first(ctx context.Context, q *query.Query, r index.IndexReader) 
 	}
 	if q.Versions {
 		if res.Versions, err = versions(ctx, r, q); err != nil {
-			return nil, nil, cursor{}, err
+			return nil, cursor{}, err
 		}
 	}
 	if last, err = k.place(page); err != nil {
-		return nil, nil, cursor{}, err
+		return nil, cursor{}, err
 	}
 	if err := s.fill(res, r, ids(page), q); err != nil {
-		return nil, nil, cursor{}, err
+		return nil, cursor{}, err
 	}
-	return res, &snapshot{r: r}, last, nil
+	return res, last, nil
 }
 
 // rankWholeAfter is how many pages a query reads, each ranking the top of what follows its
