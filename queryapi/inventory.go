@@ -95,13 +95,11 @@ func (i *inventory) Namespaces(ctx context.Context, cluster string) ([]string, e
 
 func (i *inventory) readNamespaces(ctx context.Context, cluster string) ([]string, error) {
 	set := map[string]bool{}
-	res, err := i.store.Search(ctx, &query.Query{Clusters: []string{cluster}, Limit: 1, MetadataOnly: true, Drain: true,
+	// A lookup of its own (Peek): only the facet is read, so no snapshot is opened to be released.
+	res, err := i.store.Search(ctx, &query.Query{Clusters: []string{cluster}, Limit: 1, MetadataOnly: true, Peek: true,
 		Facets: []query.Facet{{Dimension: query.FacetNamespace, Size: maxNamespaces}}})
 	if err != nil {
 		return nil, err
-	}
-	if res.Continue != "" {
-		i.store.Release(ctx, res.Continue)
 	}
 	for _, f := range res.Facets {
 		for _, b := range f.Buckets {
