@@ -176,9 +176,13 @@ func (k *karmadaMembers) member(ctx context.Context, obj *unstructured.Unstructu
 		return registry.Cluster{}, prefix + strings.Join(bad, "; ") + "; not collected", nil
 	}
 	if err := registry.ValidateClusters([]registry.Cluster{c}); err != nil {
-		// The paths are the clusters file's (clusters[0].caData); say where they came from.
-		return registry.Cluster{}, fmt.Sprintf("%s%v (server from spec.apiEndpoint, caData and token from Secret %s/%s data.caBundle and data.token); not collected",
-			prefix, err, ns, sname), nil
+		// The paths are the clusters file's (clusters[0].caData): name the Karmada fields instead.
+		secret := "Secret " + ns + "/" + sname
+		fields := strings.NewReplacer("clusters[0].name", "metadata.name", "clusters[0].labels", "metadata.labels",
+			"clusters[0].server", "spec.apiEndpoint", "clusters[0].proxyURL", "spec.proxyURL",
+			"clusters[0].caData", secret+" data.caBundle", "clusters[0].caFile", secret+" data.caBundle",
+			"clusters[0].token", secret+" data.token", "clusters[0].insecureSkipTLSVerify", "spec.insecureSkipTLSVerification")
+		return registry.Cluster{}, prefix + strings.ReplaceAll(fields.Replace(err.Error()), "\n", "; ") + "; not collected", nil
 	}
 	return c, "", nil
 }
