@@ -186,3 +186,26 @@ func TestKarmadaReadDigest(t *testing.T) {
 		}
 	}
 }
+
+func TestOptionsMembersExclusive(t *testing.T) {
+	for _, tt := range []struct {
+		name                          string
+		clusters, kubeconfig, karmada string
+		wantErr                       bool
+	}{
+		{name: "karmada alone", karmada: "k"},
+		{name: "clusters alone", clusters: "c"},
+		{name: "karmada and kubeconfig", karmada: "k", kubeconfig: "c", wantErr: true},
+		{name: "karmada and clusters", karmada: "k", clusters: "c", wantErr: true},
+		{name: "none", wantErr: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Options{Registry: "r", Brokers: []string{"b"}, ClustersFile: tt.clusters, Kubeconfig: tt.kubeconfig, KarmadaKubeconfig: tt.karmada}
+			o.SetDefaults()
+			err := o.Validate()
+			if got := err != nil && strings.Contains(err.Error(), "--karmada-kubeconfig: exactly one is required"); got != tt.wantErr {
+				t.Errorf("Validate() = %v, want a members error: %v", err, tt.wantErr)
+			}
+		})
+	}
+}
