@@ -82,6 +82,10 @@ func TestKarmadaClusters(t *testing.T) {
 	}
 	pull := "pull-" + suffix
 	createKarmadaCluster(t, dyn, pull, map[string]any{"syncMode": "Pull", "apiEndpoint": "https://10.255.0.1:6443"})
+	// A Cluster whose Secret does not exist: reported, and the others collected all the same.
+	orphan := "orphan-" + suffix
+	createKarmadaCluster(t, dyn, orphan, map[string]any{"syncMode": "Push", "apiEndpoint": env.RESTConfig(t, members[0]).Host,
+		"secretRef": map[string]any{"namespace": secretNS, "name": orphan}, "provider": "testbed"})
 
 	dir := t.TempDir()
 	registryFile := filepath.Join(dir, "registry.yaml")
@@ -122,14 +126,19 @@ spec:
 		return slices.Equal(indexed(), want)
 	})
 
-	t.Run("a Pull-mode Cluster is reported as not collected", func(t *testing.T) {
+	t.Run("Pull-mode and bad Clusters are reported as not collected", func(t *testing.T) {
 		var body string
-		eventually(t, "the fleet status names "+pull, 30*time.Second, func() bool {
+		eventually(t, "the fleet status names "+pull+" and "+orphan, 30*time.Second, func() bool {
 			body = string(get(t, base, "/v1alpha1/fleet", nil).raw)
-			return strings.Contains(body, `"cluster": "`+pull+`"`) || strings.Contains(body, `"cluster":"`+pull+`"`)
+			return strings.Contains(body, pull) && strings.Contains(body, orphan)
 		})
-		if !strings.Contains(body, "Karmada Cluster "+pull+": spec.syncMode is Pull") || !strings.Contains(body, "not collected") {
-			t.Errorf("fleet status does not say why %s is not collected:\n%s", pull, body)
+		for _, why := range []string{
+			"Karmada Cluster " + pull + ": spec.syncMode is Pull",
+			"Karmada Cluster " + orphan + ": spec.secretRef: Secret " + secretNS + "/" + orphan + " not found; not collected",
+		} {
+			if !strings.Contains(body, why) {
+				t.Errorf("fleet status does not say %q:\n%s", why, body)
+			}
 		}
 	})
 
