@@ -5,8 +5,8 @@
 // key → (uid, resourceVersion). Every list starts a new epoch: the listed objects are published as
 // ADDED, keys that vanished as DELETED, then a SYNC marker. Publishing blocks the reflectors when
 // Kafka is slow or away; an event over Kafka's message size limit is published in a smaller form
-// (oversize.go). Configuration files are re-read while running; a selection that leaves every
-// registry is PURGEd. Each member's OpenAPI v3 documents of the group-versions it collects are relayed
+// (oversize.go). Configuration files are re-read while running, and so are the members of a Karmada
+// control plane (karmada.go); a selection that leaves every registry is PURGEd. Each member's OpenAPI v3 documents of the group-versions it collects are relayed
 // through the collectors' ledger for the query API's facade (openapi.go).
 //
 // It leaves out what happens to the events (the indexer). Replicas of one collector share its member
@@ -590,8 +590,9 @@ type config struct {
 	members karmadaRead
 }
 
-// readConfig reads what the plan is built from when it cannot be read more cheaply than whole: the
-// files are hashed (loadPlan reads them), the Karmada control plane's members are read and hashed.
+// readConfig is the check of every reload: the files are only hashed (loadPlan parses them when the
+// digest changed), while the Karmada members have no cheaper fingerprint than themselves, so they are
+// read whole, hashed, and kept for loadPlan: one read of the control plane per check.
 func (c *Collector) readConfig(ctx context.Context) (config, error) {
 	var cfg config
 	h := sha256.New()
