@@ -6,8 +6,9 @@
 // ADDED, keys that vanished as DELETED, then a SYNC marker. Publishing blocks the reflectors when
 // Kafka is slow or away; an event over Kafka's message size limit is published in a smaller form
 // (oversize.go). Configuration files are re-read while running, and so are the members of a Karmada
-// control plane (karmada.go); a selection that leaves every registry is PURGEd. Each member's OpenAPI v3 documents of the group-versions it collects are relayed
-// through the collectors' ledger for the query API's facade (openapi.go).
+// control plane (karmada.go); a selection that leaves every registry is PURGEd. Each member's OpenAPI
+// v3 documents of the group-versions it collects are relayed through the collectors' ledger for the
+// query API's facade (openapi.go).
 //
 // It leaves out what happens to the events (the indexer). Replicas of one collector share its member
 // clusters through a lease (Options.Lease, lease.go); without it, run one collector per member
