@@ -5,9 +5,10 @@
 // key → (uid, resourceVersion). Every list starts a new epoch: the listed objects are published as
 // ADDED, keys that vanished as DELETED, then a SYNC marker. Publishing blocks the reflectors when
 // Kafka is slow or away; an event over Kafka's message size limit is published in a smaller form
-// (oversize.go). Configuration files are re-read while running; a selection that leaves every
-// registry is PURGEd. Each member's OpenAPI v3 documents of the group-versions it collects are relayed
-// through the collectors' ledger for the query API's facade (openapi.go).
+// (oversize.go). Configuration files are re-read while running, and so are the members of a Karmada
+// control plane (karmada.go); a selection that leaves every registry is PURGEd. Each member's OpenAPI
+// v3 documents of the group-versions it collects are relayed through the collectors' ledger for the
+// query API's facade (openapi.go).
 //
 // It leaves out what happens to the events (the indexer). Replicas of one collector share its member
 // clusters through a lease (Options.Lease, lease.go); without it, run one collector per member
@@ -20,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -45,9 +47,12 @@ import (
 type Options struct {
 	// Registry is a ResourceRegistry file or a folder of them.
 	Registry string
-	// ClustersFile lists the member clusters; Kubeconfig instead makes every context a member.
-	ClustersFile string
-	Kubeconfig   string
+	// ClustersFile lists the member clusters; Kubeconfig instead makes every context a member;
+	// KarmadaKubeconfig instead reaches a Karmada control plane whose Push-mode Cluster objects are
+	// the members (karmada.go).
+	ClustersFile      string
+	Kubeconfig        string
+	KarmadaKubeconfig string
 
 	Brokers []string
 	// Stream, when set, is the event stream instead of Kafka at Brokers: the standalone mode's
@@ -137,8 +142,8 @@ func (o *Options) Validate() error {
 	if o.Registry == "" {
 		errs = append(errs, errors.New("--registry: required"))
 	}
-	if (o.ClustersFile == "") == (o.Kubeconfig == "") {
-		errs = append(errs, errors.New("--clusters, --kubeconfig: exactly one is required"))
+	if n := countSet(o.ClustersFile, o.Kubeconfig, o.KarmadaKubeconfig); n != 1 {
+		errs = append(errs, fmt.Errorf("--clusters, --kubeconfig, --karmada-kubeconfig: exactly one is required, got %d", n))
 	}
 	if len(o.Brokers) == 0 && o.Stream == nil {
 		errs = append(errs, errors.New("--kafka-brokers: required"))
@@ -169,6 +174,16 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+func countSet(values ...string) int {
+	n := 0
+	for _, v := range values {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // Collector runs the collections of every member cluster.
 type Collector struct {
 	opts    Options
@@ -185,6 +200,8 @@ type Collector struct {
 	listener  net.Listener
 	endpoints *serving.Endpoints // who may read /metrics and /status
 
+	karmada *karmadaMembers // nil unless Options.KarmadaKubeconfig
+
 	mu      sync.Mutex // serialises apply; may be held while Publish blocks on a full buffer
 	plan    registry.Plan
 	digest  [32]byte
@@ -194,6 +211,8 @@ type Collector struct {
 	// apply waits for Kafka.
 	viewMu sync.RWMutex
 	view   []*member
+	// skipped: the Karmada Cluster objects the applied plan leaves out, and why.
+	skipped []skippedCluster
 
 	// warned: the members that look like one cluster, as logged already (identity.go).
 	warnedMu sync.Mutex
@@ -214,11 +233,29 @@ func New(opts Options) (*Collector, error) {
 		return nil, err
 	}
 	c := &Collector{opts: opts, log: opts.Logger, members: map[string]*memberRun{}}
-	plan, digest, err := c.loadPlan()
+	if opts.KarmadaKubeconfig != "" {
+		k, err := newKarmadaMembers(opts.KarmadaKubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		c.karmada = k
+	}
+	// New has no context of its caller's: the first read of the control plane is bounded here, so
+	// an unreachable one fails the start as an unreadable file does.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := c.readConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c.plan, c.digest = plan, digest
+	plan, err := c.loadPlan(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.plan, c.digest, c.skipped = plan, cfg.digest, cfg.members.skipped
+	for _, s := range c.skipped {
+		c.log.Warn("member cluster not collected", "cluster", s.Name, "reason", s.Reason)
+	}
 	c.kafka = opts.Stream
 	if c.kafka == nil {
 		kafkaConn, err := opts.Kafka.Resolve()
@@ -378,24 +415,30 @@ func (c *Collector) start(ctx context.Context) error {
 // reload re-reads the configuration files when their content changed. An invalid new configuration is
 // reported and ignored: the collector keeps collecting what the last valid one selected.
 func (c *Collector) reload(ctx context.Context) {
-	digest, err := c.configDigest()
+	cfg, err := c.readConfig(ctx)
 	if err != nil {
 		c.log.Error("configuration unreadable, keeping the current one", "err", err)
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if digest == c.digest {
+	if cfg.digest == c.digest {
 		return
 	}
-	plan, digest, err := c.loadPlan()
+	plan, err := c.loadPlan(cfg)
 	if err != nil {
 		c.log.Error("configuration changed but is invalid, keeping the current one", "err", err)
 		return
 	}
 	c.log.Info("configuration changed, applying")
+	for _, s := range cfg.members.skipped {
+		c.log.Warn("member cluster not collected", "cluster", s.Name, "reason", s.Reason)
+	}
+	c.viewMu.Lock()
+	c.skipped = cfg.members.skipped
+	c.viewMu.Unlock()
 	c.apply(ctx, c.held(c.plan), c.held(plan))
-	c.plan, c.digest = plan, digest
+	c.plan, c.digest = plan, cfg.digest
 }
 
 // apply moves from one plan to the next; c.mu is held. Removed selections are purged before anything
@@ -541,43 +584,68 @@ func (c *Collector) viewMembers() []*member {
 	return c.view
 }
 
-func (c *Collector) loadPlan() (registry.Plan, [32]byte, error) {
-	digest, err := c.configDigest()
-	if err != nil {
-		return registry.Plan{}, digest, err
-	}
-	regs, err := registry.Load(c.opts.Registry)
-	if err != nil {
-		return registry.Plan{}, digest, fmt.Errorf("--registry %s: %w", c.opts.Registry, err)
-	}
-	var clusters []registry.Cluster
-	if c.opts.ClustersFile != "" {
-		clusters, err = registry.LoadClusters(c.opts.ClustersFile)
-		if err != nil {
-			return registry.Plan{}, digest, fmt.Errorf("--clusters %s: %w", c.opts.ClustersFile, err)
-		}
-	} else {
-		clusters, err = registry.ClustersFromKubeconfig(c.opts.Kubeconfig)
-		if err != nil {
-			return registry.Plan{}, digest, fmt.Errorf("--kubeconfig %s: %w", c.opts.Kubeconfig, err)
-		}
-	}
-	plan, err := registry.NewPlan(regs, clusters)
-	return plan, digest, err
+// config is what a plan is built from, as read at one check: the digest of the configuration files
+// and of the Karmada members, and those members.
+type config struct {
+	digest  [32]byte
+	members karmadaRead
 }
 
-// configDigest hashes every configuration file, so a reload happens only when content changed
-// (including a ConfigMap volume's atomic symlink swap, which keeps every path the same).
-func (c *Collector) configDigest() ([32]byte, error) {
+// readConfig is the check of every reload: the files are only hashed (loadPlan parses them when the
+// digest changed), while the Karmada members have no cheaper fingerprint than themselves, so they are
+// read whole, hashed, and kept for loadPlan: one read of the control plane per check.
+func (c *Collector) readConfig(ctx context.Context) (config, error) {
+	var cfg config
 	h := sha256.New()
+	if err := c.configDigest(h); err != nil {
+		return cfg, err
+	}
+	if c.karmada != nil {
+		m, err := c.karmada.read(ctx)
+		if err != nil {
+			return cfg, err
+		}
+		m.digest(h)
+		cfg.members = m
+	}
+	copy(cfg.digest[:], h.Sum(nil))
+	return cfg, nil
+}
+
+func (c *Collector) loadPlan(cfg config) (registry.Plan, error) {
+	regs, err := registry.Load(c.opts.Registry)
+	if err != nil {
+		return registry.Plan{}, fmt.Errorf("--registry %s: %w", c.opts.Registry, err)
+	}
+	var clusters []registry.Cluster
+	switch {
+	case c.opts.ClustersFile != "":
+		clusters, err = registry.LoadClusters(c.opts.ClustersFile)
+		if err != nil {
+			return registry.Plan{}, fmt.Errorf("--clusters %s: %w", c.opts.ClustersFile, err)
+		}
+	case c.karmada != nil:
+		clusters = cfg.members.clusters
+	default:
+		clusters, err = registry.ClustersFromKubeconfig(c.opts.Kubeconfig)
+		if err != nil {
+			return registry.Plan{}, fmt.Errorf("--kubeconfig %s: %w", c.opts.Kubeconfig, err)
+		}
+	}
+	return registry.NewPlan(regs, clusters)
+}
+
+// configDigest hashes every configuration file into h, so a reload happens only when content changed
+// (including a ConfigMap volume's atomic symlink swap, which keeps every path the same).
+func (c *Collector) configDigest(h io.Writer) error {
 	add := func(path string) error {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00", path, len(data))
-		h.Write(data)
-		return nil
+		_, err = h.Write(data)
+		return err
 	}
 	var errs []error
 	for _, f := range []struct{ flag, path string }{{"--registry", c.opts.Registry}, {"--clusters", c.opts.ClustersFile}, {"--kubeconfig", c.opts.Kubeconfig}} {
@@ -611,9 +679,7 @@ func (c *Collector) configDigest() ([32]byte, error) {
 			}
 		}
 	}
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	return sum, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 func (c *Collector) handler() http.Handler {
@@ -659,6 +725,9 @@ func (c *Collector) Status() []registry.ResourceStatus {
 	for _, m := range c.viewMembers() {
 		rows = append(rows, m.rows()...)
 	}
+	c.viewMu.RLock()
+	rows = append(rows, skippedRows(c.skipped, time.Now().UTC())...)
+	c.viewMu.RUnlock()
 	sortRows(rows)
 	return rows
 }

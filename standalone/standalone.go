@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -47,9 +48,11 @@ var DefaultRegistry []byte
 
 // Options configure a Standalone. Zero values take the defaults of SetDefaults.
 type Options struct {
-	// Kubeconfig makes every context a member cluster; ClustersFile lists them instead.
-	Kubeconfig   string
-	ClustersFile string
+	// Kubeconfig makes every context a member cluster; ClustersFile lists them instead;
+	// KarmadaKubeconfig takes them from a Karmada control plane's Cluster objects instead.
+	Kubeconfig        string
+	ClustersFile      string
+	KarmadaKubeconfig string
 	// Registry is a ResourceRegistry file or folder; empty uses DefaultRegistry.
 	Registry string
 	// DataDir holds the index and what must survive a restart.
@@ -72,7 +75,7 @@ type Options struct {
 // SetDefaults fills the zero fields: members from $KUBECONFIG or ~/.kube/config, the data folder
 // in the user's state directory, the API on 127.0.0.1:8080.
 func (o *Options) SetDefaults() {
-	if o.Kubeconfig == "" && o.ClustersFile == "" {
+	if o.Kubeconfig == "" && o.ClustersFile == "" && o.KarmadaKubeconfig == "" {
 		o.Kubeconfig = DefaultKubeconfig()
 	}
 	if o.DataDir == "" {
@@ -113,15 +116,15 @@ func DefaultDataDir() string {
 // Validate reports every invalid option at once, each named by its flag.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.Kubeconfig != "" && o.ClustersFile != "" {
-		errs = append(errs, errors.New("--kubeconfig, --clusters: at most one"))
+	if n := len(slices.DeleteFunc([]string{o.Kubeconfig, o.ClustersFile, o.KarmadaKubeconfig}, func(s string) bool { return s == "" })); n > 1 {
+		errs = append(errs, errors.New("--kubeconfig, --clusters, --karmada-kubeconfig: at most one"))
 	}
 	if o.Kubeconfig != "" {
 		if _, err := os.Stat(o.Kubeconfig); err != nil {
 			errs = append(errs, fmt.Errorf("--kubeconfig %s: %w (members are the contexts of $KUBECONFIG or ~/.kube/config unless --kubeconfig or --clusters names them)", o.Kubeconfig, err))
 		}
 	}
-	if o.Kubeconfig == "" && o.ClustersFile == "" {
+	if o.Kubeconfig == "" && o.ClustersFile == "" && o.KarmadaKubeconfig == "" {
 		errs = append(errs, errors.New("--kubeconfig: no kubeconfig found; name one, or a clusters file with --clusters"))
 	}
 	if o.DataDir == "" {
@@ -197,7 +200,7 @@ func New(o Options) (_ *Standalone, err error) {
 	}
 
 	co := o.Collector
-	co.Registry, co.Kubeconfig, co.ClustersFile = registryPath, o.Kubeconfig, o.ClustersFile
+	co.Registry, co.Kubeconfig, co.ClustersFile, co.KarmadaKubeconfig = registryPath, o.Kubeconfig, o.ClustersFile, o.KarmadaKubeconfig
 	co.Stream, co.Brokers = s.events, nil
 	// The ledger remembers the members under this name, so one removed from the kubeconfig while
 	// the process was down is purged at the next start.
@@ -269,6 +272,9 @@ func (s *Standalone) Run(ctx context.Context) error {
 func membersFrom(o Options) string {
 	if o.ClustersFile != "" {
 		return "the clusters of " + o.ClustersFile
+	}
+	if o.KarmadaKubeconfig != "" {
+		return "the Push-mode Cluster objects of the Karmada control plane of " + o.KarmadaKubeconfig
 	}
 	return "every context of " + o.Kubeconfig
 }

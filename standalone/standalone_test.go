@@ -48,3 +48,33 @@ spec:
 		}
 	}
 }
+
+// Members from a Karmada control plane: exclusive with the other sources, and a control plane that
+// cannot be read fails New with the flag named (the collector never starts on an unknown fleet).
+func TestKarmadaMembers(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "karmada.kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: karmada, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: admin, user: {token: t}}]
+contexts: [{name: karmada, context: {cluster: karmada, user: admin}}]
+current-context: karmada
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	both := Options{KarmadaKubeconfig: kubeconfig, ClustersFile: filepath.Join(dir, "clusters.yaml"), DataDir: filepath.Join(dir, "data")}
+	both.SetDefaults()
+	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "--kubeconfig, --clusters, --karmada-kubeconfig: at most one") {
+		t.Errorf("Validate() = %v, want the members' flags refused together", err)
+	}
+	o := Options{KarmadaKubeconfig: kubeconfig, DataDir: filepath.Join(dir, "data"), ListenAddr: "127.0.0.1:0"}
+	o.SetDefaults()
+	if o.Kubeconfig != "" {
+		t.Errorf("SetDefaults chose kubeconfig %s besides --karmada-kubeconfig", o.Kubeconfig)
+	}
+	_, err := New(o)
+	if err == nil || !strings.Contains(err.Error(), "--karmada-kubeconfig "+kubeconfig+": list clusters.cluster.karmada.io") {
+		t.Errorf("New with an unreachable control plane: %v, want an error naming the flag and what it listed", err)
+	}
+}

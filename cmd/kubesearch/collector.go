@@ -52,6 +52,7 @@ func collectorFlags(g flagGroups) func() collector.Options {
 		fs.StringVar(&o.Registry, "registry", "", "ResourceRegistry file, or a folder of them (required)")
 		fs.StringVar(&o.ClustersFile, "clusters", "", "clusters file listing the member clusters")
 		fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose every context is a member cluster (instead of --clusters)")
+		fs.StringVar(&o.KarmadaKubeconfig, "karmada-kubeconfig", "", "kubeconfig of a Karmada control plane whose Push-mode Cluster objects (cluster.karmada.io/v1alpha1) are the member clusters, with the token and caBundle of the Secrets they reference (instead of --clusters, --kubeconfig)")
 		fs.DurationVar(&o.ReloadInterval, "reload-interval", o.ReloadInterval, "how often configuration files are checked for changes")
 		fs.DurationVar(&o.DiscoveryInterval, "discovery-interval", o.DiscoveryInterval, "how often each member's API resources are rediscovered")
 	})

@@ -57,6 +57,7 @@ func standaloneFlags(g flagGroups) func() standalone.Options {
 	g.add("Members", func(fs *pflag.FlagSet) {
 		fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose every context is a member cluster (default: the first file of $KUBECONFIG, else ~/.kube/config)")
 		fs.StringVar(&o.ClustersFile, "clusters", "", "clusters file listing the member clusters (instead of --kubeconfig)")
+		fs.StringVar(&o.KarmadaKubeconfig, "karmada-kubeconfig", "", "kubeconfig of a Karmada control plane whose Push-mode Cluster objects are the member clusters (instead of --kubeconfig, --clusters)")
 		fs.StringVar(&o.Registry, "registry", "", "ResourceRegistry file, or a folder of them (default: pods, workloads, services, ingresses, nodes, namespaces, configmaps, events and PVCs of every member)")
 	})
 	g.add("Serving", func(fs *pflag.FlagSet) {

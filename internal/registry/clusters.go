@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -13,13 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/yaml"
 )
 
 // Cluster is a member cluster: what registries select it by, and how to reach it. It is reached
 // either through a kubeconfig (Kubeconfig, and Context or the kubeconfig's current context) or
-// directly (Server, CAFile, TokenFile). Credentials are only ever named by file, never inline, so
-// that they can rotate and never end up in logs.
+// directly (Server, CAFile or CAData, TokenFile or Token). A clusters file names credentials only by
+// file, never inline, so that they can rotate and never end up in logs; CAData, Token and ProxyURL are
+// never read from a file (json:"-"): they hold what a Karmada Cluster object's Secret gives, in
+// memory, and a rotation is a changed Cluster (a reconnect).
 type Cluster struct {
 	// Name identifies the cluster everywhere (documents, status, partition keys); a DNS label.
 	Name string `json:"name"`
@@ -41,6 +46,12 @@ type Cluster struct {
 	TokenFile string `json:"tokenFile,omitempty"`
 	// InsecureSkipTLSVerify trusts any server certificate; for test beds only.
 	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+
+	// CAData (PEM) and Token replace CAFile and TokenFile when the credentials are held in memory.
+	CAData []byte `json:"-"`
+	Token  string `json:"-"`
+	// ProxyURL is the proxy every request to the member goes through (http, https or socks5).
+	ProxyURL string `json:"-"`
 }
 
 // clustersFile is the shape of a clusters file.
@@ -132,14 +143,16 @@ func validateCluster(c *Cluster, path *field.Path) field.ErrorList {
 	}
 	allErrs = append(allErrs, metav1validation.ValidateLabels(c.Labels, path.Child("labels"))...)
 
-	direct := c.Server != "" || c.CAFile != "" || c.TokenFile != "" || c.InsecureSkipTLSVerify
+	direct := c.Server != "" || c.CAFile != "" || c.TokenFile != "" || c.InsecureSkipTLSVerify ||
+		len(c.CAData) > 0 || c.Token != "" || c.ProxyURL != ""
 	switch {
 	case c.Kubeconfig != "" && direct:
 		for _, f := range []struct {
 			name string
 			set  bool
 		}{{"server", c.Server != ""}, {"caFile", c.CAFile != ""}, {"tokenFile", c.TokenFile != ""},
-			{"insecureSkipTLSVerify", c.InsecureSkipTLSVerify}} {
+			{"insecureSkipTLSVerify", c.InsecureSkipTLSVerify}, {"caData", len(c.CAData) > 0},
+			{"token", c.Token != ""}, {"proxyURL", c.ProxyURL != ""}} {
 			if f.set {
 				allErrs = append(allErrs, field.Forbidden(path.Child(f.name),
 					"cannot be combined with kubeconfig; reach a cluster through one or the other"))
@@ -170,15 +183,36 @@ func validateDirect(c *Cluster, path *field.Path) field.ErrorList {
 		allErrs = append(allErrs, field.Invalid(path.Child("server"), u.Redacted(),
 			"must not carry credentials; use tokenFile"))
 	}
-	if c.TokenFile == "" {
-		allErrs = append(allErrs, field.Required(path.Child("tokenFile"), "a file holding a bearer token"))
-	}
 	switch {
-	case c.CAFile != "" && c.InsecureSkipTLSVerify:
+	case c.TokenFile == "" && c.Token == "":
+		allErrs = append(allErrs, field.Required(path.Child("tokenFile"), "a file holding a bearer token"))
+	case c.TokenFile != "" && c.Token != "":
+		allErrs = append(allErrs, field.Forbidden(path.Child("token"), "cannot be combined with tokenFile"))
+	}
+	hasCA := c.CAFile != "" || len(c.CAData) > 0
+	switch {
+	case c.CAFile != "" && len(c.CAData) > 0:
+		allErrs = append(allErrs, field.Forbidden(path.Child("caData"), "cannot be combined with caFile"))
+	case hasCA && c.InsecureSkipTLSVerify:
 		allErrs = append(allErrs, field.Forbidden(path.Child("insecureSkipTLSVerify"), "cannot be combined with caFile"))
-	case c.CAFile == "" && !c.InsecureSkipTLSVerify:
+	case !hasCA && !c.InsecureSkipTLSVerify:
 		allErrs = append(allErrs, field.Required(path.Child("caFile"),
 			"the CA bundle that signed the server's certificate (or insecureSkipTLSVerify, for test beds only)"))
+	}
+	if len(c.CAData) > 0 {
+		// Checked here, not at the first request: a bad bundle is the Cluster's fault, named as such.
+		if _, err := certutil.ParseCertsPEM(c.CAData); err != nil {
+			allErrs = append(allErrs, field.Invalid(path.Child("caData"), "(PEM)", err.Error()))
+		}
+	}
+	if c.ProxyURL != "" {
+		u, err := url.Parse(c.ProxyURL)
+		switch {
+		case err != nil:
+			allErrs = append(allErrs, field.Invalid(path.Child("proxyURL"), c.ProxyURL, err.Error()))
+		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" || u.Host == "":
+			allErrs = append(allErrs, field.Invalid(path.Child("proxyURL"), u.Redacted(), "must be an http, https or socks5 URL with a host"))
+		}
 	}
 	return allErrs
 }
@@ -242,26 +276,39 @@ func (c Cluster) RESTConfig() (*rest.Config, error) {
 		}
 		return cfg, nil
 	}
-	if _, err := os.Stat(c.TokenFile); err != nil {
-		return nil, fmt.Errorf("cluster %q: token file: %w", c.Name, err)
+	if c.TokenFile != "" {
+		if _, err := os.Stat(c.TokenFile); err != nil {
+			return nil, fmt.Errorf("cluster %q: token file: %w", c.Name, err)
+		}
 	}
 	if c.CAFile != "" {
 		if _, err := os.Stat(c.CAFile); err != nil {
 			return nil, fmt.Errorf("cluster %q: CA file: %w", c.Name, err)
 		}
 	}
-	return &rest.Config{
+	cfg := &rest.Config{
 		Host:            c.Server,
+		BearerToken:     c.Token,
 		BearerTokenFile: c.TokenFile,
 		TLSClientConfig: rest.TLSClientConfig{
 			CAFile:   c.CAFile,
+			CAData:   c.CAData,
 			Insecure: c.InsecureSkipTLSVerify,
 		},
-	}, nil
+	}
+	if c.ProxyURL != "" {
+		u, err := url.Parse(c.ProxyURL) // validated above
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: proxy URL: %w", c.Name, err)
+		}
+		cfg.Proxy = http.ProxyURL(u)
+	}
+	return cfg, nil
 }
 
 // sameConnection reports whether a and b reach their cluster the same way.
 func sameConnection(a, b Cluster) bool {
 	return a.Kubeconfig == b.Kubeconfig && a.Context == b.Context && a.Server == b.Server &&
-		a.CAFile == b.CAFile && a.TokenFile == b.TokenFile && a.InsecureSkipTLSVerify == b.InsecureSkipTLSVerify
+		a.CAFile == b.CAFile && a.TokenFile == b.TokenFile && a.InsecureSkipTLSVerify == b.InsecureSkipTLSVerify &&
+		bytes.Equal(a.CAData, b.CAData) && a.Token == b.Token && a.ProxyURL == b.ProxyURL
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 )
 
 func TestLoadClusters(t *testing.T) {
@@ -172,6 +174,10 @@ func TestRESTConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	caPEM, _, err := certutil.GenerateSelfSignedCertKey("member", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		cluster Cluster
@@ -217,6 +223,18 @@ func TestRESTConfig(t *testing.T) {
 					t.Errorf("got insecure %v CA %q", c.Insecure, c.CAFile)
 				}
 			}},
+		{name: "server, CA and token in memory, proxy", cluster: Cluster{Name: "m", Server: "https://10.0.0.4:6443",
+			CAData: caPEM, Token: "t0k3n", ProxyURL: "http://proxy:3128"},
+			want: func(t *testing.T, c *rest.Config) {
+				if c.BearerToken != "t0k3n" || c.BearerTokenFile != "" || string(c.CAData) != string(caPEM) || c.CAFile != "" || c.Proxy == nil {
+					t.Fatalf("got token %q token file %q CA data %d bytes CA file %q proxy set %v", c.BearerToken, c.BearerTokenFile,
+						len(c.CAData), c.CAFile, c.Proxy != nil)
+				}
+				u, err := c.Proxy(&http.Request{URL: &url.URL{Scheme: "https", Host: "10.0.0.4:6443"}})
+				if err != nil || u.String() != "http://proxy:3128" {
+					t.Errorf("proxy = %v, %v; want http://proxy:3128", u, err)
+				}
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -245,6 +263,16 @@ func TestRESTConfigErrors(t *testing.T) {
 			want: `cluster "m": CA file: stat nope: no such file or directory`},
 		{name: "no way to reach it", cluster: Cluster{Name: "m"},
 			want: `cluster "m": cluster.server: Required value`},
+		{name: "token and token file", cluster: Cluster{Name: "m", Server: "https://x", InsecureSkipTLSVerify: true, Token: "t", TokenFile: "testdata/clusters/token"},
+			want: `cluster.token: Forbidden: cannot be combined with tokenFile`},
+		{name: "CA data and CA file", cluster: Cluster{Name: "m", Server: "https://x", Token: "t", CAFile: "testdata/clusters/ca.crt", CAData: []byte("x")},
+			want: `cluster.caData: Forbidden: cannot be combined with caFile`},
+		{name: "CA data not PEM", cluster: Cluster{Name: "m", Server: "https://x", Token: "t", CAData: []byte("not a PEM")},
+			want: `cluster.caData: Invalid value`},
+		{name: "proxy not a URL of a proxy", cluster: Cluster{Name: "m", Server: "https://x", Token: "t", InsecureSkipTLSVerify: true, ProxyURL: "ftp://p"},
+			want: `cluster.proxyURL: Invalid value: "ftp://p": must be an http, https or socks5 URL`},
+		{name: "in-memory token beside a kubeconfig", cluster: Cluster{Name: "m", Kubeconfig: "testdata/clusters/kubeconfig", Token: "t"},
+			want: `cluster.token: Forbidden: cannot be combined with kubeconfig`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

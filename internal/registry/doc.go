@@ -9,7 +9,8 @@
 //     too) with strict decoding, so a typo is an error rather than a silently ignored field;
 //   - validation of registries as Karmada does it, with every error at once and each naming its file,
 //     registry and field path;
-//   - the cluster inventory (a clusters file of our own, or every context of a kubeconfig) and the
+//   - the cluster inventory (a clusters file of our own, or every context of a kubeconfig; the
+//     collector makes it from Karmada's Cluster objects too, with credentials held in memory) and the
 //     client configuration of each member;
 //   - cluster selection with Karmada's ClusterAffinity semantics (Matches), the union of all
 //     registries per cluster (NewPlan), and the difference between two plans for a reloader (Diff);
