@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/store"
+	"github.com/kubesearch/kubesearch/queryapi/watchcache"
 )
 
 // memberEvent is cmEvent of another member.
@@ -30,6 +31,18 @@ func seedConfigMaps(c interface{ Seed([]store.Watermark) }, clusters ...string) 
 	c.Seed(wms)
 }
 
+// newMarksServer is a facade whose watch cache keeps marks of a stream of n partitions, member1's
+// and member2's configmaps listed (seedConfigMaps): its fleet positions are sealed marks.
+func newMarksServer(t *testing.T, n int) (string, *Server, *watchcache.Cache) {
+	t.Helper()
+	srv, s := newFacadeTestServer(t, &fakeStore{})
+	s.positions = mustSealer(t)
+	c := cacheOf(s)
+	seedConfigMaps(c, "member1", "member2")
+	c.ReadPartitionsForTest(n)
+	return srv.URL, s, c
+}
+
 func mustSealer(t *testing.T) *sealer {
 	t.Helper()
 	k, err := newSealer(nil)
@@ -45,11 +58,7 @@ func mustSealer(t *testing.T) *sealer {
 // cache that did not read the stream from there is 410 (504 ahead of it), never another vector;
 // at 1,000 clusters it stays under 1 KB where the JSON map is ~30 KB.
 func TestFleetPositionsAsMarks(t *testing.T) {
-	_, s := newFacadeTestServer(t, &fakeStore{})
-	s.positions = mustSealer(t)
-	c := cacheOf(s)
-	seedConfigMaps(c, "member1", "member2")
-	c.ReadPartitionsForTest(12)
+	_, s, c := newMarksServer(t, 12)
 	res := mustResource(t, s)
 	for i := range 20 {
 		c.Apply(memberEvent([]string{"member1", "member2"}[i%2], envelope.Added, fmt.Sprint("o", i), 100+i))
@@ -157,11 +166,7 @@ func TestFleetPositionsAsMarks(t *testing.T) {
 // sealed position; a watch resumed from any event's gets exactly the events after it — none it had,
 // none missing — including after a SYNC moved a member without an event.
 func TestFleetWatchResumesFromSealedPositions(t *testing.T) {
-	url, s := newFacadeServerWithCache(t, &fakeStore{})
-	s.positions = mustSealer(t)
-	c := cacheOf(s)
-	seedConfigMaps(c, "member1", "member2")
-	c.ReadPartitionsForTest(4)
+	url, s, c := newMarksServer(t, 4)
 	for i := range 4 {
 		c.Apply(memberEvent([]string{"member1", "member2"}[i%2], envelope.Added, fmt.Sprint("a", i), 10+i))
 	}

@@ -36,14 +36,7 @@ func newFacadeKubectl(t *testing.T, env *testbed.Env, base string) *facadeKubect
 
 // run runs kubectl and returns its stdout, or an error carrying its stderr.
 func (k *facadeKubectl) run(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, k.env.Kubectl, append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return string(out), nil
+	return kubectlAt(ctx, k.env, k.kubeconfig, args...)
 }
 
 func (k *facadeKubectl) mustRun(t *testing.T, args ...string) string {
