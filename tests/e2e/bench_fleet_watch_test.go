@@ -59,7 +59,9 @@ import (
 // exactly the events that watcher got after it, without a 410. No timing is asserted.
 //
 // With BENCH_FLEET_WATCH_OUT (make bench-fleet-watch sets bench/results/<date>-fleet-watch) the
-// figures are written there as report.md and results.json.
+// figures are written there as report.md and results.json. A query API whose resident memory
+// passes BENCH_FLEET_WATCH_MAX_RSS_MIB (4096) is stopped with SIGQUIT (its goroutines go to its log)
+// and the run fails: the machine is shared.
 func TestBenchFleetWatch(t *testing.T) {
 	buildFlags = nil    // measure the binary users run, not a race-detector build
 	kubesearchBinary(t) // built now, not inside a timed process start
