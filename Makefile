@@ -6,7 +6,7 @@ GO ?= go
 export GOTOOLCHAIN := go1.27.3
 E2E_TIMEOUT ?= 60m
 
-.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down e2e-ha chaos run simulate fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-page bench-freshness bench-roll bench-stores bench-compare bench soak
+.PHONY: build test e2e check fuzz vulncheck testbed-build testbed-up testbed-down e2e-ha chaos run simulate fmt bench-collector bench-indexer bench-query bench-facade bench-facade-memory bench-page bench-freshness bench-roll bench-stores bench-fleet-watch bench-compare bench soak
 
 # bin/kubesearch, and bin/kubectl-search: kubectl runs it as `kubectl search` once it is on PATH.
 build:
@@ -167,6 +167,17 @@ bench-roll:
 # BENCH_STORE_QUERIES to change).
 bench-stores:
 	$(GO) test -tags 'e2e bench' -count=1 -timeout 60m -v -run TestBenchStores ./tests/e2e/
+
+# Fleet-view watches at fleet scale (issue 25), on the test bed: the fleet simulator's
+# BENCH_FLEET_WATCH_CLUSTERS (1000) clusters of BENCH_FLEET_WATCH_OBJECTS (20) objects, Pods only,
+# through an indexer and a query API following its change feed, then BENCH_FLEET_WATCH_WATCHERS (100)
+# fleet watches and an informer while the simulator churns at BENCH_FLEET_WATCH_RATE (200) changes/s
+# for BENCH_FLEET_WATCH_SECONDS (120): delivery p50/p99, gaps (a failure), bytes per event, the
+# length of resourceVersions and continue tokens, the query API's CPU and memory, a resumed watch.
+# Figures in bench/results/<date>-fleet-watch/ (BENCH_FLEET_WATCH_OUT).
+bench-fleet-watch:
+	BENCH_FLEET_WATCH_OUT=$${BENCH_FLEET_WATCH_OUT:-$(CURDIR)/bench/results/$$(date -u +%Y-%m-%d-%H%M)-fleet-watch} \
+	  $(GO) test -tags 'e2e bench' -count=1 -timeout 60m -v -run 'TestBenchFleetWatch$$' ./tests/e2e/
 
 # Go benchmarks of the hot paths (envelope, object → document, query compile, Table rows, watch
 # events; no services) on the working tree beside BASE (default HEAD~1), COUNT runs each (default 6),
