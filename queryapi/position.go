@@ -288,9 +288,15 @@ func (s *Server) decodeRV(ctx context.Context, token string, vw view, res apiRes
 	return v, nil
 }
 
-// watchPosition keeps a fleet watch's sealed position in step with its vector, so that writing it
-// at each event costs what the event changed, not the fleet: the mark moves to each event's record,
-// and only the clusters of the partitions it moved in are checked again.
+// watchPosition keeps a fleet watch's sealed position in step with its vector without taking the
+// watch cache's lock per event (which every watch and the stream's reader share: at 1,000 clusters
+// and 100 watchers, asking it per event serialized them all). An event moves the mark to its record,
+// and the event's own pair is at the event's stable position there; no other pair of the view
+// moves in between but by its own events, which the watch reads in order, or by a move without an
+// event, which each read names (watchcache.Unevented): those pairs are written beside the mark until
+// the read ends. After each read, the watch's vector is the pairs' stable positions at the read's
+// mark. At is asked only where the cache cannot tell (the first read, a partition read from before
+// what it keeps).
 type watchPosition struct {
 	s    *Server
 	res  apiResource
@@ -298,10 +304,12 @@ type watchPosition struct {
 	over rvVector
 	sum  uint64
 	// partition is each cluster's; byPartition the view's clusters per partition; dirty the
-	// partitions whose offset moved since the last encoding.
+	// partitions to check with At at the next encoding; unevented the clusters moved without an
+	// event during the current read.
 	partition   map[string]int
 	byPartition map[int][]string
 	dirty       map[int]bool
+	unevented   map[string]bool
 }
 
 // newWatchPosition starts tracking a watch at vec: nil (the JSON map, or a one-cluster view's
@@ -312,7 +320,7 @@ func (s *Server) newWatchPosition(vw view, res apiResource, vec rvVector) *watch
 	}
 	pos := make(map[store.Pair]int64, len(vec))
 	wp := &watchPosition{s: s, res: res, over: rvVector{}, sum: vectorSum(vec),
-		partition: map[string]int{}, byPartition: map[int][]string{}, dirty: map[int]bool{}}
+		partition: map[string]int{}, byPartition: map[int][]string{}, dirty: map[int]bool{}, unevented: map[string]bool{}}
 	for c, rv := range vec {
 		p := res.pair(c)
 		pos[p] = rv
@@ -330,9 +338,25 @@ func (s *Server) newWatchPosition(vw view, res apiResource, vec rvVector) *watch
 	return wp
 }
 
-// moved notes a cluster's position moving from old to rv, by the record at offset off (-1: by a
-// read, see reached).
-func (wp *watchPosition) moved(cluster string, old, rv, off int64) {
+// read starts a read of the watch: u names the pairs moved without events since the last one.
+func (wp *watchPosition) read(u watchcache.Unevented, vec rvVector) {
+	if wp == nil {
+		return
+	}
+	for _, p := range u.Pairs {
+		wp.unevented[p.Cluster] = true
+		wp.over[p.Cluster] = vec[p.Cluster]
+	}
+	for _, q := range u.Partitions {
+		if _, ok := wp.byPartition[q]; ok {
+			wp.dirty[q] = true
+		}
+	}
+}
+
+// moved notes a cluster's position moving from old to rv, by an event at offset off whose pair's
+// stable position there is stable.
+func (wp *watchPosition) moved(cluster string, old, rv, stable, off int64) {
 	if wp == nil {
 		return
 	}
@@ -344,19 +368,34 @@ func (wp *watchPosition) moved(cluster string, old, rv, off int64) {
 		return
 	}
 	wp.mark[q] = max(wp.mark[q], off+1)
-	wp.dirty[q] = true
+	if rv == stable && !wp.unevented[cluster] {
+		delete(wp.over, cluster)
+	} else {
+		wp.over[cluster] = rv
+	}
 }
 
-// reached notes that the watch has read the stream up to m (watchcache.Watch.Mark) and raised its
-// clusters to their stable positions there.
-func (wp *watchPosition) reached(m watchcache.Mark) {
+// settled ends a read: the watch has raised its clusters (vec) to their stable positions at the
+// read's mark m, as stable gives them.
+func (wp *watchPosition) settled(m watchcache.Mark, vec rvVector, stable map[string]int64, old rvVector) {
 	if wp == nil {
 		return
+	}
+	for c, rv := range vec {
+		if old[c] != rv {
+			wp.sum ^= entrySum(c, old[c]) ^ entrySum(c, rv)
+		}
 	}
 	for q, off := range m {
 		if _, ok := wp.byPartition[q]; ok {
 			wp.mark[q] = max(wp.mark[q], off)
-			wp.dirty[q] = true
+		}
+	}
+	clear(wp.over)
+	clear(wp.unevented)
+	for c, rv := range vec {
+		if st, ok := stable[c]; !ok || st != rv {
+			wp.over[c] = rv
 		}
 	}
 }
@@ -381,7 +420,7 @@ func (wp *watchPosition) encode(vw view, vec rvVector) string {
 		}
 		at, err := wp.s.cache.At(noWait, wp.mark, pairs)
 		for _, c := range cs {
-			if err == nil && at[wp.res.pair(c)] == vec[c] {
+			if err == nil && at[wp.res.pair(c)] == vec[c] && !wp.unevented[c] {
 				delete(wp.over, c)
 			} else {
 				wp.over[c] = vec[c]

@@ -287,14 +287,28 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 			w.flush()
 			return
 		}
+		w.at.read(w.feed.Unevented(), w.pos)
 		for _, e := range evs {
 			w.event(e)
-		}
-		if w.bookmarks && time.Since(lastBookmark) >= bookmarkEvery {
-			for _, p := range w.pairs {
-				w.moved(p.Cluster, stable[p], -1)
+			// A watch far behind reads a long backlog at once: it goes out as it is written,
+			// not held whole in memory first.
+			if w.buf.Len() >= flushBytes && !w.flush() {
+				return
 			}
-			w.at.reached(w.feed.Mark())
+		}
+		bookmark := w.bookmarks && time.Since(lastBookmark) >= bookmarkEvery
+		if w.at != nil || bookmark {
+			// Every pair is at its stable position once the read's events are sent: a sealed
+			// position then is the read's mark alone (position.go), a bookmark says so.
+			old := maps.Clone(w.pos)
+			byCluster := make(map[string]int64, len(w.pairs))
+			for _, p := range w.pairs {
+				w.pos[p.Cluster] = max(w.pos[p.Cluster], stable[p])
+				byCluster[p.Cluster] = stable[p]
+			}
+			w.at.settled(w.feed.Mark(), w.pos, byCluster, old)
+		}
+		if bookmark {
 			w.bookmark(false)
 			lastBookmark = time.Now()
 		}
@@ -444,7 +458,9 @@ func (w *watcher) event(e *watchcache.Event) {
 	// events up to here has every event of its namespaces up to here (as a bookmark says), and
 	// a sealed position then stays one mark (position.go) instead of listing each cluster whose
 	// other namespaces moved.
-	w.moved(e.Pair.Cluster, e.Stable, e.Offset)
+	old := w.pos[e.Pair.Cluster]
+	w.pos[e.Pair.Cluster] = max(old, e.Stable)
+	w.at.moved(e.Pair.Cluster, old, w.pos[e.Pair.Cluster], e.Stable, e.Offset)
 	if (w.r.namespace != "" && e.Namespace != w.r.namespace) || !w.q.Scope.Allows(e.Pair.Cluster, e.Namespace, e.Pair.Group, e.Pair.Resource) {
 		return
 	}
@@ -472,7 +488,7 @@ func (w *watcher) event(e *watchcache.Event) {
 		// Resumed: whether the client holds the object is judged by its previous state, while
 		// the window has it; else by its previous labels alone (a field selector is then taken
 		// to have matched).
-		if prev := w.feed.Previous(e.Pair, e.PrevSeq); prev != nil {
+		if prev := w.feed.Previous(e); prev != nil {
 			had, wasKnown = matches(w.q, prev), true
 		} else if e.PrevLabels != "" {
 			had, wasKnown = matches(&query.Query{Labels: w.q.Labels}, []byte(`{"metadata":{"labels":`+e.PrevLabels+`}}`)), true
@@ -503,13 +519,6 @@ func (w *watcher) event(e *watchcache.Event) {
 		}
 	}
 	w.send(typ, e.Object, w.at.encode(w.r.view, w.pos))
-}
-
-// moved raises a cluster's position to rv, by the record at offset off (-1: by a read).
-func (w *watcher) moved(cluster string, rv, off int64) {
-	old := w.pos[cluster]
-	w.pos[cluster] = max(old, rv)
-	w.at.moved(cluster, old, w.pos[cluster], off)
 }
 
 func (w *watcher) covers(p store.Pair) bool {

@@ -279,6 +279,68 @@ func (c *Cache) reachedLocked(p store.Pair, v int64) (int64, bool) {
 	return h.from, h.base == v
 }
 
+// Unevented is what a read tells a watch of the moves of its pairs' positions that no event of
+// theirs carried (a SYNC marker, a renumbering) between its previous read's mark and this one's:
+// the pairs moved so, and the partitions the cache cannot tell of (before its record of them, or
+// the watch's first read). A watch keeping its sealed position in step event by event asks At only
+// about those, so it takes the cache's lock per read, not per event.
+type Unevented struct {
+	Pairs      []store.Pair
+	Partitions []int
+}
+
+// unevented is a move of pair's position by the record at offset at that made no event of it.
+type unevented struct {
+	at   int64
+	pair store.Pair
+}
+
+// maxUnevented bounds the moves kept per partition; a watch reading from before the oldest is told
+// the whole partition.
+const maxUnevented = 4096
+
+// uneventedLocked notes that the record being applied moved p's position without (necessarily) an
+// event of p.
+func (c *Cache) uneventedLocked(p store.Pair) {
+	if c.cur == nil || c.partitions == 0 || c.partitionOf(p) != c.cur.partition {
+		return
+	}
+	q := c.cur.partition
+	l := append(c.moves[q], unevented{c.cur.offset, p})
+	if len(l) > maxUnevented {
+		c.movesFrom[q] = l[0].at + 1
+		l = slices.Delete(l, 0, 1)
+	}
+	c.moves[q] = l
+}
+
+// uneventedSinceLocked is Unevented for a read whose previous mark was from (nil: its first) and
+// whose mark is to.
+func (c *Cache) uneventedSinceLocked(from, to Mark, pairs []store.Pair) Unevented {
+	var u Unevented
+	want := make(map[store.Pair]bool, len(pairs))
+	for _, p := range pairs {
+		want[p] = true
+	}
+	for q, end := range to {
+		start, ok := from[q]
+		if !ok || start < max(c.movesFrom[q], c.started[q]) {
+			u.Partitions = append(u.Partitions, q)
+			continue
+		}
+		l := c.moves[q]
+		for i := sort.Search(len(l), func(i int) bool { return l[i].at >= start }); i < len(l) && l[i].at < end; i++ {
+			if want[l[i].pair] {
+				u.Pairs = append(u.Pairs, l[i].pair)
+			}
+		}
+	}
+	return u
+}
+
+// Unevented is what the watch's last Read said of its pairs' moves without events.
+func (w *Watch) Unevented() Unevented { return w.cur.unevented }
+
 // Mark is where the watch's last Read left the stream, per partition of its pairs: the pairs'
 // stable positions it returned are At this mark.
 func (w *Watch) Mark() Mark { return w.cur.mark }

@@ -135,3 +135,44 @@ func TestMarksReadBackEveryPosition(t *testing.T) {
 		t.Errorf("a mark before the changes kept: %v, want ErrTooOld", err)
 	}
 }
+
+// TestReadsNameMovesWithoutEvents: a watch's first read names every partition (it cannot know what
+// came before it); a later read names the pairs a SYNC moved without an event since the previous
+// read, and nothing for pairs only events moved.
+func TestReadsNameMovesWithoutEvents(t *testing.T) {
+	c := New(Options{MaxEvents: 1000, MaxBytes: 1 << 20})
+	m1, m2 := store.Pair{Cluster: "m1", Resource: "configmaps"}, store.Pair{Cluster: "m2", Resource: "configmaps"}
+	for _, p := range []store.Pair{m1, m2} {
+		c.Seed([]store.Watermark{{Cluster: p.Cluster, Resource: p.Resource, Kind: "ConfigMap", ResourceVersion: 5, Epoch: 1}})
+	}
+	c.ReadPartitionsForTest(1)
+	c.CaughtUp()
+	w, err := c.Start(context.Background(), []store.Pair{m1, m2}, map[store.Pair]int64{m1: 5, m2: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, _, _, err := w.Read(); err != nil {
+		t.Fatal(err)
+	}
+	if u := w.Unevented(); len(u.Partitions) != 1 || len(u.Pairs) != 0 {
+		t.Errorf("first read: %+v, want partition 0 and no pairs", u)
+	}
+	c.Apply(clusterEvent("m2", envelope.Added, "a", 10, 1))
+	if _, _, _, err := w.Read(); err != nil {
+		t.Fatal(err)
+	}
+	if u := w.Unevented(); len(u.Partitions) != 0 || len(u.Pairs) != 0 {
+		t.Errorf("after an event: %+v, want nothing", u)
+	}
+	sync := cmSync(1, "40")
+	sync.Cluster = "m1"
+	c.Apply(sync)
+	c.Apply(clusterEvent("m2", envelope.Added, "b", 11, 1))
+	if _, _, _, err := w.Read(); err != nil {
+		t.Fatal(err)
+	}
+	if u := w.Unevented(); len(u.Partitions) != 0 || fmt.Sprint(u.Pairs) != fmt.Sprint([]store.Pair{m1}) {
+		t.Errorf("after m1's SYNC: %+v, want m1", u)
+	}
+}

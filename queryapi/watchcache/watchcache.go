@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"weak"
+
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -46,6 +48,9 @@ type Event struct {
 	// Watch.Previous), 0 if none.
 	PrevLabels string
 	PrevSeq    uint64
+	// prev is the event of PrevSeq, while anything holds it (Watch.Previous reads it without the
+	// cache's lock, which every watch and the stream's reader share).
+	prev weak.Pointer[Event]
 	// Offset is the offset of the record that made the event, in its pair's partition (noOffset
 	// when applied without one): where a mark moves past it (marks.go).
 	Offset int64
@@ -139,6 +144,9 @@ type Cache struct {
 	cur             *at
 	parts           map[store.Pair]int
 	hist            map[store.Pair]*history
+	// moves are, per partition, the moves of positions without events, from movesFrom on.
+	moves     map[int][]unevented
+	movesFrom map[int]int64
 	// subs wake open watches, per pair they read: an event of one pair wakes only the watches
 	// reading it (not every watch of the fleet at every event).
 	subs map[store.Pair]map[chan struct{}]struct{}
@@ -206,6 +214,7 @@ func (c *Cache) resetLocked() {
 	c.feedMode = false
 	c.partitions, c.started, c.readTo, c.cur = 0, map[int]int64{}, map[int]int64{}, nil
 	c.parts, c.hist = map[store.Pair]int{}, map[store.Pair]*history{}
+	c.moves, c.movesFrom = map[int][]unevented{}, map[int]int64{}
 	c.ready, c.replaying = false, true
 	c.generation++
 	c.notifyLocked()
@@ -679,6 +688,7 @@ func (c *Cache) applySyncLocked(ev *envelope.Event, pair store.Pair) (rv int64, 
 	if r := c.renumbered[pair]; r != nil {
 		r.issue(rv) // where LISTs and bookmarks put clients, whether or not an event carries it
 	}
+	c.uneventedLocked(pair)
 	wake(c.subs[pair]) // the pair's position moved, even when nothing vanished
 	return rv, true
 }
@@ -695,6 +705,11 @@ func (c *Cache) appendLocked(e *Event) {
 		r.issue(e.Stable)
 	}
 	c.nextSeq++
+	if e.PrevSeq != 0 {
+		if pe := c.win.get(e.Pair, e.PrevSeq); pe != nil {
+			e.prev = weak.Make(pe)
+		}
+	}
 	c.win.add(e)
 	wake(c.subs[e.Pair])
 	if e.relisting() {
@@ -767,8 +782,9 @@ type cursor struct {
 	resets map[store.Pair]uint64
 	since  map[store.Pair]uint64
 	// mark is where the last read left the stream, per partition of the watch's pairs (nil when
-	// the cache reads none).
-	mark Mark
+	// the cache reads none); unevented what that read said of moves without events (marks.go).
+	mark      Mark
+	unevented Unevented
 }
 
 // ErrTooNew is a watch position ahead of everything the stream has shown: the facade answers 504
@@ -876,10 +892,16 @@ func (w *Watch) Stop() { w.c.stop(&w.cur, w.pairs) }
 // whatever their resourceVersions (a re-list publishes in key order).
 func (w *Watch) After() map[store.Pair]uint64 { return w.cur.after }
 
-// Previous is the object of the pair's event with seq (an Event's PrevSeq), while the window holds
-// it: an object's state before a later event, for a resumed watch to judge whether it matched its
-// selectors then. nil when seq is 0 or the window no longer holds it.
-func (w *Watch) Previous(p store.Pair, seq uint64) []byte { return w.c.previous(p, seq) }
+// Previous is the object of e's previous event (PrevSeq), while it is held (the window, or a watch
+// reading it): an object's state before e, for a resumed watch to judge whether it matched its
+// selectors then. nil when there is none or it is gone. It takes no lock: a watch asks it for
+// every event, and the cache's lock is every watch's and the stream reader's.
+func (w *Watch) Previous(e *Event) []byte {
+	if pe := e.prev.Value(); pe != nil {
+		return pe.Object
+	}
+	return nil
+}
 
 // resumeAfterLocked finds, per pair whose position is the resourceVersion of an event of a re-list
 // in progress, that event (the first that carries it). A one-cluster view's events carry their
@@ -936,13 +958,15 @@ func (c *Cache) read(cur *cursor, pairs []store.Pair) ([]*Event, map[store.Pair]
 	for _, p := range pairs {
 		stable[p] = c.stable[p]
 	}
-	cur.mark = nil
+	prev := cur.mark
+	cur.mark, cur.unevented = nil, Unevented{}
 	if c.partitions > 0 {
 		cur.mark = Mark{}
 		for _, p := range pairs {
 			q := c.partitionOf(p)
 			cur.mark[q] = c.readTo[q]
 		}
+		cur.unevented = c.uneventedSinceLocked(prev, cur.mark, pairs)
 	}
 	return evs, stable, cur.wake, nil
 }
@@ -1003,20 +1027,6 @@ func (c *Cache) ReplayFrom(p store.Pair) (int64, bool) {
 		return 0, false
 	}
 	return max(c.floor[p], 1), true
-}
-
-// previous is the object of the pair's event with seq, while the window holds it: an object's
-// state before a later event, for a watch to judge whether it matched its selectors then.
-func (c *Cache) previous(p store.Pair, seq uint64) []byte {
-	if seq == 0 {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := c.win.get(p, seq); e != nil {
-		return e.Object
-	}
-	return nil
 }
 
 func groupResourceOf(p store.Pair) string {

@@ -165,6 +165,7 @@ func (c *Cache) wentBackLocked(p store.Pair, sc *scopeState, listRV int64) {
 	c.renumbered[p] = r
 	c.head[p], c.floor[p] = listRV, listRV
 	c.setStableLocked(p, listRV)
+	c.uneventedLocked(p)
 	delete(c.relisting, p) // positions inside the old numbering's lists
 	delete(c.truncated, p)
 }
