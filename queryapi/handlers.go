@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +77,9 @@ func (s *Server) routes() *gin.Engine {
 	e.GET(strings.TrimSuffix(page.Prefix, "/"), func(c *gin.Context) { c.Redirect(http.StatusFound, page.Prefix) })
 	s.facadeRoutes(e)
 	e.GET("/metrics", authorizeURL, gin.WrapH(promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})))
+	if s.opts.Profiling {
+		e.GET("/debug/pprof/*profile", authorizeURL, profile)
+	}
 	e.NoRoute(func(c *gin.Context) {
 		writeStatus(c, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("no route %s; see /openapi.json", c.Request.URL.Path), nil)
 	})
@@ -84,6 +88,25 @@ func (s *Server) routes() *gin.Engine {
 			fmt.Sprintf("%s is not allowed on %s: the API is read-only", c.Request.Method, c.Request.URL.Path), nil)
 	})
 	return e
+}
+
+// profile serves net/http/pprof's handlers by name: /debug/pprof/ lists the profiles,
+// /debug/pprof/profile?seconds=N takes a CPU profile, /debug/pprof/heap and the others a runtime
+// profile. (net/http/pprof's own registration is on http.DefaultServeMux, which nothing here
+// serves.)
+func profile(c *gin.Context) {
+	switch c.Param("profile") {
+	case "/profile":
+		pprof.Profile(c.Writer, c.Request)
+	case "/trace":
+		pprof.Trace(c.Writer, c.Request)
+	case "/symbol":
+		pprof.Symbol(c.Writer, c.Request)
+	case "/cmdline":
+		pprof.Cmdline(c.Writer, c.Request)
+	default:
+		pprof.Index(c.Writer, c.Request)
+	}
 }
 
 // recover turns a panic into a 500 Status: a bug, logged with the request, never a dropped

@@ -154,6 +154,10 @@ type Options struct {
 	SessionRecheckInterval time.Duration
 	// RequestTimeout bounds one request's work against OpenSearch.
 	RequestTimeout time.Duration
+	// Profiling serves the Go runtime's profiles under /debug/pprof/ (kube-apiserver's
+	// --profiling) to subjects who may get that path: the only way to see where a loaded replica's
+	// CPU and memory go. Off by default: a profile names no member, but it costs CPU to take.
+	Profiling bool
 	// ShutdownTimeout bounds the wait for requests in flight on shutdown.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger

@@ -219,6 +219,25 @@ func TestMetricsNeedsItsOwnGrant(t *testing.T) {
 	}
 }
 
+// TestProfilingIsForWhoMayGetIt: /debug/pprof/ exists only with --profiling, and answers only
+// subjects who may get its path (a profile's stacks are the process's, every member's work).
+func TestProfilingIsForWhoMayGetIt(t *testing.T) {
+	off, _ := tenantWorld(t, true, tenantPolicy)
+	if code, _, _ := ask(t, off+"/debug/pprof/heap", "admin-token", ""); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/heap without --profiling: %d, want 404", code)
+	}
+	on, _ := tenantWorld(t, true, tenantPolicy, func(s *Server) { s.opts.Profiling = true })
+	if code, _, body := ask(t, on+"/debug/pprof/heap", "alice-token", ""); code != http.StatusForbidden || !strings.Contains(body, `cannot get path \"/debug/pprof/heap\"`) {
+		t.Errorf("alice's /debug/pprof/heap: %d %.200s, want 403", code, body)
+	}
+	if code, _, body := ask(t, on+"/debug/pprof/", "admin-token", ""); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Errorf("the admin's /debug/pprof/: %d %.200s", code, body)
+	}
+	if code, _, body := ask(t, on+"/debug/pprof/profile?seconds=1", "admin-token", ""); code != http.StatusOK || len(body) == 0 {
+		t.Errorf("the admin's CPU profile: %d, %d bytes", code, len(body))
+	}
+}
+
 // TestRevokedSubjectLosesItsWatch: an open watch ends with 401 once the subject's token is
 // removed, and with 410 once the policy narrows what it may see, so its client lists again.
 func TestRevokedSubjectLosesItsWatch(t *testing.T) {

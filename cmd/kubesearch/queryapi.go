@@ -128,6 +128,7 @@ func securityFlags(g flagGroups, o *queryapi.Options, anonymous bool, anonymousU
 		fs.IntVar(&o.MaxWatches, "max-watches-per-subject", queryapi.DefaultMaxWatches, "open watches of one subject; past it, 429; 0 for no bound")
 		fs.IntVar(&o.MaxListsPerSubject, "max-lists-per-subject", queryapi.DefaultMaxListsPerSubject, "LISTs without a limit (streaming every page) of one subject at once; past it, 429; 0 for no bound")
 		fs.IntVar(&o.MaxRequestsInFlight, "max-requests-inflight", queryapi.DefaultMaxRequestsInFlight, "requests served at once, watches aside; past it, 429; 0 for no bound")
+		fs.BoolVar(&o.Profiling, "profiling", false, "serve the Go runtime's profiles under /debug/pprof/ to subjects who may get that path (as /metrics): where a loaded process's CPU and memory go")
 		fs.DurationVar(&o.WriteTimeout, "write-timeout", queryapi.DefaultWriteTimeout, "longest wait of one write of an answer for its client to read; a client that stops reading loses its request (a LIST, a watch) after it; 0 for no bound")
 		fs.Float64Var(&o.SourceRateLimit, "source-rate-limit", queryapi.DefaultSourceRateLimit, "requests per second of one source address (IPv4 address, IPv6 /64), before authentication; past it and --source-rate-burst, 429; 0 for no bound (behind a proxy, every client is the proxy's address)")
 		fs.IntVar(&o.SourceRateBurst, "source-rate-burst", queryapi.DefaultSourceRateBurst, "request burst of one source address")
