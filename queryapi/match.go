@@ -15,6 +15,9 @@ import (
 // Kubernetes matches them; fields on any path, through lists by any element, "" matching a
 // missing or empty value, values compared as strings, leaves too long to index never matching.
 func matches(q *query.Query, obj []byte) bool {
+	if len(q.Labels) == 0 && len(q.Fields) == 0 {
+		return true // most watches, informers': nothing to read of the object
+	}
 	labels := gjson.GetBytes(obj, "metadata.labels")
 	for _, r := range q.Labels {
 		v := labels.Get(gjson.Escape(r.Key))

@@ -375,15 +375,16 @@ func (wp *watchPosition) moved(cluster string, old, rv, stable, off int64) {
 	}
 }
 
-// settled ends a read: the watch has raised its clusters (vec) to their stable positions at the
-// read's mark m, as stable gives them.
+// settled ends a read: the watch has raised the clusters that moved since the last read (old
+// their positions before) to their stable positions at the read's mark m, as stable gives them;
+// the others were settled by an earlier read and have not moved since.
 func (wp *watchPosition) settled(m watchcache.Mark, vec rvVector, stable map[string]int64, old rvVector) {
 	if wp == nil {
 		return
 	}
-	for c, rv := range vec {
-		if old[c] != rv {
-			wp.sum ^= entrySum(c, old[c]) ^ entrySum(c, rv)
+	for c, rv := range old {
+		if vec[c] != rv {
+			wp.sum ^= entrySum(c, rv) ^ entrySum(c, vec[c])
 		}
 	}
 	for q, off := range m {
@@ -391,13 +392,14 @@ func (wp *watchPosition) settled(m watchcache.Mark, vec rvVector, stable map[str
 			wp.mark[q] = max(wp.mark[q], off)
 		}
 	}
-	clear(wp.over)
-	clear(wp.unevented)
-	for c, rv := range vec {
-		if st, ok := stable[c]; !ok || st != rv {
-			wp.over[c] = rv
+	for c, st := range stable {
+		if st != vec[c] {
+			wp.over[c] = vec[c]
+		} else {
+			delete(wp.over, c)
 		}
 	}
+	clear(wp.unevented)
 }
 
 // noWait is a context already done: At answers from what the cache has now, without waiting.

@@ -98,9 +98,18 @@ func (o *renderer) object(stored []byte) ([]byte, error) {
 // qualified view renames the object and its references to other objects of its member
 // (references.go). An Event stored in the other API group is converted first (events.go).
 func (o *renderer) objectAt(stored []byte, rv string) ([]byte, error) {
+	return o.appendObjectAt(nil, stored, rv)
+}
+
+// appendObjectAt appends objectAt's answer to dst: a watch writes each event's object straight
+// into its buffer (an event is rendered once per watcher: at 100 watchers, a copy less each).
+func (o *renderer) appendObjectAt(dst, stored []byte, rv string) ([]byte, error) {
 	stored, err := o.res.served(stored)
 	if err != nil || !o.view.vector() {
-		return stored, err
+		if dst == nil {
+			return stored, err
+		}
+		return append(dst, stored...), err
 	}
 	meta := gjson.GetManyBytes(stored, "metadata.name", "metadata.resourceVersion")
 	name, oldRV := meta[0], meta[1]
@@ -109,14 +118,25 @@ func (o *renderer) objectAt(stored []byte, rv string) ([]byte, error) {
 	}
 	edits := make([]edit, 0, 4)
 	if oldRV.Index > 0 {
-		edits = append(edits, edit{oldRV.Index, len(oldRV.Raw), strconv.Quote(rv)})
+		edits = append(edits, edit{oldRV.Index, len(oldRV.Raw), quoteRV(rv)})
 	}
 	if o.view.qualified {
 		cluster := clusterOf(stored)
 		edits = append(edits, edit{name.Index, len(name.Raw), strconv.Quote(name.Str + qualifiedSeparator + cluster)})
 		edits = qualifyReferences(stored, cluster, o.refs, edits)
 	}
-	return splice(stored, edits), nil
+	return appendSplice(dst, stored, edits), nil
+}
+
+// quoteRV is a resourceVersion as a JSON string: digits, or a sealed position's base64url, need
+// no escaping.
+func quoteRV(rv string) string {
+	for i := 0; i < len(rv); i++ {
+		if c := rv[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return strconv.Quote(rv)
+		}
+	}
+	return `"` + rv + `"`
 }
 
 // edit replaces n bytes at at.
@@ -127,12 +147,16 @@ type edit struct {
 
 // splice applies edits found on the same original, whatever their order, into one new slice.
 func splice(b []byte, edits []edit) []byte {
-	slices.SortFunc(edits, func(x, y edit) int { return x.at - y.at })
 	size := len(b)
 	for _, e := range edits {
 		size += len(e.with) - e.n
 	}
-	out := make([]byte, 0, size)
+	return appendSplice(make([]byte, 0, size), b, edits)
+}
+
+// appendSplice appends b with the edits applied to out.
+func appendSplice(out, b []byte, edits []edit) []byte {
+	slices.SortFunc(edits, func(x, y edit) int { return x.at - y.at })
 	last := 0
 	for _, e := range edits {
 		out = append(append(out, b[last:e.at]...), e.with...)

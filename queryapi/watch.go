@@ -70,6 +70,7 @@ type watcher struct {
 	// watch reads (fewer for a qualified name).
 	clusters []string
 	pairs    []store.Pair
+	covered  map[store.Pair]bool // pairs as a set
 	// feed is where the watch reads its pairs' events from the watch cache.
 	feed *watchcache.Watch
 	// from is, per cluster, where the watch started: every event after it is sent, in the
@@ -296,18 +297,18 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 				return
 			}
 		}
-		bookmark := w.bookmarks && time.Since(lastBookmark) >= bookmarkEvery
-		if w.at != nil || bookmark {
-			// Every pair is at its stable position once the read's events are sent: a sealed
-			// position then is the read's mark alone (position.go), a bookmark says so.
-			old := maps.Clone(w.pos)
-			byCluster := make(map[string]int64, len(w.pairs))
-			for _, p := range w.pairs {
-				w.pos[p.Cluster] = max(w.pos[p.Cluster], stable[p])
-				byCluster[p.Cluster] = stable[p]
-			}
-			w.at.settled(w.feed.Mark(), w.pos, byCluster, old)
+		// Every pair is at its stable position once the read's events are sent: a sealed position
+		// then is the read's mark alone (position.go), a bookmark says so. stable holds the pairs
+		// that moved since the last read (all at the first): the others are where it left them.
+		old := make(rvVector, len(stable))
+		byCluster := make(map[string]int64, len(stable))
+		for p, st := range stable {
+			old[p.Cluster] = w.pos[p.Cluster]
+			w.pos[p.Cluster] = max(w.pos[p.Cluster], st)
+			byCluster[p.Cluster] = st
 		}
+		w.at.settled(w.feed.Mark(), w.pos, byCluster, old)
+		bookmark := w.bookmarks && time.Since(lastBookmark) >= bookmarkEvery
 		if bookmark {
 			w.bookmark(false)
 			lastBookmark = time.Now()
@@ -522,16 +523,31 @@ func (w *watcher) event(e *watchcache.Event) {
 }
 
 func (w *watcher) covers(p store.Pair) bool {
-	for _, q := range w.pairs {
-		if q == p {
-			return true
+	if w.covered == nil {
+		w.covered = make(map[store.Pair]bool, len(w.pairs)) // a fleet view's are 1,000 and more
+		for _, q := range w.pairs {
+			w.covered[q] = true
 		}
 	}
-	return false
+	return w.covered[p]
 }
 
 // send writes one event, the object as the view shows it at the resourceVersion rv.
 func (w *watcher) send(typ watch.EventType, stored []byte, rv string) {
+	if w.out.shape != shapeTable && w.out.shape != shapeMetadata {
+		// The object straight into the buffer, grown first so that appending allocates nothing.
+		w.buf.Grow(len(stored) + len(rv) + 64)
+		line := append(w.buf.AvailableBuffer(), `{"type":"`...)
+		line = append(line, typ...)
+		line = append(line, `","object":`...)
+		line, err := w.out.appendObjectAt(line, stored, rv)
+		if err != nil {
+			w.s.log.Warn("watch event skipped", "path", w.r.path, "err", err)
+			return
+		}
+		w.buf.Write(append(line, "}\n"...))
+		return
+	}
 	obj, err := w.out.objectAt(stored, rv)
 	if err != nil {
 		w.s.log.Warn("watch event skipped", "path", w.r.path, "err", err)

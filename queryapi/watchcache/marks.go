@@ -88,6 +88,20 @@ func (c *Cache) startMarks(from map[int]int64) {
 	}
 }
 
+// maxMovedLog is how many moves of stable positions the cache keeps at least (Cache.movedLog): a
+// watch reading less often than that many moves reads all its pairs' positions.
+const maxMovedLog = 1 << 15
+
+// noteMovedLocked logs that p's stable position moved.
+func (c *Cache) noteMovedLocked(p store.Pair) {
+	c.movedLog = append(c.movedLog, p)
+	if len(c.movedLog) > 2*maxMovedLog {
+		n := len(c.movedLog) - maxMovedLog
+		c.movedBase += uint64(n)
+		c.movedLog = slices.Clone(c.movedLog[n:])
+	}
+}
+
 // setStableLocked moves a pair's stable position, in its history when the record moving it is
 // known.
 func (c *Cache) setStableLocked(p store.Pair, v int64) {
@@ -96,6 +110,7 @@ func (c *Cache) setStableLocked(p store.Pair, v int64) {
 		return
 	}
 	c.stable[p] = v
+	c.noteMovedLocked(p)
 	if c.partitions == 0 {
 		return // not reading a stream (Apply, tests): no marks
 	}
@@ -316,12 +331,8 @@ func (c *Cache) uneventedLocked(p store.Pair) {
 
 // uneventedSinceLocked is Unevented for a read whose previous mark was from (nil: its first) and
 // whose mark is to.
-func (c *Cache) uneventedSinceLocked(from, to Mark, pairs []store.Pair) Unevented {
+func (c *Cache) uneventedSinceLocked(from, to Mark, want map[store.Pair]bool) Unevented {
 	var u Unevented
-	want := make(map[store.Pair]bool, len(pairs))
-	for _, p := range pairs {
-		want[p] = true
-	}
 	for q, end := range to {
 		start, ok := from[q]
 		if !ok || start < max(c.movesFrom[q], c.started[q]) {

@@ -118,6 +118,13 @@ type Cache struct {
 	renumbered map[store.Pair]*renumbering
 	gens       map[store.Pair]uint64
 	resets     map[store.Pair]uint64
+	// resetCount counts every pair's resets: a read checks its pairs' only when it moved.
+	resetCount uint64
+	// movedLog are the pairs whose stable position moved, in order, from the movedBase-th move on
+	// (at most 2×maxMovedLog): a read returns the positions of its pairs that moved since the last
+	// one, not of every pair (a fleet watch reads 1,000 pairs per resource).
+	movedLog  []store.Pair
+	movedBase uint64
 	// replaying is true until the events written before the start are read: events then are not
 	// deduplicated against the seeded identities (see Apply).
 	replaying bool
@@ -210,6 +217,7 @@ func (c *Cache) resetLocked() {
 	c.renumbered = map[store.Pair]*renumbering{}
 	c.gens = map[store.Pair]uint64{}
 	c.resets = map[store.Pair]uint64{}
+	c.movedLog, c.movedBase = nil, c.movedBase+uint64(len(c.movedLog))
 	c.lastSeq, c.batches, c.purging = map[string]uint64{}, map[int]int64{}, map[store.Pair]changes.Source{}
 	c.feedMode = false
 	c.partitions, c.started, c.readTo, c.cur = 0, map[int]int64{}, map[int]int64{}, nil
@@ -410,6 +418,7 @@ func (c *Cache) seedWatermarksLocked(wms []store.Watermark) {
 		// watch from there must start, not wait for an event.
 		p := w.Pair()
 		c.floor[p], c.head[p], c.stable[p] = w.ResourceVersion, w.ResourceVersion, w.ResourceVersion
+		c.noteMovedLocked(p)
 		if !w.Listing {
 			c.synced[p] = w.Epoch
 		} else {
@@ -785,6 +794,12 @@ type cursor struct {
 	// the cache reads none); unevented what that read said of moves without events (marks.go).
 	mark      Mark
 	unevented Unevented
+	// set and parts are the watch's pairs as a set and their partitions, made at its first read;
+	// resetCount and moved where the watch read Cache.resetCount and Cache.movedLog up to.
+	set        map[store.Pair]bool
+	parts      []int
+	resetCount uint64
+	moved      uint64
 }
 
 // ErrTooNew is a watch position ahead of everything the stream has shown: the facade answers 504
@@ -877,7 +892,8 @@ func (c *Cache) Start(ctx context.Context, pairs []store.Pair, from map[store.Pa
 }
 
 // Read returns the events of the watch's pairs it has not read (in the stream's order; events are
-// immutable), the pairs' stable positions (where a client that saw them may resume), and the
+// immutable), the stable positions (where a client that saw them may resume) of the pairs that
+// moved since the last Read (of every pair at the first: the others have not moved), and the
 // channel that says when one of the pairs has news. ErrTooOld says the watch fell behind its
 // pairs' windows, a pair's member went back, or the cache started over: the client lists again.
 func (w *Watch) Read() ([]*Event, map[store.Pair]int64, <-chan struct{}, error) {
@@ -922,8 +938,8 @@ func (c *Cache) resumeAfterLocked(from map[store.Pair]int64) map[store.Pair]uint
 }
 
 // read returns the events of pairs after cur (in the stream's order; events are immutable), the
-// pairs' stable positions (where a client that saw them may resume), and the channel that says
-// when one of the pairs has news. ErrTooOld says the watch fell behind its pairs' windows or the
+// stable positions of the pairs that moved since the last read (where a client that saw them may
+// resume), and the channel that says when one of the pairs has news. ErrTooOld says the watch fell behind its pairs' windows or the
 // cache started over.
 func (c *Cache) read(cur *cursor, pairs []store.Pair) ([]*Event, map[store.Pair]int64, <-chan struct{}, error) {
 	c.mu.Lock()
@@ -931,42 +947,92 @@ func (c *Cache) read(cur *cursor, pairs []store.Pair) ([]*Event, map[store.Pair]
 	if cur.generation != c.generation || !c.ready {
 		return nil, nil, nil, fmt.Errorf("%w: the watch cache started over", ErrTooOld)
 	}
+	// A fleet watch reads 1,000 pairs or more, under the lock every watch and the stream's reader
+	// share: what each read costs is what changed since the last one, not the number of pairs.
+	first := cur.base != nil
+	if cur.set == nil {
+		cur.set = make(map[store.Pair]bool, len(pairs))
+		for _, p := range pairs {
+			cur.set[p] = true
+		}
+	}
+	if first || cur.resetCount != c.resetCount {
+		for _, p := range pairs {
+			if c.resets[p] != cur.resets[p] {
+				return nil, nil, nil, fmt.Errorf("%w: %s/%s: the member's resourceVersions went back (etcd restored or the cluster rebuilt); list again",
+					ErrTooOld, p.Cluster, groupResourceOf(p))
+			}
+		}
+		cur.resetCount = c.resetCount
+	}
+	if first || c.win.newestEvicted >= cur.next {
+		// Events the watch had not read may have left the window (none has since newestEvicted).
+		for _, p := range pairs {
+			gap := c.win.evicted(p) >= cur.next
+			if cur.base != nil {
+				gap = c.win.evicted(p) != cur.base[p]
+			}
+			if gap {
+				return nil, nil, nil, fmt.Errorf("%w: the watch fell behind the window of %s/%s", ErrTooOld, p.Cluster, groupResourceOf(p))
+			}
+		}
+	}
 	var evs []*Event
-	for _, p := range pairs {
-		if c.resets[p] != cur.resets[p] {
-			return nil, nil, nil, fmt.Errorf("%w: %s/%s: the member's resourceVersions went back (etcd restored or the cluster rebuilt); list again",
-				ErrTooOld, p.Cluster, groupResourceOf(p))
+	if tail := c.win.logSince(cur.next); len(tail) <= 2*len(pairs) {
+		// The stream's tail is shorter than asking each pair: it is in the stream's order already.
+		for _, e := range tail {
+			if cur.set[e.Pair] && (e.Seq > c.win.newestEvicted || c.win.holds(e)) {
+				evs = append(evs, e)
+			}
 		}
-		gap := c.win.evicted(p) >= cur.next
-		if cur.base != nil {
-			gap = c.win.evicted(p) != cur.base[p]
+	} else {
+		for _, p := range pairs {
+			evs = append(evs, c.win.since(p, cur.next)...)
 		}
-		if gap {
-			return nil, nil, nil, fmt.Errorf("%w: the watch fell behind the window of %s/%s", ErrTooOld, p.Cluster, groupResourceOf(p))
+		if len(pairs) > 1 {
+			slices.SortFunc(evs, func(a, b *Event) int { return cmp.Compare(a.Seq, b.Seq) })
 		}
-		evs = append(evs, c.win.since(p, cur.next)...)
 	}
-	if len(pairs) > 1 {
-		slices.SortFunc(evs, func(a, b *Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	// The stable positions of the pairs that moved since the last read (every pair at the first,
+	// or when the log no longer reaches back to it); the others are where that read left them.
+	stable := map[store.Pair]int64{}
+	if first || cur.moved < c.movedBase {
+		for _, p := range pairs {
+			stable[p] = c.stable[p]
+		}
+	} else {
+		for _, p := range c.movedLog[cur.moved-c.movedBase:] {
+			if cur.set[p] {
+				stable[p] = c.stable[p]
+			}
+		}
+		for _, e := range evs {
+			stable[e.Pair] = c.stable[e.Pair]
+		}
 	}
+	cur.moved = c.movedBase + uint64(len(c.movedLog))
 	if cur.since != nil {
 		evs = slices.DeleteFunc(evs, func(e *Event) bool { s, ok := cur.since[e.Pair]; return ok && e.Seq < s })
 		cur.since = nil // every later event is after it
 	}
 	cur.next, cur.base = c.nextSeq, nil
-	stable := make(map[store.Pair]int64, len(pairs))
-	for _, p := range pairs {
-		stable[p] = c.stable[p]
-	}
 	prev := cur.mark
 	cur.mark, cur.unevented = nil, Unevented{}
 	if c.partitions > 0 {
-		cur.mark = Mark{}
-		for _, p := range pairs {
-			q := c.partitionOf(p)
+		if cur.parts == nil {
+			seen := map[int]bool{}
+			for _, p := range pairs {
+				if q := c.partitionOf(p); !seen[q] {
+					seen[q] = true
+					cur.parts = append(cur.parts, q)
+				}
+			}
+		}
+		cur.mark = make(Mark, len(cur.parts))
+		for _, q := range cur.parts {
 			cur.mark[q] = c.readTo[q]
 		}
-		cur.unevented = c.uneventedSinceLocked(prev, cur.mark, pairs)
+		cur.unevented = c.uneventedSinceLocked(prev, cur.mark, cur.set)
 	}
 	return evs, stable, cur.wake, nil
 }

@@ -141,6 +141,7 @@ func (c *Cache) syncScopeLocked(p store.Pair, ns string, epoch, listRV int64) bo
 // wentBackLocked starts the pair over at the list of sc at listRV, below what sc showed.
 func (c *Cache) wentBackLocked(p store.Pair, sc *scopeState, listRV int64) {
 	c.resets[p]++ // open watches of the pair end
+	c.resetCount++
 	wake(c.subs[p])
 	r := c.renumbered[p]
 	if r != nil && sc.gen != c.gens[p] {

@@ -26,6 +26,13 @@ type eventWindow struct {
 	byLoad loadHeap // pairs holding events, the largest share first
 	count  int
 	bytes  int64
+	// log is every event held, in the stream's order, among events no longer held (a pair gives
+	// up its oldest, not the window's oldest): a watch of many pairs reads what came after it here
+	// instead of asking each pair. It is compacted when those outnumber the events held.
+	log []*Event
+	// newestEvicted is the highest seq of an event that left the window: the log holds every
+	// event above it.
+	newestEvicted uint64
 }
 
 // pairEvents are one pair's events in the window.
@@ -54,6 +61,7 @@ func (w *eventWindow) add(e *Event) {
 		w.pairs[e.Pair] = pe
 	}
 	pe.events = append(pe.events, e)
+	w.log = append(w.log, e)
 	pe.bytes += e.size()
 	w.count++
 	w.bytes += e.size()
@@ -77,6 +85,7 @@ func (w *eventWindow) evictOne() *Event {
 	pe.events = pe.events[1:]
 	pe.bytes -= old.size()
 	pe.evicted = old.Seq
+	w.newestEvicted = max(w.newestEvicted, old.Seq)
 	w.count--
 	w.bytes -= old.size()
 	w.measure(pe)
@@ -86,7 +95,27 @@ func (w *eventWindow) evictOne() *Event {
 	} else {
 		heap.Fix(&w.byLoad, pe.at)
 	}
+	for len(w.log) > 0 && !w.holds(w.log[0]) {
+		w.log[0] = nil
+		w.log = w.log[1:]
+	}
+	if len(w.log) > 2*w.count+1024 {
+		w.log = slices.DeleteFunc(w.log, func(e *Event) bool { return !w.holds(e) })
+	}
 	return old
+}
+
+// holds says whether the window still holds e (a pair's events leave it oldest first).
+func (w *eventWindow) holds(e *Event) bool {
+	pe := w.pairs[e.Pair]
+	return pe != nil && len(pe.events) > 0 && pe.events[0].Seq <= e.Seq
+}
+
+// logSince is the log from the first event with a seq at or above seq (shared: the caller must not
+// change it); entries at or below newestEvicted may be events no longer held.
+func (w *eventWindow) logSince(seq uint64) []*Event {
+	i := sort.Search(len(w.log), func(i int) bool { return w.log[i].Seq >= seq })
+	return w.log[i:]
 }
 
 // since are the pair's events with a seq at or above seq (shared: the caller must not change it).
