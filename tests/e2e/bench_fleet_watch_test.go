@@ -112,7 +112,7 @@ func TestBenchFleetWatch(t *testing.T) {
 	base := "http://" + apiAddr
 	api := startProcess(t, "queryapi", "queryapi", "--anonymous", "--listen", apiAddr, "--opensearch-addresses", env.OpenSearchURL,
 		"--index-prefix", prefix, "--collector-status-urls", simBase+"/status", "--kafka-brokers", brokers, "--topic", topic,
-		"--indexer-group", topic+"-indexer", "--continue-key-file", keyFile)
+		"--indexer-group", topic+"-indexer", "--continue-key-file", keyFile, "--profiling")
 	waitHTTP(t, base+"/readyz", 10*time.Minute)
 	waitFleetCaughtUp(t, base, listed, 30*time.Minute)
 	ingested := time.Since(published)
@@ -197,6 +197,44 @@ func TestBenchFleetWatch(t *testing.T) {
 	cpu0 := cpuSeconds(t, api.cmd.Process.Pid)
 	guard := guardRSS(t, api, int64(envInt("BENCH_FLEET_WATCH_MAX_RSS_MIB", 4096))<<20)
 	stopRSS := sampleRSS(t, api.cmd.Process.Pid, time.Second)
+	// Where the query API's CPU goes: a 30 s profile from the churn's first quarter on, kept
+	// beside the report (go tool pprof -top bin/kubesearch <file>).
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		out := os.Getenv("BENCH_FLEET_WATCH_OUT")
+		if out == "" {
+			return
+		}
+		select {
+		case <-time.After(duration / 4):
+		case <-ctx.Done():
+			return
+		}
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Errorf("profile: %v", err)
+			return
+		}
+		prof := filepath.Join(out, "queryapi-cpu.pprof")
+		resp, err := http.Get(base + "/debug/pprof/profile?seconds=30")
+		if err != nil {
+			t.Errorf("profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %.200s", resp.Status, body)
+		}
+		if err == nil {
+			err = os.WriteFile(prof, body, 0o644)
+		}
+		if err != nil {
+			t.Errorf("profile: %v", err)
+			return
+		}
+		t.Logf("BENCH the query API's CPU profile of 30 s of the churn: %s", prof)
+	}()
 	select {
 	case <-time.After(duration):
 	case <-guard:
@@ -209,6 +247,7 @@ func TestBenchFleetWatch(t *testing.T) {
 	}
 	churnEnd := time.Now()
 	cpu := cpuSeconds(t, api.cmd.Process.Pid) - cpu0
+	<-profiled
 
 	// What was made, from the topic: per cluster, the events after its list's SYNC.
 	changes, repeats := readChurn(t, env.KafkaBrokers, topic)
