@@ -54,7 +54,9 @@ const (
 
 type fieldSpec struct {
 	typ fieldType
-	// docValues: sorts, facets and the per-pair counts read the field of every match.
+	// docValues: sorts, facets and the per-pair counts read the field of every match. A segment
+	// written before a field had them (kind, before sort=kind) still reads it: bleve uninverts the
+	// field's terms, more slowly, until its documents are written again.
 	docValues bool
 	// ignoreMalformed: a value OpenSearch cannot parse is left out rather than failing the document.
 	ignoreMalformed bool
@@ -67,7 +69,7 @@ var fields = map[string]fieldSpec{
 	document.FieldGroup:             {typ: typeKeyword, docValues: true},
 	document.FieldVersion:           {typ: typeKeyword},
 	document.FieldResource:          {typ: typeKeyword, docValues: true},
-	document.FieldKind:              {typ: typeKeyword},
+	document.FieldKind:              {typ: typeKeyword, docValues: true},
 	document.FieldAPIVersion:        {typ: typeKeyword},
 	document.FieldNamespace:         {typ: typeKeyword, docValues: true},
 	document.FieldName:              {typ: typeKeyword, docValues: true},

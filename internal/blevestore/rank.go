@@ -29,12 +29,12 @@ import (
 // when a comparison needs them (tied: two matches of equal keys are rare, and the uid is a column
 // as costly to read as the name).
 type hit struct {
-	iid                      index.IndexInternalID
-	score                    float64
-	cluster, namespace, name []byte
-	hasNamespace             bool
-	created, changed         int64
-	hasCreated, hasChanged   bool
+	iid                            index.IndexInternalID
+	score                          float64
+	cluster, namespace, kind, name []byte
+	hasNamespace, hasKind          bool
+	created, changed               int64
+	hasCreated, hasChanged         bool
 
 	tied bool   // uid read
 	uid  []byte // the tiebreaker after the sort keys, then cluster
@@ -47,22 +47,26 @@ func (h *hit) copyFrom(o *hit) {
 	h.score = o.score
 	h.cluster = append(h.cluster[:0], o.cluster...)
 	h.namespace = append(h.namespace[:0], o.namespace...)
+	h.kind = append(h.kind[:0], o.kind...)
 	h.name = append(h.name[:0], o.name...)
-	h.hasNamespace, h.created, h.changed, h.hasCreated, h.hasChanged = o.hasNamespace, o.created, o.changed, o.hasCreated, o.hasChanged
+	h.hasNamespace, h.hasKind = o.hasNamespace, o.hasKind
+	h.created, h.changed, h.hasCreated, h.hasChanged = o.created, o.changed, o.hasCreated, o.hasChanged
 	h.tied, h.uid, h.id = o.tied, append(h.uid[:0], o.uid...), o.id
 }
 
 // cursor is h's place for a continue token.
 func (h *hit) cursor() cursor {
 	return cursor{Score: h.score, Cluster: string(h.cluster), Namespace: string(h.namespace), HasNamespace: h.hasNamespace,
-		Name: string(h.name), Created: h.created, HasCreated: h.hasCreated, Changed: h.changed, HasChanged: h.hasChanged,
+		Kind: string(h.kind), HasKind: h.hasKind, Name: string(h.name),
+		Created: h.created, HasCreated: h.hasCreated, Changed: h.changed, HasChanged: h.hasChanged,
 		UID: string(h.uid), ID: h.id}
 }
 
 // hitAt is the place a continue token names, complete: nothing of it is read again.
 func hitAt(c cursor) *hit {
 	return &hit{score: c.Score, cluster: []byte(c.Cluster), namespace: []byte(c.Namespace), hasNamespace: c.HasNamespace,
-		name: []byte(c.Name), created: c.Created, hasCreated: c.HasCreated, changed: c.Changed, hasChanged: c.HasChanged,
+		kind: []byte(c.Kind), hasKind: c.HasKind, name: []byte(c.Name),
+		created: c.Created, hasCreated: c.HasCreated, changed: c.Changed, hasChanged: c.HasChanged,
 		tied: true, uid: []byte(c.UID), id: c.ID}
 }
 
@@ -92,6 +96,8 @@ func sortField(s query.Sort) string {
 		return fieldCluster
 	case query.SortNamespace:
 		return fieldNamespace
+	case query.SortKind:
+		return fieldKind
 	case query.SortName:
 		return fieldName
 	case query.SortCreationTimestamp:
@@ -145,6 +151,8 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets,
 			h.cluster = append(h.cluster[:0], term...)
 		case fieldNamespace:
 			h.namespace, h.hasNamespace = append(h.namespace[:0], term...), true
+		case fieldKind:
+			h.kind, h.hasKind = append(h.kind[:0], term...), true
 		case fieldName:
 			h.name = append(h.name[:0], term...)
 		case fieldCreated:
@@ -164,8 +172,8 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets,
 func (k *ranker) read(dm *search.DocumentMatch) error {
 	h := &k.cur
 	h.iid = dm.IndexInternalID
-	h.cluster, h.namespace, h.name = h.cluster[:0], h.namespace[:0], h.name[:0]
-	h.hasNamespace, h.hasCreated, h.hasChanged, h.created, h.changed = false, false, false, 0, 0
+	h.cluster, h.namespace, h.kind, h.name = h.cluster[:0], h.namespace[:0], h.kind[:0], h.name[:0]
+	h.hasNamespace, h.hasKind, h.hasCreated, h.hasChanged, h.created, h.changed = false, false, false, false, 0, 0
 	h.tied, h.uid, h.id = false, h.uid[:0], ""
 	if k.facets != nil {
 		k.facets.reset()
@@ -298,6 +306,10 @@ func compareKey(s query.Sort, a, b *hit) int {
 		c, hasA, hasB = bytes.Compare(a.cluster, b.cluster), true, true
 	case query.SortNamespace:
 		c, hasA, hasB = bytes.Compare(a.namespace, b.namespace), a.hasNamespace, b.hasNamespace
+	case query.SortKind:
+		// Every document has a kind (the builder refuses an object without one); hasKind keeps
+		// the rule of the other keys, missing last, rather than assume it.
+		c, hasA, hasB = bytes.Compare(a.kind, b.kind), a.hasKind, b.hasKind
 	case query.SortName:
 		c, hasA, hasB = bytes.Compare(a.name, b.name), true, true
 	case query.SortCreationTimestamp:

@@ -21,13 +21,14 @@ import (
 // A page ranks the top of what follows its token; a query read to the end ranks every match once;
 // a query past rankWholeAfter pages switches from one to the other. Every way must walk one order,
 // each match once, ties included: equal names in three clusters, equal creation times, objects
-// without a namespace or a creation time (missing values sort last either way), equal relevance.
+// without a namespace or a creation time (missing values sort last either way), equal relevance,
+// three kinds of many objects each.
 func TestPagesFollowOneOrder(t *testing.T) {
 	s := newStore(t, t.TempDir())
 	defer s.Close()
 	type obj struct {
-		cluster, namespace, name, uid string
-		created                       string
+		cluster, namespace, kind, name, uid string
+		created                             string
 	}
 	var objs []obj
 	var ops []store.Op
@@ -39,13 +40,16 @@ func TestPagesFollowOneOrder(t *testing.T) {
 			if j == 5 {
 				o.created = "" // no creation time
 			}
+			if j%5 == 4 {
+				o.resource, o.kind = "configmaps", "ConfigMap"
+			}
 			ops = append(ops, o.op(t))
-			objs = append(objs, obj{c, o.namespace, o.name, o.uid, o.created})
+			objs = append(objs, obj{c, o.namespace, o.kind, o.name, o.uid, o.created})
 		}
 		n := object{cluster: c, version: "v1", resource: "nodes", kind: "Node", name: "web-03", uid: "node-" + c, rv: int64(100*i + 50), epoch: 1,
 			labels: map[string]string{"app": "web"}, created: "2026-01-02T00:00:00Z"}
 		ops = append(ops, n.op(t))
-		objs = append(objs, obj{c, "", n.name, n.uid, n.created})
+		objs = append(objs, obj{c, "", n.kind, n.name, n.uid, n.created})
 	}
 	write(t, s, ops...)
 
@@ -61,6 +65,8 @@ func TestPagesFollowOneOrder(t *testing.T) {
 					av, bv = a.cluster, b.cluster
 				case query.SortNamespace:
 					av, bv = a.namespace, b.namespace
+				case query.SortKind:
+					av, bv = a.kind, b.kind
 				case query.SortName:
 					av, bv = a.name, b.name
 				case query.SortCreationTimestamp:
@@ -124,6 +130,8 @@ func TestPagesFollowOneOrder(t *testing.T) {
 		{"labelSelector=app&sort=creationTimestamp", []query.Sort{{Field: query.SortCreationTimestamp}}},
 		{"labelSelector=app&sort=creationTimestamp:desc", []query.Sort{{Field: query.SortCreationTimestamp, Desc: true}}},
 		{"labelSelector=app&sort=namespace:desc,name", []query.Sort{{Field: query.SortNamespace, Desc: true}, {Field: query.SortName}}},
+		{"labelSelector=app&sort=kind", []query.Sort{{Field: query.SortKind}}},
+		{"labelSelector=app&sort=kind:desc,name", []query.Sort{{Field: query.SortKind, Desc: true}, {Field: query.SortName}}},
 		{"q=web", nil},
 	} {
 		t.Run(c.params, func(t *testing.T) {
@@ -151,6 +159,21 @@ func TestPagesFollowOneOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Every field a query may sort by is a column with doc values: the ranking reads a sort key of
+// every match, and bleve reads a field without them by uninverting its terms, far more slowly.
+func TestSortFieldsHaveDocValues(t *testing.T) {
+	for _, f := range query.SortFields {
+		col := sortField(query.Sort{Field: f})
+		if col == "" {
+			t.Errorf("sort %s: no column", f)
+			continue
+		}
+		if spec, ok := fields[col]; !ok || !spec.docValues {
+			t.Errorf("sort %s: column %s has no doc values", f, col)
+		}
 	}
 }
 

@@ -35,12 +35,15 @@ type token struct {
 const tokenVersion = 2
 
 // cursor is a match's place in its query's order: the sort keys it has, the relevance, and the
-// tiebreakers (search.go, ranker.compare).
+// tiebreakers (search.go, ranker.compare). Kind came without a new token version: a token only
+// continues its own query, and no earlier build took sort=kind.
 type cursor struct {
 	Score        float64 `json:"s,omitzero"`
 	Cluster      string  `json:"c,omitzero"`
 	Namespace    string  `json:"ns,omitzero"`
 	HasNamespace bool    `json:"hns,omitzero"`
+	Kind         string  `json:"k,omitzero"`
+	HasKind      bool    `json:"hk,omitzero"`
 	Name         string  `json:"n,omitzero"`
 	Created      int64   `json:"cr,omitzero"`
 	HasCreated   bool    `json:"hcr,omitzero"`

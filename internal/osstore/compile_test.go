@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/query"
 )
 
@@ -52,6 +53,7 @@ func TestCompileGolden(t *testing.T) {
 		"time-absolute":         "createdSince=2026-11-01T00:00:00Z&createdBefore=2026-11-02T00:00:00Z",
 		"time-relative":         "changedSince=1h&createdSince=7d",
 		"sort":                  "sort=creationTimestamp:desc,name",
+		"sort-kind":             "sort=kind:desc,name",
 		"limit":                 "limit=5",
 		"facets":                "facets=cluster,namespace,resource,labels,label:app.kubernetes.io/name&facetSize=3",
 		"metadata-only":         "metadataOnly=true",
@@ -82,6 +84,23 @@ func TestCompileGolden(t *testing.T) {
 			}
 			checkGolden(t, name, got.Bytes())
 		})
+	}
+}
+
+// compileSort sorts on the document field a sort field is named after: each must be one
+// OpenSearch sorts on (a keyword, long or date, whose doc values the mapping leaves on), or
+// OpenSearch refuses every search sorted by it.
+func TestSortFieldsAreSortableFields(t *testing.T) {
+	types := map[string]string{}
+	for _, f := range document.Fields {
+		types[f.Name] = f.Type
+	}
+	for _, f := range query.SortFields {
+		switch typ := types[f]; typ {
+		case "keyword", "long", "date":
+		default:
+			t.Errorf("sort %s: the document field %s is %q, not sortable", f, f, typ)
+		}
 	}
 }
 

@@ -27,7 +27,7 @@ func TestParseRejectsBadInputNamingTheParameter(t *testing.T) {
 		{"owner=ReplicaSet/", "owner", "Kind/name"},
 		{"createdSince=yesterday", "createdSince", "RFC 3339"},
 		{"changedSince=-1h", "changedSince", "RFC 3339"},
-		{"sort=size", "sort", "unknown sort field"},
+		{"sort=size", "sort", "unknown sort field; known: cluster, namespace, kind, name, creationTimestamp, lastChangedAt"},
 		{"sort=name:up", "sort", "asc or desc"},
 		{"sort=name,name:desc", "sort", "given twice"},
 		{"limit=0", "limit", "from 1 to 1000"},
@@ -96,6 +96,30 @@ func TestParseGoodInput(t *testing.T) {
 	}
 	if len(q.Facets) != 2 || q.Facets[0].Name() != "label:app.kubernetes.io/name" || q.Facets[0].Size != DefaultFacetSize {
 		t.Errorf("facets %+v", q.Facets)
+	}
+}
+
+// The search page sorts its KIND column by sort=kind (issue 28).
+func TestParseSortByKind(t *testing.T) {
+	for _, c := range []struct {
+		raw  string
+		want []Sort
+	}{
+		{"sort=kind", []Sort{{Field: SortKind}}},
+		{"sort=kind:desc,name", []Sort{{Field: SortKind, Desc: true}, {Field: SortName}}},
+		{"sort=cluster,kind:asc", []Sort{{Field: SortCluster}, {Field: SortKind}}},
+	} {
+		v, err := url.ParseQuery(c.raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := Parse(v, now)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", c.raw, err)
+		}
+		if !slices.Equal(q.Sort, c.want) {
+			t.Errorf("Parse(%q) sort %+v; want %+v", c.raw, q.Sort, c.want)
+		}
 	}
 }
 

@@ -222,13 +222,14 @@ type Owner struct {
 const (
 	SortCluster           = "cluster"
 	SortNamespace         = "namespace"
+	SortKind              = "kind"
 	SortName              = "name"
 	SortCreationTimestamp = "creationTimestamp"
 	SortLastChangedAt     = "lastChangedAt"
 )
 
 // SortFields are the fields a result can be sorted by.
-var SortFields = []string{SortCluster, SortNamespace, SortName, SortCreationTimestamp, SortLastChangedAt}
+var SortFields = []string{SortCluster, SortNamespace, SortKind, SortName, SortCreationTimestamp, SortLastChangedAt}
 
 // Sort is one sort key.
 type Sort struct {

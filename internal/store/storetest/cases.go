@@ -200,6 +200,8 @@ func queryCases() []queryCase {
 		{name: "sort namespace asc: cluster-scoped last", v: params("sort", "namespace", "resources", "nodes,services", "limit", "8")},
 		{name: "sort lastChangedAt then cluster", v: params("sort", "lastChangedAt,cluster", "limit", "13")},
 		{name: "sort cluster desc, name desc", v: params("sort", "cluster:desc,name:desc", "resources", "services,deployments.apps", "limit", "5")},
+		{name: "sort kind, ties by uid, paged", v: params("sort", "kind", "limit", "11")},
+		{name: "sort kind desc, namespace, name", v: params("sort", "kind:desc,namespace,name", "resources", "configmaps,nodes,pods,services", "limit", "6")},
 		{name: "default order, paged by 7", v: params("resources", "pods", "limit", "7")},
 		{name: "limit 1, every page", v: params("resources", "deployments.apps", "limit", "1")},
 		{name: "limit equal to the total: one page, no token", v: params("resources", "services", "limit", "12")},

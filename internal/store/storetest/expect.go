@@ -241,6 +241,8 @@ func sortObjects(objs []*Object, q *query.Query) {
 			switch s.Field {
 			case query.SortCluster:
 				c = cmp.Compare(a.Cluster, b.Cluster)
+			case query.SortKind:
+				c = cmp.Compare(a.Kind, b.Kind)
 			case query.SortName:
 				c = cmp.Compare(a.Name, b.Name)
 			case query.SortCreationTimestamp:

@@ -253,10 +253,13 @@ function showError(msg) {
 
 // ---- rendering ----
 
+// A column sorts on the server when the REST search's sort has its field (an indexed one). STATUS
+// and the kind's own Table columns do not: the server computes them per row from the stored object
+// after the search, so no index holds them to order the matches by.
 const BASE = [
   { name: "CLUSTER", sort: "cluster" },
   { name: "NAMESPACE", sort: "namespace" },
-  { name: "KIND" },
+  { name: "KIND", sort: "kind" },
   { name: "NAME", sort: "name" },
   { name: "STATUS" },
   { name: "AGE", sort: "creationTimestamp", reverse: true },
