@@ -169,7 +169,7 @@ func BenchmarkFleetWatchEvent(b *testing.B) {
 	}
 	w := &watcher{s: s, r: &facadeRequest{path: "/api/v1/pods", version: "v1", resource: "pods"},
 		res: res, out: out, q: &query.Query{}, feed: feed, pairs: pairs, from: from, pos: maps.Clone(from)}
-	w.at = s.newWatchPosition(view{}, res, w.pos)
+	w.startPosition()
 	if w.at == nil {
 		b.Fatal("no sealed position: the cache keeps no marks")
 	}

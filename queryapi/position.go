@@ -312,16 +312,26 @@ type watchPosition struct {
 	unevented   map[string]bool
 }
 
-// newWatchPosition starts tracking a watch at vec: nil (the JSON map, or a one-cluster view's
-// resourceVersion) when the view has one cluster or the cache reads no stream.
-func (s *Server) newWatchPosition(vw view, res apiResource, vec rvVector) *watchPosition {
+// newWatchPosition starts tracking a watch of pairs at vec: nil (the JSON map, or a one-cluster
+// view's resourceVersion) when the view has one cluster or the cache reads no stream. The view's
+// clusters the watch does not read (a qualified name's watch reads one) stay where vec has them,
+// written beside the mark: the watch sees none of their moves.
+func (s *Server) newWatchPosition(vw view, res apiResource, vec rvVector, pairs []store.Pair) *watchPosition {
 	if !vw.vector() || s.cache == nil {
 		return nil
 	}
 	pos := make(map[store.Pair]int64, len(vec))
 	wp := &watchPosition{s: s, res: res, over: rvVector{}, sum: vectorSum(vec),
 		partition: map[string]int{}, byPartition: map[int][]string{}, dirty: map[int]bool{}, unevented: map[string]bool{}}
+	read := make(map[string]bool, len(pairs))
+	for _, p := range pairs {
+		read[p.Cluster] = true
+	}
 	for c, rv := range vec {
+		if !read[c] {
+			wp.over[c] = rv
+			continue
+		}
 		p := res.pair(c)
 		pos[p] = rv
 		q := s.cache.PartitionOf(p)
@@ -338,7 +348,11 @@ func (s *Server) newWatchPosition(vw view, res apiResource, vec rvVector) *watch
 	return wp
 }
 
-// read starts a read of the watch: u names the pairs moved without events since the last one.
+// read starts a read of the watch: u names the pairs moved without events since the last one
+// (since the watch's start for its first read, watchcache.Watch.From), written beside the mark
+// until the read ends. A partition whose moves the cache no longer knows that far back has all its
+// clusters written beside the mark for the read: checking them at the mark as it is now would be
+// wrong once a later event of the read moves the mark past a move of theirs.
 func (wp *watchPosition) read(u watchcache.Unevented, vec rvVector) {
 	if wp == nil {
 		return
@@ -348,8 +362,9 @@ func (wp *watchPosition) read(u watchcache.Unevented, vec rvVector) {
 		wp.over[p.Cluster] = vec[p.Cluster]
 	}
 	for _, q := range u.Partitions {
-		if _, ok := wp.byPartition[q]; ok {
-			wp.dirty[q] = true
+		for _, c := range wp.byPartition[q] {
+			wp.unevented[c] = true
+			wp.over[c] = vec[c]
 		}
 	}
 }
@@ -400,6 +415,9 @@ func (wp *watchPosition) settled(m watchcache.Mark, vec rvVector, stable map[str
 		}
 	}
 	clear(wp.unevented)
+	// The first read's stable holds every pair: the clusters' places beside the mark are exact
+	// now, and the start's check of every partition (dirty) is done.
+	clear(wp.dirty)
 }
 
 // noWait is a context already done: At answers from what the cache has now, without waiting.

@@ -228,3 +228,71 @@ func mustResource(t *testing.T, s *Server) apiResource {
 	}
 	return res
 }
+
+// TestQualifiedWatchPositionKeepsUnwatchedClusters: a qualified view's watch of one object
+// (fieldSelector metadata.name=<name>_<cluster>) reads one cluster's pair, but its position is a
+// vector of every cluster of the view. The other clusters' entries must read back to what the
+// watch started from, however their stable positions move later; every event's position must
+// decode to the vector it represents.
+func TestQualifiedWatchPositionKeepsUnwatchedClusters(t *testing.T) {
+	url, s, c := newMarksServer(t, 1) // one partition: member1 and member2 share it
+	for i := range 4 {
+		c.Apply(memberEvent([]string{"member1", "member2"}[i%2], envelope.Added, fmt.Sprint("a", i), 10+i))
+	}
+	res := mustResource(t, s)
+	qv := view{qualified: true}
+	from := s.encodeRV(qv, res, rvVector{"member1": 12, "member2": 13})
+	done := make(chan []string)
+	go func() {
+		done <- watchNames(t, url+"/qualified/api/v1/namespaces/shop/configmaps?watch=1&fieldSelector=metadata.name%3Dx_member1&resourceVersion="+from, 2)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	c.Apply(memberEvent("member1", envelope.Added, "x", 20))
+	time.Sleep(200 * time.Millisecond)
+	c.Apply(memberEvent("member2", envelope.Added, "y", 21)) // member2 moves: the watch does not read it
+	c.Apply(memberEvent("member1", envelope.Modified, "x", 22))
+	var got []string
+	select {
+	case got = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no events")
+	}
+	want := []rvVector{{"member1": 20, "member2": 13}, {"member1": 22, "member2": 13}}
+	for i, g := range got {
+		rv := strings.Fields(g)[2]
+		v, st := s.decodeRV(t.Context(), rv, qv, res, []string{"member1", "member2"})
+		if st != nil || fmt.Sprint(v) != fmt.Sprint(want[i]) {
+			t.Errorf("event %q: position reads back as %v, %v; want %v", g, v, st, want[i])
+		}
+	}
+}
+
+// TestResumedReadAcrossASync: a resumed watch's first
+// read replays member2's events across member1's SYNC (same partition, no event of member1): every
+// event's position keeps member1 where the client had it (the read names member1 moved without an
+// event since the watch's start, Watch.From), not where the mark of the later event places it.
+func TestResumedReadAcrossASync(t *testing.T) {
+	url, s, c := newMarksServer(t, 1)
+	for i := range 4 {
+		c.Apply(memberEvent([]string{"member1", "member2"}[i%2], envelope.Added, fmt.Sprint("a", i), 10+i))
+	}
+	res := mustResource(t, s)
+	from := s.encodeRV(view{}, res, rvVector{"member1": 12, "member2": 13})
+	c.Apply(memberEvent("member2", envelope.Added, "b1", 20))
+	c.Apply(cmSync(1, "40")) // member1's list completes: its position moves without an event
+	c.Apply(memberEvent("member2", envelope.Added, "b2", 21))
+	got := watchNames(t, url+"/api/v1/namespaces/shop/configmaps?watch=1&resourceVersion="+from, 2)
+	for _, g := range got {
+		rv := strings.Fields(g)[2]
+		if v, st := s.decodeRV(t.Context(), rv, view{}, res, []string{"member1", "member2"}); st != nil || v["member1"] != 12 {
+			t.Errorf("event %q: position reads back as %v, %v; want member1 at 12", g, v, st)
+		}
+		// Only member1 is written beside the mark: the read named it (Watch.From), where without
+		// knowing the moves since the start every cluster of the partition would be.
+		if plain, err := s.positions.open(rv); err != nil {
+			t.Errorf("event %q: %v", g, err)
+		} else if sp, err := unmarshalPosition(plain); err != nil || len(sp.over) != 1 || sp.over["member1"] != 12 {
+			t.Errorf("event %q: beside the mark %v (%v), want member1 at 12 alone", g, sp.over, err)
+		}
+	}
+}

@@ -255,7 +255,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 		}
 	} else {
 		w.after = w.feed.After() // a list's position is never inside a re-list (watermarks wait for the SYNC)
-		w.at = s.newWatchPosition(r.view, res, w.pos)
+		w.startPosition()
 	}
 	c.Header("Content-Type", "application/json")
 	c.Header("Transfer-Encoding", "chunked")
@@ -402,6 +402,15 @@ func (w *watcher) unjudged(err error) *metav1.Status {
 	return nil
 }
 
+// startPosition starts tracking the watch's sealed position at w.pos, and tells the feed where
+// that is in the stream, so that its first read names the moves without events since.
+func (w *watcher) startPosition() {
+	w.at = w.s.newWatchPosition(w.r.view, w.res, w.pos, w.pairs)
+	if w.at != nil {
+		w.feed.From(w.at.mark)
+	}
+}
+
 // positions are the watch's position per pair.
 func (w *watcher) positions() map[store.Pair]int64 {
 	out := make(map[store.Pair]int64, len(w.pairs))
@@ -418,7 +427,7 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 	q.Limit, q.Drain = query.MaxLimit, true
 	w.s.cover(ctx, w.res, w.pos, w.s.listingClusters(w.res, w.clusters))
 	w.from = maps.Clone(w.pos)
-	w.at = w.s.newWatchPosition(w.r.view, w.res, w.pos)
+	w.startPosition()
 	for first := true; ; first = false {
 		sctx, cancel := context.WithTimeout(ctx, w.s.opts.RequestTimeout)
 		page, err := w.s.store.Search(sctx, &q)

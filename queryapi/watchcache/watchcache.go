@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -900,6 +901,15 @@ func (w *Watch) Read() ([]*Event, map[store.Pair]int64, <-chan struct{}, error) 
 	return w.c.read(&w.cur, w.pairs)
 }
 
+// From says where in the stream the watch's client stands (the mark its position reads back at):
+// the first Read then names the pairs moved without events since (Unevented), as every later Read
+// does since the one before. Without it, the first Read names the partitions instead.
+func (w *Watch) From(m Mark) {
+	if w.cur.mark == nil {
+		w.cur.mark = maps.Clone(m)
+	}
+}
+
 // Stop ends the watch's subscriptions.
 func (w *Watch) Stop() { w.c.stop(&w.cur, w.pairs) }
 
@@ -1033,6 +1043,18 @@ func (c *Cache) read(cur *cursor, pairs []store.Pair) ([]*Event, map[store.Pair]
 			cur.mark[q] = c.readTo[q]
 		}
 		cur.unevented = c.uneventedSinceLocked(prev, cur.mark, cur.set)
+		// The pairs moved without events are among the moved (the move log has them, unless a
+		// SYNC left the position where it was); a partition whose moves are not known, all its pairs.
+		for _, p := range cur.unevented.Pairs {
+			stable[p] = c.stable[p]
+		}
+		if len(cur.unevented.Partitions) > 0 && len(stable) < len(pairs) {
+			for _, p := range pairs {
+				if slices.Contains(cur.unevented.Partitions, c.partitionOf(p)) {
+					stable[p] = c.stable[p]
+				}
+			}
+		}
 	}
 	return evs, stable, cur.wake, nil
 }

@@ -31,8 +31,11 @@ type eventWindow struct {
 	// instead of asking each pair. It is compacted when those outnumber the events held.
 	log []*Event
 	// newestEvicted is the highest seq of an event that left the window: the log holds every
-	// event above it.
+	// event above it. stale and staleBytes count the log's entries no longer held, and what they
+	// hold: the log is compacted before they pass the events held, or an eighth of the budget.
 	newestEvicted uint64
+	stale         int
+	staleBytes    int64
 }
 
 // pairEvents are one pair's events in the window.
@@ -86,6 +89,8 @@ func (w *eventWindow) evictOne() *Event {
 	pe.bytes -= old.size()
 	pe.evicted = old.Seq
 	w.newestEvicted = max(w.newestEvicted, old.Seq)
+	w.stale++
+	w.staleBytes += old.size()
 	w.count--
 	w.bytes -= old.size()
 	w.measure(pe)
@@ -96,11 +101,16 @@ func (w *eventWindow) evictOne() *Event {
 		heap.Fix(&w.byLoad, pe.at)
 	}
 	for len(w.log) > 0 && !w.holds(w.log[0]) {
+		w.stale--
+		w.staleBytes -= w.log[0].size()
 		w.log[0] = nil
 		w.log = w.log[1:]
 	}
-	if len(w.log) > 2*w.count+1024 {
+	if w.stale > w.count+1024 || w.staleBytes > w.maxBytes/8 {
+		// Each compaction frees at least an eighth of the budget or as many entries as are held:
+		// its cost is spread over the evictions that made it due.
 		w.log = slices.DeleteFunc(w.log, func(e *Event) bool { return !w.holds(e) })
+		w.stale, w.staleBytes = 0, 0
 	}
 	return old
 }
