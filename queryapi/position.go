@@ -379,7 +379,14 @@ func (wp *watchPosition) moved(cluster string, old, rv, stable, off int64) {
 		wp.sum ^= entrySum(cluster, old) ^ entrySum(cluster, rv)
 	}
 	q, ok := wp.partition[cluster]
-	if !ok || off < 0 {
+	if !ok {
+		return
+	}
+	if off < 0 {
+		// Moved by a record of another partition (a PURGE reaches every resource of its kind): no
+		// mark of the cluster's places it, so it is written beside the mark until the read ends.
+		wp.unevented[cluster] = true
+		wp.over[cluster] = rv
 		return
 	}
 	wp.mark[q] = max(wp.mark[q], off+1)

@@ -296,3 +296,24 @@ func TestResumedReadAcrossASync(t *testing.T) {
 		}
 	}
 }
+
+// TestUnplacedMoveIsWrittenBesideTheMark: an event no mark places (made by a record of another
+// partition: a PURGE reaches every resource of its kind) keeps its cluster beside the mark, so the
+// position still reads back to the vector.
+func TestUnplacedMoveIsWrittenBesideTheMark(t *testing.T) {
+	_, s, c := newMarksServer(t, 4)
+	for i := range 4 {
+		c.Apply(memberEvent([]string{"member1", "member2"}[i%2], envelope.Added, fmt.Sprint("a", i), 10+i))
+	}
+	res := mustResource(t, s)
+	vec := rvVector{"member1": 12, "member2": 13}
+	wp := s.newWatchPosition(view{}, res, vec, []store.Pair{res.pair("member1"), res.pair("member2")})
+	vec["member1"] = 50
+	wp.moved("member1", 12, 50, 50, -1)
+	if wp.over["member1"] != 50 {
+		t.Errorf("beside the mark: %v, want member1 at 50", wp.over)
+	}
+	if got, st := s.decodeRV(t.Context(), wp.encode(view{}, vec), view{}, res, []string{"member1", "member2"}); st != nil || fmt.Sprint(got) != fmt.Sprint(vec) {
+		t.Errorf("position reads back as %v, %v; want %v", got, st, vec)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/watch"
+
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/stream"
@@ -174,5 +176,31 @@ func TestReadsNameMovesWithoutEvents(t *testing.T) {
 	}
 	if u := w.Unevented(); len(u.Partitions) != 0 || fmt.Sprint(u.Pairs) != fmt.Sprint([]store.Pair{m1}) {
 		t.Errorf("after m1's SYNC: %+v, want m1", u)
+	}
+}
+
+// TestEventsOfAnotherPartitionsRecordCarryNoOffset: a record of one partition that makes events of
+// a pair of another (a PURGE deletes every resource of its kind) gives them no offset: a mark of
+// their partition does not place them, and a watch must not move its mark there by them.
+func TestEventsOfAnotherPartitionsRecordCarryNoOffset(t *testing.T) {
+	c := New(Options{MaxEvents: 100, MaxBytes: 1 << 20})
+	c.startMarks(map[int]int64{0: 0, 1: 0})
+	c.CaughtUp()
+	a := store.Pair{Cluster: "m0", Resource: "configmaps"}
+	var b store.Pair
+	for i := 1; b.Cluster == ""; i++ {
+		if p := (store.Pair{Cluster: fmt.Sprint("m", i), Resource: "configmaps"}); c.partitionOf(p) != c.partitionOf(a) {
+			b = p
+		}
+	}
+	c.applyAt(stream.Message{Partition: c.partitionOf(a), Offset: 7}, func() {
+		c.appendLocked(&Event{Type: watch.Deleted, Pair: a, UID: "x", RV: 2})
+		c.appendLocked(&Event{Type: watch.Deleted, Pair: b, UID: "y", RV: 2})
+	})
+	if e := c.win.since(a, 0); len(e) != 1 || e[0].Offset != 7 {
+		t.Errorf("the record's own pair: %+v, want offset 7", e)
+	}
+	if e := c.win.since(b, 0); len(e) != 1 || e[0].Offset != noOffset {
+		t.Errorf("a pair of the other partition: %+v, want no offset", e)
 	}
 }

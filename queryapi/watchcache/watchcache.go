@@ -707,7 +707,9 @@ func (c *Cache) appendLocked(e *Event) {
 	e.Seq = c.nextSeq
 	e.Stable = c.stable[e.Pair]
 	e.Offset = noOffset
-	if c.cur != nil {
+	if c.cur != nil && c.partitions > 0 && c.partitionOf(e.Pair) == c.cur.partition {
+		// Not a record of another partition's (a PURGE deletes every resource of its kind): no
+		// mark of the pair's partition places that.
 		e.Offset = c.cur.offset
 	}
 	if r := c.renumbered[e.Pair]; r != nil {
