@@ -397,6 +397,21 @@ func (wp *watchPosition) moved(cluster string, old, rv, stable, off int64) {
 	}
 }
 
+// settleRead ends a watch's read at vec: every pair is at its stable position once the read's
+// events are sent, so a sealed position then is the read's mark m alone, and a bookmark says so.
+// stable holds the pairs that moved since the last read (all at the first): the others are where
+// that read left them. wp is nil for a view without a sealed position.
+func settleRead(vec rvVector, wp *watchPosition, stable map[store.Pair]int64, m watchcache.Mark) {
+	old := make(rvVector, len(stable))
+	byCluster := make(map[string]int64, len(stable))
+	for p, st := range stable {
+		old[p.Cluster] = vec[p.Cluster]
+		vec[p.Cluster] = max(vec[p.Cluster], st)
+		byCluster[p.Cluster] = st
+	}
+	wp.settled(m, vec, byCluster, old)
+}
+
 // settled ends a read: the watch has raised the clusters that moved since the last read (old
 // their positions before) to their stable positions at the read's mark m, as stable gives them;
 // the others were settled by an earlier read and have not moved since.

@@ -96,14 +96,7 @@ func checkPositionsReadBack(t *testing.T, mode int, watched func(rng *rand.Rand,
 						check(step, "event")
 					}
 				}
-				old := make(rvVector, len(stable))
-				byCluster := make(map[string]int64, len(stable))
-				for p, st := range stable {
-					old[p.Cluster] = pos[p.Cluster]
-					pos[p.Cluster] = max(pos[p.Cluster], st)
-					byCluster[p.Cluster] = st
-				}
-				at.settled(feed.Mark(), pos, byCluster, old)
+				settleRead(pos, at, stable, feed.Mark())
 				overAfterSettled += len(at.over)
 				settledN++
 				if rng.IntN(2) == 0 {

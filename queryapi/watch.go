@@ -297,17 +297,7 @@ func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *r
 				return
 			}
 		}
-		// Every pair is at its stable position once the read's events are sent: a sealed position
-		// then is the read's mark alone (position.go), a bookmark says so. stable holds the pairs
-		// that moved since the last read (all at the first): the others are where it left them.
-		old := make(rvVector, len(stable))
-		byCluster := make(map[string]int64, len(stable))
-		for p, st := range stable {
-			old[p.Cluster] = w.pos[p.Cluster]
-			w.pos[p.Cluster] = max(w.pos[p.Cluster], st)
-			byCluster[p.Cluster] = st
-		}
-		w.at.settled(w.feed.Mark(), w.pos, byCluster, old)
+		settleRead(w.pos, w.at, stable, w.feed.Mark())
 		bookmark := w.bookmarks && time.Since(lastBookmark) >= bookmarkEvery
 		if bookmark {
 			w.bookmark(false)
