@@ -112,3 +112,15 @@ type resourceRegistryList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ResourceRegistry `json:"items"`
 }
+
+// Where ResourceRegistry objects live on a Karmada control plane that kubesearch serves
+// search.karmada.io/v1alpha1 for. The group's APIService sends every request of that group version
+// to the query API, so a CustomResourceDefinition of it on the control plane would be shadowed (it
+// registers a local APIService of the same name); the objects are stored under a group of
+// kubesearch's own instead, with Karmada's schema, and the query API serves them under Karmada's
+// group, rewriting only the apiVersion. The collector reads them there directly.
+const (
+	StoreGroup    = "karmada.kubesearch.io"
+	StoreVersion  = "v1alpha1"
+	StoreResource = "resourceregistries"
+)
