@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/lifecycle"
@@ -47,6 +48,9 @@ import (
 type Options struct {
 	// Registry is a ResourceRegistry file or a folder of them.
 	Registry string
+	// KarmadaRegistries reads ResourceRegistry objects from the control plane of KarmadaKubeconfig
+	// too (karmadaregistries.go), beside or instead of Registry, and writes each one's status.
+	KarmadaRegistries bool
 	// ClustersFile lists the member clusters; Kubeconfig instead makes every context a member;
 	// KarmadaKubeconfig instead reaches a Karmada control plane whose Push-mode Cluster objects are
 	// the members (karmada.go).
@@ -139,8 +143,11 @@ func (o *Options) SetDefaults() {
 // Validate reports every invalid option at once, each named by its flag.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.Registry == "" {
-		errs = append(errs, errors.New("--registry: required"))
+	if o.Registry == "" && !o.KarmadaRegistries {
+		errs = append(errs, errors.New("--registry: required (or --karmada-registries)"))
+	}
+	if o.KarmadaRegistries && o.KarmadaKubeconfig == "" {
+		errs = append(errs, errors.New("--karmada-registries: needs --karmada-kubeconfig, the control plane holding them"))
 	}
 	if n := countSet(o.ClustersFile, o.Kubeconfig, o.KarmadaKubeconfig); n != 1 {
 		errs = append(errs, fmt.Errorf("--clusters, --kubeconfig, --karmada-kubeconfig: exactly one is required, got %d", n))
@@ -200,12 +207,15 @@ type Collector struct {
 	listener  net.Listener
 	endpoints *serving.Endpoints // who may read /metrics and /status
 
-	karmada *karmadaMembers // nil unless Options.KarmadaKubeconfig
+	karmada    *karmadaMembers    // nil unless Options.KarmadaKubeconfig
+	registries *karmadaRegistries // nil unless Options.KarmadaRegistries
 
 	mu      sync.Mutex // serialises apply; may be held while Publish blocks on a full buffer
 	plan    registry.Plan
 	digest  [32]byte
 	members map[string]*memberRun
+	// verdicts: what the plan made of each ResourceRegistry object, for its status.
+	verdicts map[string]verdict
 
 	// view is the members as of the last apply, for the HTTP endpoints, which must answer while an
 	// apply waits for Kafka.
@@ -234,11 +244,18 @@ func New(opts Options) (*Collector, error) {
 	}
 	c := &Collector{opts: opts, log: opts.Logger, members: map[string]*memberRun{}}
 	if opts.KarmadaKubeconfig != "" {
-		k, err := newKarmadaMembers(opts.KarmadaKubeconfig)
+		cfg, err := karmadaConfig(opts.KarmadaKubeconfig)
 		if err != nil {
 			return nil, err
 		}
-		c.karmada = k
+		if c.karmada, err = newKarmadaMembers(opts.KarmadaKubeconfig, cfg); err != nil {
+			return nil, err
+		}
+		if opts.KarmadaRegistries {
+			if c.registries, err = newKarmadaRegistries(opts.KarmadaKubeconfig, cfg, c.log); err != nil {
+				return nil, err
+			}
+		}
 	}
 	// New has no context of its caller's: the first read of the control plane is bounded here, so
 	// an unreachable one fails the start as an unreadable file does.
@@ -248,11 +265,11 @@ func New(opts Options) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := c.loadPlan(cfg)
+	plan, verdicts, err := c.loadPlan(cfg)
 	if err != nil {
 		return nil, err
 	}
-	c.plan, c.digest, c.skipped = plan, cfg.digest, cfg.members.skipped
+	c.plan, c.digest, c.skipped, c.verdicts = plan, cfg.digest, cfg.members.skipped, verdicts
 	for _, s := range c.skipped {
 		c.log.Warn("member cluster not collected", "cluster", s.Name, "reason", s.Reason)
 	}
@@ -364,6 +381,17 @@ func (c *Collector) collect(ctx context.Context) error {
 		defer func() { <-following }()
 	}
 	c.log.Info("collector started", "clusters", len(c.plan.Clusters), "topic", c.opts.Topic, "listen", c.Addr())
+	var changed chan struct{} // nil, never ready, without registry objects to watch
+	if c.registries != nil {
+		changed = make(chan struct{}, 1)
+		watching := make(chan struct{})
+		go func() {
+			defer close(watching)
+			c.registries.watch(ctx, changed)
+		}()
+		defer func() { <-watching }()
+		c.reload(ctx) // writes the first plan's statuses
+	}
 	ticker := time.NewTicker(c.opts.ReloadInterval)
 	defer ticker.Stop()
 	for {
@@ -371,6 +399,8 @@ func (c *Collector) collect(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
+			c.reload(ctx)
+		case <-changed:
 			c.reload(ctx)
 		}
 	}
@@ -413,22 +443,33 @@ func (c *Collector) start(ctx context.Context) error {
 }
 
 // reload re-reads the configuration files when their content changed. An invalid new configuration is
-// reported and ignored: the collector keeps collecting what the last valid one selected.
+// reported and ignored: the collector keeps collecting what the last valid one selected. (A
+// ResourceRegistry object is judged on its own instead: see registry.Admit.) Then the objects'
+// statuses are brought in line with the plan.
 func (c *Collector) reload(ctx context.Context) {
 	cfg, err := c.readConfig(ctx)
 	if err != nil {
 		c.log.Error("configuration unreadable, keeping the current one", "err", err)
 		return
 	}
+	verdicts := c.applyConfig(ctx, cfg)
+	if c.registries != nil {
+		c.registries.report(ctx, cfg.objects, verdicts)
+	}
+}
+
+// applyConfig applies cfg when it differs from the configuration in force, and returns the
+// verdicts in force after it.
+func (c *Collector) applyConfig(ctx context.Context, cfg config) map[string]verdict {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cfg.digest == c.digest {
-		return
+		return c.verdicts
 	}
-	plan, err := c.loadPlan(cfg)
+	plan, verdicts, err := c.loadPlan(cfg)
 	if err != nil {
 		c.log.Error("configuration changed but is invalid, keeping the current one", "err", err)
-		return
+		return c.verdicts
 	}
 	c.log.Info("configuration changed, applying")
 	for _, s := range cfg.members.skipped {
@@ -437,8 +478,14 @@ func (c *Collector) reload(ctx context.Context) {
 	c.viewMu.Lock()
 	c.skipped = cfg.members.skipped
 	c.viewMu.Unlock()
+	for name, v := range verdicts {
+		if v.condition.Status != metav1.ConditionTrue {
+			c.log.Warn("ResourceRegistry object not collected", "registry", name, "reason", v.condition.Message)
+		}
+	}
 	c.apply(ctx, c.held(c.plan), c.held(plan))
-	c.plan, c.digest = plan, cfg.digest
+	c.plan, c.digest, c.verdicts = plan, cfg.digest, verdicts
+	return verdicts
 }
 
 // apply moves from one plan to the next; c.mu is held. Removed selections are purged before anything
@@ -589,6 +636,7 @@ func (c *Collector) viewMembers() []*member {
 type config struct {
 	digest  [32]byte
 	members karmadaRead
+	objects []registryObject // the control plane's ResourceRegistry objects (Options.KarmadaRegistries)
 }
 
 // readConfig is the check of every reload: the files are only hashed (loadPlan parses them when the
@@ -608,31 +656,57 @@ func (c *Collector) readConfig(ctx context.Context) (config, error) {
 		m.digest(h)
 		cfg.members = m
 	}
+	if c.registries != nil {
+		objs, err := c.registries.read(ctx)
+		if err != nil {
+			return cfg, err
+		}
+		digestRegistryObjects(objs, h)
+		cfg.objects = objs
+	}
 	copy(cfg.digest[:], h.Sum(nil))
 	return cfg, nil
 }
 
-func (c *Collector) loadPlan(cfg config) (registry.Plan, error) {
-	regs, err := registry.Load(c.opts.Registry)
-	if err != nil {
-		return registry.Plan{}, fmt.Errorf("--registry %s: %w", c.opts.Registry, err)
+// loadPlan builds the plan of cfg, with the verdict on each ResourceRegistry object of the control
+// plane (none without Options.KarmadaRegistries).
+func (c *Collector) loadPlan(cfg config) (registry.Plan, map[string]verdict, error) {
+	var (
+		regs []registry.ResourceRegistry
+		err  error
+	)
+	if c.opts.Registry != "" {
+		if regs, err = registry.Load(c.opts.Registry); err != nil {
+			return registry.Plan{}, nil, fmt.Errorf("--registry %s: %w", c.opts.Registry, err)
+		}
 	}
 	var clusters []registry.Cluster
 	switch {
 	case c.opts.ClustersFile != "":
 		clusters, err = registry.LoadClusters(c.opts.ClustersFile)
 		if err != nil {
-			return registry.Plan{}, fmt.Errorf("--clusters %s: %w", c.opts.ClustersFile, err)
+			return registry.Plan{}, nil, fmt.Errorf("--clusters %s: %w", c.opts.ClustersFile, err)
 		}
 	case c.karmada != nil:
 		clusters = cfg.members.clusters
 	default:
 		clusters, err = registry.ClustersFromKubeconfig(c.opts.Kubeconfig)
 		if err != nil {
-			return registry.Plan{}, fmt.Errorf("--kubeconfig %s: %w", c.opts.Kubeconfig, err)
+			return registry.Plan{}, nil, fmt.Errorf("--kubeconfig %s: %w", c.opts.Kubeconfig, err)
 		}
 	}
-	return registry.NewPlan(regs, clusters)
+	if c.registries == nil {
+		plan, err := registry.NewPlan(regs, clusters)
+		return plan, nil, err
+	}
+	admitted, verdicts := admitObjects(regs, cfg.objects, clusters)
+	plan, err := registry.NewPlan(append(regs, admitted...), clusters)
+	if err != nil {
+		// Admit judged each object against the same set: only the files or the clusters can fail here.
+		return registry.Plan{}, nil, err
+	}
+	describeAdmitted(verdicts, plan)
+	return plan, verdicts, nil
 }
 
 // configDigest hashes every configuration file into h, so a reload happens only when content changed

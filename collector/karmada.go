@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubesearch/kubesearch/internal/registry"
@@ -39,13 +40,18 @@ type karmadaMembers struct {
 	secrets  corev1client.SecretsGetter
 }
 
-func newKarmadaMembers(kubeconfig string) (*karmadaMembers, error) {
+// karmadaConfig is the client configuration of the control plane --karmada-kubeconfig names.
+func karmadaConfig(kubeconfig string) (*rest.Config, error) {
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("--karmada-kubeconfig %s: %w", kubeconfig, err)
 	}
 	cfg.UserAgent = "kubesearch-collector"
+	return cfg, nil
+}
+
+func newKarmadaMembers(kubeconfig string, cfg *rest.Config) (*karmadaMembers, error) {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--karmada-kubeconfig %s: %w", kubeconfig, err)

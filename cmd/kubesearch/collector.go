@@ -49,7 +49,8 @@ func collectorFlags(g flagGroups) func() collector.Options {
 	brokers := stringList{"127.0.0.1:9092"}
 	var qps float64
 	g.add("Members", func(fs *pflag.FlagSet) {
-		fs.StringVar(&o.Registry, "registry", "", "ResourceRegistry file, or a folder of them (required)")
+		fs.StringVar(&o.Registry, "registry", "", "ResourceRegistry file, or a folder of them (required unless --karmada-registries)")
+		fs.BoolVar(&o.KarmadaRegistries, "karmada-registries", false, "also read the ResourceRegistry objects of the --karmada-kubeconfig control plane (stored in resourceregistries.karmada.kubesearch.io, served by the query API under search.karmada.io/v1alpha1), watching them, and write each one's status")
 		fs.StringVar(&o.ClustersFile, "clusters", "", "clusters file listing the member clusters")
 		fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig whose every context is a member cluster (instead of --clusters)")
 		fs.StringVar(&o.KarmadaKubeconfig, "karmada-kubeconfig", "", "kubeconfig of a Karmada control plane whose Push-mode Cluster objects (cluster.karmada.io/v1alpha1) are the member clusters, with the token and caBundle of the Secrets they reference (instead of --clusters, --kubeconfig)")

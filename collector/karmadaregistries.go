@@ -1,0 +1,298 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/kubesearch/kubesearch/internal/registry"
+)
+
+// registryObjects is the resource the ResourceRegistry objects of a Karmada control plane are read
+// from (Options.KarmadaRegistries): kubesearch's store of them, which the query API serves under
+// Karmada's own search.karmada.io/v1alpha1 (see registry.StoreGroup for why not there).
+var registryObjects = schema.GroupVersionResource{Group: registry.StoreGroup, Version: registry.StoreVersion, Resource: registry.StoreResource}
+
+// ConditionAccepted is the condition the collector writes into each ResourceRegistry object's
+// status: whether what it selects is collected, and if not, why (naming the field).
+const ConditionAccepted = "Accepted"
+
+// Reasons of ConditionAccepted.
+const (
+	reasonAccepted = "Accepted"
+	reasonInvalid  = "Invalid"
+)
+
+// karmadaRegistries reads the ResourceRegistry objects of a Karmada control plane and writes their
+// status.
+//
+// Each reload check lists them, as karmadaMembers lists the Cluster objects: one read of the control
+// plane is one consistent view of both for the plan. A watch beside it (watch) only says when to
+// check, so that creating, editing or deleting an object acts within a second or two rather than at
+// the next ReloadInterval tick; losing the watch costs that latency and nothing else.
+type karmadaRegistries struct {
+	source string // the kubeconfig, for errors
+	client dynamic.NamespaceableResourceInterface
+	log    *slog.Logger
+}
+
+func newKarmadaRegistries(kubeconfig string, cfg *rest.Config, log *slog.Logger) (*karmadaRegistries, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--karmada-kubeconfig %s: %w", kubeconfig, err)
+	}
+	return &karmadaRegistries{source: kubeconfig, client: dyn.Resource(registryObjects), log: log}, nil
+}
+
+// registryObject is one ResourceRegistry object as read: decoded, or why it cannot be.
+type registryObject struct {
+	obj *unstructured.Unstructured
+	reg registry.ResourceRegistry
+	err error // the object does not decode; it is rejected with this
+}
+
+// read lists the objects. Only a failure to read the control plane is an error, so that an
+// unreachable control plane keeps the current registries rather than purging them all; an object
+// that does not decode is returned with its error, to be rejected on its own.
+func (k *karmadaRegistries) read(ctx context.Context) ([]registryObject, error) {
+	list, err := k.client.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("--karmada-kubeconfig %s: list %s: %w", k.source, registryObjects.GroupResource(), err)
+	}
+	out := make([]registryObject, 0, len(list.Items))
+	for i := range list.Items {
+		obj := &list.Items[i]
+		o := registryObject{obj: obj}
+		data, err := json.Marshal(obj.Object)
+		if err == nil {
+			o.reg, err = registry.FromObject(data, "ResourceRegistry "+obj.GetName())
+		}
+		if err != nil {
+			o.reg = registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: obj.GetName(), UID: obj.GetUID(),
+				CreationTimestamp: obj.GetCreationTimestamp(), Generation: obj.GetGeneration()}}
+			o.err = err
+		}
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b registryObject) int { return strings.Compare(a.obj.GetName(), b.obj.GetName()) })
+	return out, nil
+}
+
+// digest hashes what the plan is built from (registry.SpecDigest), so writing a status is not a change.
+func digestRegistryObjects(objs []registryObject, h io.Writer) {
+	for _, o := range objs {
+		if o.err != nil {
+			fmt.Fprintf(h, "undecodable\x00%s\x00%s\x00%d\x00", o.obj.GetName(), o.obj.GetUID(), o.obj.GetGeneration())
+			continue
+		}
+		d, err := registry.SpecDigest(o.reg)
+		if err != nil {
+			// Cannot happen for a decoded object; count it as a change every time rather than never.
+			d = []byte(time.Now().String())
+		}
+		fmt.Fprintf(h, "registry\x00%s\x00", d)
+	}
+}
+
+// verdict is what the last plan made of one object: the condition its status should hold.
+type verdict struct {
+	uid        string
+	generation int64
+	condition  metav1.Condition
+}
+
+// admitObjects admits the decodable objects beside the files' registries (registry.Admit) and
+// returns them with each object's verdict, by name.
+func admitObjects(files []registry.ResourceRegistry, objs []registryObject, clusters []registry.Cluster) ([]registry.ResourceRegistry, map[string]verdict) {
+	var candidates []registry.ResourceRegistry
+	verdicts := map[string]verdict{}
+	for _, o := range objs {
+		v := verdict{uid: string(o.obj.GetUID()), generation: o.obj.GetGeneration()}
+		verdicts[o.obj.GetName()] = v
+		if o.err == nil {
+			candidates = append(candidates, o.reg)
+		}
+	}
+	admitted, rejected := registry.Admit(files, candidates, clusters)
+	for _, o := range objs {
+		err := o.err
+		if err == nil {
+			err = rejected[o.obj.GetName()]
+		}
+		v := verdicts[o.obj.GetName()]
+		if err != nil {
+			v.condition = metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionFalse, Reason: reasonInvalid,
+				Message: conditionMessage("not collected: " + strings.ReplaceAll(err.Error(), "\n", "; "))}
+		} else {
+			v.condition = metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionTrue, Reason: reasonAccepted}
+		}
+		v.condition.ObservedGeneration = v.generation
+		verdicts[o.obj.GetName()] = v
+	}
+	return admitted, verdicts
+}
+
+// describeAdmitted fills the message of each admitted object's condition from the plan: which
+// members it selects resources of.
+func describeAdmitted(verdicts map[string]verdict, plan registry.Plan) {
+	for name, v := range verdicts {
+		if v.condition.Status == metav1.ConditionTrue {
+			v.condition.Message = conditionMessage(registry.Describe(name, plan))
+			verdicts[name] = v
+		}
+	}
+}
+
+// conditionMessage bounds a message to what a Condition may hold (32 KiB).
+func conditionMessage(s string) string {
+	const most = 32 << 10
+	if len(s) <= most {
+		return s
+	}
+	return s[:most-len(" ...")] + " ..."
+}
+
+// report writes each object's verdict into its status where the status says otherwise: after every
+// plan change, and at every check (so a status someone cleared, or a write that failed, is written
+// again). Objects changed since the plan (another generation or uid) wait for the next plan. Several
+// collectors reading the same registries (replicas under a lease) compute the same verdicts, so they
+// do not fight over the status; a conflict is left to the next check. Errors are logged, never fatal:
+// the status is for people, the plan is what collects.
+func (k *karmadaRegistries) report(ctx context.Context, objs []registryObject, verdicts map[string]verdict) {
+	for _, o := range objs {
+		v, ok := verdicts[o.obj.GetName()]
+		if !ok || v.uid != string(o.obj.GetUID()) || v.generation != o.obj.GetGeneration() {
+			continue
+		}
+		current := currentConditions(o.obj)
+		if c := meta.FindStatusCondition(current, ConditionAccepted); c != nil && c.Status == v.condition.Status &&
+			c.Reason == v.condition.Reason && c.Message == v.condition.Message && c.ObservedGeneration == v.condition.ObservedGeneration {
+			continue
+		}
+		meta.SetStatusCondition(&current, v.condition) // keeps lastTransitionTime unless the status flips
+		conds, err := toUnstructured(current)
+		if err != nil {
+			k.log.Warn("ResourceRegistry status not written", "registry", o.obj.GetName(), "err", err)
+			continue
+		}
+		obj := o.obj.DeepCopy()
+		if err := unstructured.SetNestedSlice(obj.Object, conds, "status", "conditions"); err != nil {
+			k.log.Warn("ResourceRegistry status not written", "registry", o.obj.GetName(), "err", err)
+			continue
+		}
+		_, err = k.client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: "kubesearch-collector"})
+		switch {
+		case err == nil:
+			k.log.Info("ResourceRegistry status written", "registry", o.obj.GetName(), "accepted", v.condition.Status, "message", v.condition.Message)
+		case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+			// Changed or deleted since the list: the watch brings the next check.
+		default:
+			k.log.Warn("ResourceRegistry status not written (the collector needs update on resourceregistries/status)",
+				"registry", o.obj.GetName(), "err", err)
+		}
+	}
+}
+
+func currentConditions(obj *unstructured.Unstructured) []metav1.Condition {
+	raw, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	var out []metav1.Condition
+	if data, err := json.Marshal(raw); err == nil {
+		// Conditions written by others that do not decode are dropped when the status is written.
+		_ = json.Unmarshal(data, &out)
+	}
+	return out
+}
+
+func toUnstructured(conds []metav1.Condition) ([]any, error) {
+	data, err := json.Marshal(conds)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	return out, json.Unmarshal(data, &out)
+}
+
+// watch signals changed whenever a ResourceRegistry object changes, until ctx ends. It resumes from
+// the last resourceVersion it saw, starts over from now on a 410, and backs off while the control
+// plane is away (the reload ticker covers that time).
+func (k *karmadaRegistries) watch(ctx context.Context, changed chan<- struct{}) {
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default: // a check is pending already
+		}
+	}
+	var rv string
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 6, Cap: 30 * time.Second}
+	delay := backoff
+	for ctx.Err() == nil {
+		w, err := k.client.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			if ctx.Err() == nil {
+				k.log.Debug("watching ResourceRegistry objects failed; retrying", "err", err)
+			}
+			sleepCtx(ctx, delay.Step())
+			continue
+		}
+		delay = backoff
+		rv = k.drain(ctx, w, rv, signal)
+	}
+}
+
+// drain reads one watch until it ends, signalling every change; it returns where to resume.
+func (k *karmadaRegistries) drain(ctx context.Context, w watch.Interface, rv string, signal func()) string {
+	defer w.Stop()
+	for {
+		var ev watch.Event
+		select {
+		case <-ctx.Done():
+			return rv
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				return rv
+			}
+			ev = e
+		}
+		switch ev.Type {
+		case watch.Error:
+			if st, ok := ev.Object.(*metav1.Status); ok && (st.Code == http.StatusGone || st.Reason == metav1.StatusReasonExpired) {
+				// Compacted past rv: start from now, and check once, since changes may be lost.
+				signal()
+				return ""
+			}
+			k.log.Debug("watch of ResourceRegistry objects ended", "err", apierrors.FromObject(ev.Object))
+			return rv
+		case watch.Bookmark:
+		default:
+			signal()
+		}
+		if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
+			rv = m.GetResourceVersion()
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,199 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubesearch/kubesearch/internal/registry"
+)
+
+func storedRegistry(name string, generation int64, spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": registry.StoreGroup + "/" + registry.StoreVersion, "kind": "ResourceRegistry",
+		"metadata": map[string]any{"name": name, "uid": "uid-" + name, "generation": generation,
+			"creationTimestamp": "2026-12-01T00:00:00Z"},
+		"spec": spec,
+	}}
+}
+
+func selectors(kinds ...string) map[string]any {
+	var sels []any
+	for _, k := range kinds {
+		sels = append(sels, map[string]any{"apiVersion": "v1", "kind": k})
+	}
+	return map[string]any{"targetCluster": map[string]any{}, "resourceSelectors": sels}
+}
+
+func newFakeRegistries(objs ...*unstructured.Unstructured) (*karmadaRegistries, *dynamicfake.FakeDynamicClient) {
+	ro := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		ro[i] = o
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{registryObjects: "ResourceRegistryList"}, ro...)
+	return &karmadaRegistries{source: "karmada.kubeconfig", client: dyn.Resource(registryObjects), log: slog.New(slog.DiscardHandler)}, dyn
+}
+
+func statusWrites(dyn *dynamicfake.FakeDynamicClient) map[string]metav1.Condition {
+	out := map[string]metav1.Condition{}
+	for _, a := range dyn.Actions() {
+		u, ok := a.(k8stesting.UpdateAction)
+		if !ok || a.GetSubresource() != "status" {
+			continue
+		}
+		obj := u.GetObject().(*unstructured.Unstructured)
+		if c := meta.FindStatusCondition(currentConditions(obj), ConditionAccepted); c != nil {
+			out[obj.GetName()] = *c
+		}
+	}
+	return out
+}
+
+// TestKarmadaRegistriesStatus: each object's verdict is written into its status once — accepted with
+// the members it selects, rejected with the field at fault, undecodable with the unknown field — and
+// not again while it holds; an object edited since the plan waits for the next plan.
+func TestKarmadaRegistriesStatus(t *testing.T) {
+	undecodable := storedRegistry("typo", 1, selectors("Pod"))
+	undecodable.Object["spec"].(map[string]any)["resourceSelector"] = []any{}
+	k, dyn := newFakeRegistries(
+		storedRegistry("pods", 2, selectors("Pod")),
+		storedRegistry("no-kind", 1, selectors("")),
+		undecodable,
+	)
+	ctx := context.Background()
+	objs, err := k.read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusters := []registry.Cluster{kubeconfigClusterFor("member1"), kubeconfigClusterFor("member2")}
+	admitted, verdicts := admitObjects(nil, objs, clusters)
+	if len(admitted) != 1 || admitted[0].Name != "pods" {
+		t.Fatalf("admitted %v, want pods only", admitted)
+	}
+	plan, err := registry.NewPlan(admitted, clusters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	describeAdmitted(verdicts, plan)
+	k.report(ctx, objs, verdicts)
+
+	got := statusWrites(dyn)
+	for name, want := range map[string]struct {
+		status     metav1.ConditionStatus
+		generation int64
+		message    string
+	}{
+		"pods":    {metav1.ConditionTrue, 2, "selects resources of 2 member clusters: member1, member2"},
+		"no-kind": {metav1.ConditionFalse, 1, "not collected: spec.resourceSelectors[0].kind: Required value"},
+		"typo":    {metav1.ConditionFalse, 1, `not collected: ResourceRegistry typo: unknown field "spec.resourceSelector"`},
+	} {
+		c, ok := got[name]
+		if !ok {
+			t.Errorf("%s: no status written", name)
+			continue
+		}
+		if c.Status != want.status || c.ObservedGeneration != want.generation || !strings.Contains(c.Message, want.message) || c.LastTransitionTime.IsZero() {
+			t.Errorf("%s: condition %+v, want status %s, generation %d, a transition time and a message containing %q", name, c, want.status, want.generation, want.message)
+		}
+	}
+
+	// Written already: nothing to write again.
+	dyn.ClearActions()
+	if objs, err = k.read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k.report(ctx, objs, verdicts)
+	if w := statusWrites(dyn); len(w) != 0 {
+		t.Errorf("wrote statuses again although they hold: %v", w)
+	}
+
+	// Edited since the plan (a new generation): its verdict is not for it.
+	edited := storedRegistry("pods", 3, selectors("ConfigMap"))
+	if _, err := dyn.Resource(registryObjects).Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dyn.ClearActions()
+	if objs, err = k.read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k.report(ctx, objs, verdicts)
+	if w := statusWrites(dyn); len(w) != 0 {
+		t.Errorf("wrote the last plan's verdict over a newer generation: %v", w)
+	}
+}
+
+// TestKarmadaRegistriesWatch: a change of any object is a signal to check now.
+func TestKarmadaRegistriesWatch(t *testing.T) {
+	k, dyn := newFakeRegistries(storedRegistry("pods", 1, selectors("Pod")))
+	ctx, cancel := context.WithCancel(context.Background())
+	changed := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.watch(ctx, changed)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	// The fake records the watch before it opens it, so an object created just after may go unseen:
+	// create one every 100 ms until a signal comes.
+	deadline := time.After(10 * time.Second)
+	for i := 0; ; i++ {
+		if _, err := dyn.Resource(registryObjects).Create(ctx, storedRegistry(fmt.Sprintf("configmaps-%d", i), 1, selectors("ConfigMap")), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-changed:
+			return
+		case <-deadline:
+			t.Fatal("no signal after objects were created")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func kubeconfigClusterFor(name string) registry.Cluster {
+	return registry.Cluster{Name: name, Kubeconfig: "/etc/kubesearch/kubeconfig", Context: name}
+}
+
+func TestOptionsKarmadaRegistries(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		o        Options
+		wantErrs []string
+	}{
+		{name: "objects without files", o: Options{KarmadaKubeconfig: "k", KarmadaRegistries: true}},
+		{name: "objects and files", o: Options{KarmadaKubeconfig: "k", KarmadaRegistries: true, Registry: "r"}},
+		{name: "neither", o: Options{KarmadaKubeconfig: "k"}, wantErrs: []string{"--registry: required (or --karmada-registries)"}},
+		{name: "objects without a control plane", o: Options{ClustersFile: "c", KarmadaRegistries: true},
+			wantErrs: []string{"--karmada-registries: needs --karmada-kubeconfig"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.o
+			o.Brokers = []string{"b"}
+			o.SetDefaults()
+			err := o.Validate()
+			if len(tt.wantErrs) == 0 && err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+			for _, want := range tt.wantErrs {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Validate() = %v, want %q", err, want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,139 @@
+package registry
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Admit takes ResourceRegistry objects read from an API server (a Karmada control plane), where each
+// object stands on its own: unlike a file, whose every error keeps the whole configuration as it was,
+// one invalid object must not hold back the others, nor a later one unseat an earlier one. fixed are
+// registries always in (the --registry files, valid as a set already). The objects are tried oldest
+// first (creation time, then name), and each is admitted when it is valid on its own and the set with
+// it still is: no kind in two API groups, no two OpenSearch backends, Secret selections agreeing
+// about their data in every cluster. rejected holds, by object name, why each other one is not.
+func Admit(fixed, objects []ResourceRegistry, clusters []Cluster) (admitted []ResourceRegistry, rejected map[string]error) {
+	objects = slices.Clone(objects)
+	slices.SortStableFunc(objects, func(a, b ResourceRegistry) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	rejected = map[string]error{}
+	set := slices.Clone(fixed)
+	for i := range objects {
+		r := objects[i]
+		if err := admissible(set, r, clusters); err != nil {
+			rejected[r.Name] = err
+			continue
+		}
+		set = append(set, r)
+		admitted = append(admitted, r)
+	}
+	return admitted, rejected
+}
+
+// admissible says why r may not join set, or nil.
+func admissible(set []ResourceRegistry, r ResourceRegistry, clusters []Cluster) error {
+	if errs := ValidateRegistry(&r); len(errs) > 0 {
+		return errs.ToAggregate()
+	}
+	with := append(slices.Clip(set), r)
+	if err := Validate(with); err != nil {
+		// Validate names every registry's problems; only those of r (the set was valid without it)
+		// or a duplicate name of r's.
+		return onlyOf(err, r.Name)
+	}
+	if _, err := OpenSearchBackend(with); err != nil {
+		return err
+	}
+	if _, err := NewPlan(with, clusters); err != nil {
+		return err
+	}
+	return nil
+}
+
+// onlyOf keeps the field errors of the registry named name, or err when it holds none of them.
+func onlyOf(err error, name string) error {
+	var kept []error
+	for _, e := range unjoin(err) {
+		var fe *FieldError
+		if errors.As(e, &fe) && fe.Registry != name {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	if len(kept) == 0 {
+		return err
+	}
+	return errors.Join(kept...)
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// FromObject decodes a ResourceRegistry from the JSON of an API object of any apiVersion holding
+// Karmada's schema (karmada.kubesearch.io's store, or search.karmada.io itself): strictly, as a file
+// is, so a field kubesearch does not know is an error rather than ignored. The result carries
+// Karmada's apiVersion and kind.
+func FromObject(data []byte, source string) (ResourceRegistry, error) {
+	var r ResourceRegistry
+	if err := decodeStrict(data, &r, source); err != nil {
+		return ResourceRegistry{}, err
+	}
+	r.APIVersion, r.Kind = APIVersion, Kind
+	return r, nil
+}
+
+// SpecDigest is what of a registry object decides what is collected, for telling whether a reload has
+// anything to do: name, uid, creation time (Admit's order), the Secret data annotation and the spec.
+// Status and the rest of metadata are left out, so writing a status does not count as a change.
+func SpecDigest(r ResourceRegistry) ([]byte, error) {
+	return json.Marshal(struct {
+		Name, UID, Created, SecretData string
+		Spec                           ResourceRegistrySpec
+	}{r.Name, string(r.UID), r.CreationTimestamp.UTC().String(), r.Annotations[SecretDataAnnotation], r.Spec})
+}
+
+// Describe is a short account of an admission for a status message.
+func Describe(name string, plan Plan) string {
+	var in []string
+	for _, c := range plan.Clusters {
+		for _, s := range c.Selections {
+			if slices.ContainsFunc(s.Sources, func(src Source) bool { return src.Registry == name }) {
+				in = append(in, c.Cluster.Name)
+				break
+			}
+		}
+	}
+	if len(in) == 0 {
+		return "selects no member cluster's resources"
+	}
+	const shown = 10
+	msg := fmt.Sprintf("selects resources of %d member clusters: ", len(in))
+	if len(in) == 1 {
+		msg = "selects resources of 1 member cluster: "
+	}
+	for i, c := range in[:min(shown, len(in))] {
+		if i > 0 {
+			msg += ", "
+		}
+		msg += c
+	}
+	if len(in) > shown {
+		msg += fmt.Sprintf(" and %d more", len(in)-shown)
+	}
+	return msg
+}
