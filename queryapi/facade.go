@@ -75,6 +75,13 @@ func (s *Server) facade(c *gin.Context) {
 		writeStatusObject(c, errStatus)
 		return
 	}
+	if r.karmada == karmadaRegistries {
+		// The one path that may take writes, and only as the control plane's aggregation layer
+		// allows them (registries.go): dispatched before the read-only refusal below, by the
+		// parsed path alone.
+		s.serveRegistries(c, r)
+		return
+	}
 	review := s.selfReview(r)
 	if c.Request.Method == http.MethodPost && review != nil {
 		review(c, r)
@@ -212,7 +219,7 @@ func (s *Server) discoverRoot(c *gin.Context, r *facadeRequest, legacy bool) {
 		c.Header("Vary", "Accept")
 		body := aggregated(rs, legacy)
 		if karmada {
-			body.Items = append(body.Items, karmadaDiscovery())
+			body.Items = append(body.Items, karmadaDiscovery(s.registries != nil))
 		}
 		c.Render(http.StatusOK, jsonAs{contentType: aggregatedContentType, obj: body})
 		return
