@@ -318,8 +318,8 @@ type Server struct {
 	// registries forwards ResourceRegistry requests to a Karmada control plane; nil without
 	// --karmada-kubeconfig (registries.go).
 	registries *registryProxy
-	listener net.Listener
-	engine   *gin.Engine
+	listener   net.Listener
+	engine     *gin.Engine
 
 	// watchObjects bounds the objects each subject's streaming watches track (present.go).
 	watchObjects *watchObjects
