@@ -16,7 +16,8 @@ import (
 )
 
 // The Kubernetes facade (DESIGN section 5) serves the cached resources the way kube-apiserver
-// serves its own, read-only, in three views:
+// serves its own, read-only (the one exception, Karmada's resourceregistries, is registries.go's),
+// in three views:
 //   - the fleet at the root (/api, /apis, /version): every member at once;
 //   - one member under /clusters/<name>/: its objects as the member has them;
 //   - the qualified fleet under /qualified/: every object named "<name>_<cluster>", so a client

@@ -2,7 +2,9 @@
 // gin server that parses Kubernetes-style parameters into the query model, runs them on the store,
 // and says with every answer how fresh it is; and, for kubectl and client-go, discovery, OpenAPI,
 // LIST, GET and WATCH of the fleet in three views (facade.go), the watch fed from the event stream
-// (package watchcache). Errors are Kubernetes Status objects.
+// (package watchcache). Errors are Kubernetes Status objects. It writes nothing but, with
+// --karmada-kubeconfig, the ResourceRegistry objects a Karmada control plane stores, forwarded to it
+// (registries.go).
 package queryapi
 
 import (
@@ -506,7 +508,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	// No WriteTimeout: watches and full lists stream for as long as they take (a watch ends by its
 	// own timeoutSeconds); each write has its own deadline instead (--write-timeout, deadline.go).
-	// ReadTimeout covers the request, which has no body.
+	// ReadTimeout covers the request, whose body is at most a ResourceRegistry's (3 MiB).
 	srv := &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 256 << 10}
 	if s.registries != nil {

@@ -128,10 +128,12 @@ func (r registryRequest) verb(method string, watch bool) string {
 		return "create"
 	case r.name == "" && method == http.MethodDelete:
 		return "deletecollection"
-	case method == http.MethodGet || method == http.MethodHead:
-		if watch && !r.status {
-			return "watch"
+	case (method == http.MethodGet || method == http.MethodHead) && watch:
+		if r.status {
+			return "" // kube-apiserver watches no subresource
 		}
+		return "watch"
+	case method == http.MethodGet || method == http.MethodHead:
 		return "get"
 	case method == http.MethodPut:
 		return "update"
@@ -206,13 +208,19 @@ func (s *Server) serveRegistries(c *gin.Context, r *facadeRequest) {
 		return
 	}
 	defer resp.Body.Close()
+	s.relayRegistryAnswer(c, resp, verb == "watch")
+}
+
+// relayRegistryAnswer answers the client with the control plane's answer, rewritten: a watch's
+// events as they come, anything else whole.
+func (s *Server) relayRegistryAnswer(c *gin.Context, resp *http.Response, watch bool) {
 	for _, h := range []string{"Content-Type", "Warning", "Retry-After"} {
 		for _, v := range resp.Header.Values(h) {
 			c.Writer.Header().Add(h, v)
 		}
 	}
-	if verb == "watch" && resp.StatusCode == http.StatusOK {
-		s.streamRegistryWatch(c, resp)
+	if watch && resp.StatusCode == http.StatusOK {
+		streamRegistryWatch(c, resp)
 		return
 	}
 	out, err := io.ReadAll(resp.Body)
@@ -447,7 +455,7 @@ func rewriteBody(body []byte, contentType string, d direction) []byte {
 // streamRegistryWatch relays a watch's events, each rewritten and flushed as it comes, until the
 // control plane ends it, the client goes, or the query API shuts down (the request's context,
 // which cancels the upstream request and so ends the read).
-func (s *Server) streamRegistryWatch(c *gin.Context, resp *http.Response) {
+func streamRegistryWatch(c *gin.Context, resp *http.Response) {
 	c.Status(resp.StatusCode)
 	c.Writer.WriteHeaderNow()
 	c.Writer.Flush()

@@ -399,6 +399,7 @@ func TestKarmadaRegistriesRefused(t *testing.T) {
 		{"namespaced", w.proxied, "GET", "/apis/search.karmada.io/v1alpha1/namespaces/a/resourceregistries", "", nil, http.StatusNotFound, ""},
 		{"create on a name", w.proxied, "POST", base + "/fleet", `{}`, nil, http.StatusMethodNotAllowed, "POST is not allowed"},
 		{"delete the status", w.proxied, "DELETE", base + "/fleet/status", "", nil, http.StatusMethodNotAllowed, "DELETE is not allowed"},
+		{"watch the status", w.proxied, "GET", base + "/fleet/status?watch=1", "", nil, http.StatusMethodNotAllowed, "GET is not allowed"},
 		{"a body past 3 MiB", w.proxied, "POST", base, big, []string{"Content-Type: application/json"}, http.StatusRequestEntityTooLarge, "larger than"},
 		{"protobuf", w.proxied, "POST", base, "k8s\x00", []string{"Content-Type: application/vnd.kubernetes.protobuf"}, http.StatusUnsupportedMediaType, "send JSON or YAML"},
 		{"a write elsewhere", w.proxied, "POST", "/api/v1/namespaces/shop/pods", `{}`, nil, http.StatusMethodNotAllowed, "read-only"},
