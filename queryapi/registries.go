@@ -459,6 +459,12 @@ func streamRegistryWatch(c *gin.Context, resp *http.Response) {
 	c.Status(resp.StatusCode)
 	c.Writer.WriteHeaderNow()
 	c.Writer.Flush()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
+		// Protobuf, which the control plane speaks for PartialObjectMetadata (its garbage
+		// collector's watches): those objects are meta.k8s.io's, so they pass as they come.
+		relayRaw(c.Writer, resp.Body)
+		return
+	}
 	dec := json.NewDecoder(resp.Body)
 	dec.UseNumber()
 	for {
@@ -475,5 +481,22 @@ func streamRegistryWatch(c *gin.Context, resp *http.Response) {
 			return // the client went
 		}
 		c.Writer.Flush()
+	}
+}
+
+// relayRaw copies a stream, flushing each read, until either side ends.
+func relayRaw(w gin.ResponseWriter, r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			w.Flush()
+		}
+		if err != nil {
+			return
+		}
 	}
 }

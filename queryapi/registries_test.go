@@ -337,6 +337,20 @@ func TestKarmadaRegistriesWatch(t *testing.T) {
 	}
 }
 
+// TestKarmadaRegistriesProtobufWatchPasses: a watch the control plane answers in protobuf (the
+// garbage collector's PartialObjectMetadata watches) passes as it comes, not cut at its first event.
+func TestKarmadaRegistriesProtobufWatchPasses(t *testing.T) {
+	cp := newControlPlane(t)
+	w := newRegistriesWorld(t, cp)
+	stream := "k8s\x00\x0a\x04PartialObjectMetadata event one" + "k8s\x00 event two"
+	cp.answerWith(http.StatusOK, "application/vnd.kubernetes.protobuf;stream=watch", stream)
+	code, head, body := w.do(t, w.proxied, "GET", "/apis/search.karmada.io/v1alpha1/resourceregistries?watch=1", "",
+		"Accept: application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+	if code != http.StatusOK || string(body) != stream || head.Get("Content-Type") != "application/vnd.kubernetes.protobuf;stream=watch" {
+		t.Errorf("%d %q %q, want the stream as it came", code, head.Get("Content-Type"), body)
+	}
+}
+
 // TestKarmadaRegistriesWatchEndsAtShutdown: a relayed watch is the query API's, ended when it
 // shuts down, whatever the control plane does.
 func TestKarmadaRegistriesWatchEndsAtShutdown(t *testing.T) {
