@@ -16,7 +16,8 @@ import (
 )
 
 // The Kubernetes facade (DESIGN section 5) serves the cached resources the way kube-apiserver
-// serves its own, read-only, in three views:
+// serves its own, read-only (the one exception, Karmada's resourceregistries, is registries.go's),
+// in three views:
 //   - the fleet at the root (/api, /apis, /version): every member at once;
 //   - one member under /clusters/<name>/: its objects as the member has them;
 //   - the qualified fleet under /qualified/: every object named "<name>_<cluster>", so a client
@@ -73,6 +74,13 @@ func (s *Server) facade(c *gin.Context) {
 	r, errStatus := parseFacadePath(c.Request.URL.Path)
 	if errStatus != nil {
 		writeStatusObject(c, errStatus)
+		return
+	}
+	if r.karmada == karmadaRegistries {
+		// The one path that may take writes, and only as the control plane's aggregation layer
+		// allows them (registries.go): dispatched before the read-only refusal below, by the
+		// parsed path alone.
+		s.serveRegistries(c, r)
 		return
 	}
 	review := s.selfReview(r)
@@ -212,7 +220,7 @@ func (s *Server) discoverRoot(c *gin.Context, r *facadeRequest, legacy bool) {
 		c.Header("Vary", "Accept")
 		body := aggregated(rs, legacy)
 		if karmada {
-			body.Items = append(body.Items, karmadaDiscovery())
+			body.Items = append(body.Items, karmadaDiscovery(s.registries != nil))
 		}
 		c.Render(http.StatusOK, jsonAs{contentType: aggregatedContentType, obj: body})
 		return

@@ -24,7 +24,8 @@ import (
 //     answers them (a name too: every member's object of that name, never a 409);
 //   - discovery of the group, which the aggregation layer checks before it routes to a server.
 //
-// ResourceRegistry objects are not served here: kubesearch reads them from its registry files.
+// ResourceRegistry objects are served only with --karmada-kubeconfig, forwarded to the control
+// plane storing them (registries.go); without it, kubesearch reads them from its registry files.
 
 // KarmadaGroup and KarmadaVersion are Karmada's search API group and its version.
 const (
@@ -40,6 +41,8 @@ const (
 	KarmadaProxyPath = karmadaVersionPath + "/proxying/karmada/proxy"
 	// KarmadaCachePath is Karmada's cache search.
 	KarmadaCachePath = karmadaVersionPath + "/search/cache"
+	// karmadaRegistriesPath is Karmada's ResourceRegistry objects (registries.go).
+	karmadaRegistriesPath = karmadaVersionPath + "/resourceregistries"
 )
 
 // karmadaPath is which of Karmada's paths a request is.
@@ -50,6 +53,7 @@ const (
 	karmadaGroupDoc                 // /apis/search.karmada.io: the APIGroup
 	karmadaResourceList             // /apis/search.karmada.io/v1alpha1: the APIResourceList
 	karmadaCache                    // .../search/cache/<path>
+	karmadaRegistries               // .../resourceregistries[/<name>[/<subresource>]] (registries.go)
 )
 
 // parseKarmadaPath reads a path under /apis/search.karmada.io. What karmada-search serves and
@@ -97,7 +101,9 @@ func parseKarmadaPath(p string) (*facadeRequest, *metav1.Status) {
 	case parts[0] == "search":
 		return notServed(fmt.Sprintf("%s: kubesearch serves Karmada's cache search (%s/...) and its own REST search (%s), not Karmada's other search backends", p, KarmadaCachePath, PathSearch))
 	case parts[0] == "resourceregistries":
-		return notServed(fmt.Sprintf("%s: kubesearch does not serve ResourceRegistry objects through this API; the collectors read them from their --registry files", p))
+		// Served or not, and how the rest reads, is serveRegistries' to say: only it knows
+		// whether the query API has a control plane storing them.
+		return &facadeRequest{path: p, karmada: karmadaRegistries}, nil
 	}
 	return notServed(fmt.Sprintf("%s: not a path of Karmada's search API that kubesearch serves (%s/<path>, %s/<path>)", p, KarmadaProxyPath, KarmadaCachePath))
 }
@@ -108,9 +114,11 @@ func (s *Server) serveKarmada(c *gin.Context, r *facadeRequest) {
 	case karmadaGroupDoc:
 		c.JSON(http.StatusOK, karmadaAPIGroup())
 	case karmadaResourceList:
-		c.JSON(http.StatusOK, karmadaResources())
+		c.JSON(http.StatusOK, karmadaResources(s.registries != nil))
 	case karmadaCache:
 		s.cacheSearch(c, r)
+	case karmadaRegistries:
+		s.serveRegistries(c, r)
 	}
 }
 
@@ -140,20 +148,30 @@ func (s *Server) cacheSearch(c *gin.Context, r *facadeRequest) {
 
 // karmadaResources is the group version's APIResourceList as karmada-search lists it: proxying
 // and search take requests below them (Kubernetes lists no verbs for such resources), and
-// resourceregistries is named so that clients looking for the kind find the group; it lists no
-// verbs because kubesearch does not serve those objects here (a control plane's garbage collector
-// and quota controllers would list and watch a resource whose verbs say they can).
-func karmadaResources() *metav1.APIResourceList {
+// resourceregistries is named so that clients looking for the kind find the group. Its verbs are
+// listed only when the query API serves those objects (registries): a control plane's garbage
+// collector and quota controllers list and watch every resource whose verbs say they can.
+func karmadaResources(registries bool) *metav1.APIResourceList {
+	rr := metav1.APIResource{Name: "resourceregistries", SingularName: "resourceregistry", Kind: "ResourceRegistry", Verbs: metav1.Verbs{}}
+	resources := []metav1.APIResource{{Name: "proxying", SingularName: "proxying", Kind: "Proxying", Verbs: metav1.Verbs{}}, rr}
+	if registries {
+		resources[1].Verbs = registryVerbs
+		resources = append(resources, metav1.APIResource{Name: "resourceregistries/status", Kind: "ResourceRegistry", Verbs: registryStatusVerbs})
+	}
+	resources = append(resources, metav1.APIResource{Name: "search", SingularName: "search", Kind: "Search", Verbs: metav1.Verbs{}})
 	return &metav1.APIResourceList{
 		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 		GroupVersion: KarmadaGroup + "/" + KarmadaVersion,
-		APIResources: []metav1.APIResource{
-			{Name: "proxying", SingularName: "proxying", Kind: "Proxying", Verbs: metav1.Verbs{}},
-			{Name: "resourceregistries", SingularName: "resourceregistry", Kind: "ResourceRegistry", Verbs: metav1.Verbs{}},
-			{Name: "search", SingularName: "search", Kind: "Search", Verbs: metav1.Verbs{}},
-		},
+		APIResources: resources,
 	}
 }
+
+// The verbs of served ResourceRegistry objects and of their status, as kube-apiserver lists a
+// CRD's with a status subresource.
+var (
+	registryVerbs       = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+	registryStatusVerbs = metav1.Verbs{"get", "patch", "update"}
+)
 
 // karmadaAPIGroup is the group as /apis and /apis/search.karmada.io list it.
 func karmadaAPIGroup() metav1.APIGroup {
@@ -164,12 +182,23 @@ func karmadaAPIGroup() metav1.APIGroup {
 
 // karmadaDiscovery is the group in aggregated discovery (apidiscovery.k8s.io/v2), which the
 // aggregation layer reads from /apis to merge into the control plane's own.
-func karmadaDiscovery() apidiscoveryv2.APIGroupDiscovery {
+func karmadaDiscovery(registries bool) apidiscoveryv2.APIGroupDiscovery {
 	vd := apidiscoveryv2.APIVersionDiscovery{Version: KarmadaVersion, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
-	for _, r := range karmadaResources().APIResources {
+	for _, r := range karmadaResources(registries).APIResources {
+		kind := &metav1.GroupVersionKind{Group: KarmadaGroup, Version: KarmadaVersion, Kind: r.Kind}
+		if parent, sub, ok := strings.Cut(r.Name, "/"); ok {
+			// Aggregated discovery lists a subresource under its resource.
+			i := len(vd.Resources) - 1
+			if i < 0 || vd.Resources[i].Resource != parent {
+				continue
+			}
+			vd.Resources[i].Subresources = append(vd.Resources[i].Subresources, apidiscoveryv2.APISubresourceDiscovery{
+				Subresource: sub, ResponseKind: kind, Verbs: r.Verbs})
+			continue
+		}
 		vd.Resources = append(vd.Resources, apidiscoveryv2.APIResourceDiscovery{
 			Resource: r.Name, SingularResource: r.SingularName, Scope: apidiscoveryv2.ScopeCluster, Verbs: r.Verbs,
-			ResponseKind: &metav1.GroupVersionKind{Group: KarmadaGroup, Version: KarmadaVersion, Kind: r.Kind},
+			ResponseKind: kind,
 		})
 	}
 	return apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: KarmadaGroup},

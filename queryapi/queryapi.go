@@ -2,7 +2,9 @@
 // gin server that parses Kubernetes-style parameters into the query model, runs them on the store,
 // and says with every answer how fresh it is; and, for kubectl and client-go, discovery, OpenAPI,
 // LIST, GET and WATCH of the fleet in three views (facade.go), the watch fed from the event stream
-// (package watchcache). Errors are Kubernetes Status objects.
+// (package watchcache). Errors are Kubernetes Status objects. It writes nothing but, with
+// --karmada-kubeconfig, the ResourceRegistry objects a Karmada control plane stores, forwarded to it
+// (registries.go).
 package queryapi
 
 import (
@@ -154,6 +156,11 @@ type Options struct {
 	SessionRecheckInterval time.Duration
 	// RequestTimeout bounds one request's work against OpenSearch.
 	RequestTimeout time.Duration
+	// KarmadaKubeconfig (--karmada-kubeconfig), when set, is the kubeconfig of a Karmada control
+	// plane storing ResourceRegistry objects as resourceregistries.karmada.kubesearch.io: the query
+	// API then serves them under Karmada's search.karmada.io/v1alpha1 to the users its
+	// aggregation layer names (registries.go), with these credentials.
+	KarmadaKubeconfig string
 	// Profiling serves the Go runtime's profiles under /debug/pprof/ (kube-apiserver's
 	// --profiling) to subjects who may get that path: the only way to see where a loaded replica's
 	// CPU and memory go. Off by default: a profile names no member, but it costs CPU to take.
@@ -310,8 +317,11 @@ type Server struct {
 	inv      *inventory
 	limits   *limiter
 	tls      *tls.Config // nil: plain HTTP
-	listener net.Listener
-	engine   *gin.Engine
+	// registries forwards ResourceRegistry requests to a Karmada control plane; nil without
+	// --karmada-kubeconfig (registries.go).
+	registries *registryProxy
+	listener   net.Listener
+	engine     *gin.Engine
 
 	// watchObjects bounds the objects each subject's streaming watches track (present.go).
 	watchObjects *watchObjects
@@ -404,6 +414,12 @@ func New(o Options) (*Server, error) {
 		tlsConfig, terr = serving.TLS(o.TLSCertFile, o.TLSKeyFile, o.Authentication, log)
 		err = errors.Join(err, terr)
 	}
+	var registries *registryProxy
+	if o.KarmadaKubeconfig != "" {
+		var rerr error
+		registries, rerr = newRegistryProxy(o.KarmadaKubeconfig)
+		err = errors.Join(err, rerr)
+	}
 	var closers []func() error
 	backend := o.Backend
 	if backend == nil {
@@ -432,7 +448,7 @@ func New(o Options) (*Server, error) {
 	l = limits.limitConnections(l)
 	s := &Server{opts: o, log: log, store: backend, backend: backend, listener: l, metrics: m, catalog: newCatalog(),
 		authn: authn, hosts: hosts, authz: authorizer, reviewer: reviewer, tls: tlsConfig, limits: limits,
-		watchObjects: newWatchObjects(o.MaxWatchObjectsPerSubject), positions: seal}
+		watchObjects: newWatchObjects(o.MaxWatchObjectsPerSubject), positions: seal, registries: registries}
 	if tlsConfig != nil {
 		s.listener = tls.NewListener(l, tlsConfig)
 	}
@@ -492,9 +508,15 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	// No WriteTimeout: watches and full lists stream for as long as they take (a watch ends by its
 	// own timeoutSeconds); each write has its own deadline instead (--write-timeout, deadline.go).
-	// ReadTimeout covers the request, which has no body.
-	g.Serve("http", &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 256 << 10}, s.listener)
+	// ReadTimeout covers the request, whose body is at most a ResourceRegistry's (3 MiB).
+	srv := &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 256 << 10}
+	if s.registries != nil {
+		// The ResourceRegistry watches relayed from the control plane end as shutdown begins:
+		// the server's Shutdown waits for every handler.
+		srv.RegisterOnShutdown(s.registries.close)
+	}
+	g.Serve("http", srv, s.listener)
 	g.Go("fleet status", func(ctx context.Context) error {
 		s.fleet.run(ctx)
 		return nil

@@ -53,6 +53,10 @@ type Options struct {
 	Kubeconfig        string
 	ClustersFile      string
 	KarmadaKubeconfig string
+	// KarmadaRegistries takes the ResourceRegistry objects from the control plane of
+	// KarmadaKubeconfig, where they are stored as resourceregistries.karmada.kubesearch.io, and
+	// has the query API serve them under search.karmada.io/v1alpha1.
+	KarmadaRegistries bool
 	// Registry is a ResourceRegistry file or folder; empty uses DefaultRegistry.
 	Registry string
 	// DataDir holds the index and what must survive a restart.
@@ -126,6 +130,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Kubeconfig == "" && o.ClustersFile == "" && o.KarmadaKubeconfig == "" {
 		errs = append(errs, errors.New("--kubeconfig: no kubeconfig found; name one, or a clusters file with --clusters"))
+	}
+	if o.KarmadaRegistries && o.KarmadaKubeconfig == "" {
+		errs = append(errs, errors.New("--karmada-registries: needs --karmada-kubeconfig"))
 	}
 	if o.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir: required"))
@@ -229,6 +236,9 @@ func New(o Options) (_ *Standalone, err error) {
 	}
 
 	qo.ListenAddr, qo.Backend, qo.Stream = o.ListenAddr, s.store, s.events
+	if o.KarmadaRegistries {
+		qo.KarmadaKubeconfig = o.KarmadaKubeconfig
+	}
 	qo.CollectorStatusURLs = []string{"http://" + s.collector.Addr() + "/status"}
 	qo.CollectorStatusTokenFile = statusToken
 	if qo.WatchWindowBytes == 0 {

@@ -78,3 +78,18 @@ current-context: karmada
 		t.Errorf("New with an unreachable control plane: %v, want an error naming the flag and what it listed", err)
 	}
 }
+
+// TestKarmadaRegistriesNeedsTheControlPlane: --karmada-registries reads the objects from the
+// control plane of --karmada-kubeconfig, so it is refused without one.
+func TestKarmadaRegistriesNeedsTheControlPlane(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{KarmadaRegistries: true, ClustersFile: filepath.Join(dir, "clusters.yaml"), DataDir: filepath.Join(dir, "data")}
+	o.SetDefaults()
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--karmada-registries: needs --karmada-kubeconfig") {
+		t.Errorf("Validate() = %v, want --karmada-registries refused without --karmada-kubeconfig", err)
+	}
+	o.ClustersFile, o.KarmadaKubeconfig = "", filepath.Join(dir, "karmada.kubeconfig")
+	if err := o.Validate(); err != nil && strings.Contains(err.Error(), "--karmada-registries") {
+		t.Errorf("Validate() = %v with --karmada-kubeconfig", err)
+	}
+}

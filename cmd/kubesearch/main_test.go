@@ -282,6 +282,16 @@ func TestOptionsFromFlags(t *testing.T) {
 			t.Error("--watch-window 0: no error")
 		}
 	})
+	t.Run("ResourceRegistry objects of a Karmada control plane", func(t *testing.T) {
+		q, err := parsed(t, queryAPIFlags, nil, "--karmada-kubeconfig", "karmada.kubeconfig")
+		if err != nil || q.KarmadaKubeconfig != "karmada.kubeconfig" {
+			t.Errorf("queryapi --karmada-kubeconfig: %q, %v", q.KarmadaKubeconfig, err)
+		}
+		o, err := parsed(t, standaloneFlags, map[string]string{"KUBESEARCH_KARMADA_REGISTRIES": "true"}, "--karmada-kubeconfig", "karmada.kubeconfig")
+		if err != nil || !o.KarmadaRegistries || o.KarmadaKubeconfig != "karmada.kubeconfig" {
+			t.Errorf("standalone KUBESEARCH_KARMADA_REGISTRIES: %v %q, %v", o.KarmadaRegistries, o.KarmadaKubeconfig, err)
+		}
+	})
 }
 
 // TestStandaloneAnonymous checks the standalone mode's rule: anonymous on loopback by default, off

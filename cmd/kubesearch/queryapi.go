@@ -89,6 +89,9 @@ func queryAPIFlags(g flagGroups) func() queryapi.Options {
 		fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "index lag past which answers carry a Warning")
 	})
 	securityFlags(g, &o, false, "let requests without credentials in as system:anonymous (with --authorization-policy-file, they see what the policy grants it)")
+	g.add("Karmada", func(fs *pflag.FlagSet) {
+		fs.StringVar(&o.KarmadaKubeconfig, "karmada-kubeconfig", "", "kubeconfig of the Karmada control plane storing ResourceRegistry objects (resourceregistries.karmada.kubesearch.io); with it, the query API serves them under search.karmada.io/v1alpha1")
+	})
 	g.add("Security", func(fs *pflag.FlagSet) {
 		fs.StringVar(&o.ContinueKeyFile, "continue-key-file", "", "file with the key (≥16 bytes) signing continue tokens and sealing the fleet views' resourceVersions; replicas must share it (default: random per process: another replica, or this one restarted, answers them 410)")
 	})

@@ -119,7 +119,9 @@ func (h *requestHeader) authenticate(r *http.Request) (user User, ok bool, err e
 	for _, g := range h.groupHeaders {
 		groups = append(groups, r.Header.Values(g)...)
 	}
-	return authenticated(name, firstHeader(r.Header, h.uids), groups), true, nil
+	u := authenticated(name, firstHeader(r.Header, h.uids), groups)
+	u.Proxied = true
+	return u, true, nil
 }
 
 // headerName says whether s is an HTTP header name (an RFC 9110 token).

@@ -17,8 +17,9 @@ import (
 )
 
 // TestFrontProxy: a request carrying the front proxy's certificate (of the requestheader CA, with
-// an allowed common name) is the user its headers name; the same headers on any other request
-// are ignored, through a real TLS server that accepts both CAs' certificates.
+// an allowed common name) is the user its headers name, marked Proxied; the same headers on any
+// other request are ignored and its user is not Proxied, through a real TLS server that accepts
+// both CAs' certificates.
 func TestFrontProxy(t *testing.T) {
 	clientCA, proxyCA := newCA(t, "client-ca"), newCA(t, "front-proxy-ca")
 	dir := t.TempDir()
@@ -61,7 +62,7 @@ func TestFrontProxy(t *testing.T) {
 		code    int
 		want    User
 	}{
-		{"the proxy names a user", &proxy, named, http.StatusOK, User{Name: "bob", UID: "1001", Groups: []string{"sre", "system:masters", GroupAuthenticated}}},
+		{"the proxy names a user", &proxy, named, http.StatusOK, User{Name: "bob", UID: "1001", Groups: []string{"sre", "system:masters", GroupAuthenticated}, Proxied: true}},
 		{"a user's certificate: headers ignored", &alice, named, http.StatusOK, User{Name: "alice", Groups: []string{"dev", GroupAuthenticated}}},
 		{"a certificate of the client CA named like the proxy: headers ignored", &fakeProxy, named, http.StatusOK, User{Name: "front-proxy-client", Groups: []string{GroupAuthenticated}}},
 		{"no certificate: headers ignored", nil, named, http.StatusOK, User{Name: Anonymous, Groups: []string{GroupUnauthenticated}}},

@@ -19,6 +19,12 @@ type User struct {
 	Name   string
 	UID    string
 	Groups []string
+	// Proxied is set for a user a trusted front proxy named (requestheader.go) and for no other:
+	// a kube-apiserver's aggregation layer names a user only after the control plane's own
+	// authorizer allowed the request, so what only that authorizer may decide (the Karmada
+	// ResourceRegistry objects the query API serves for a control plane) is served to such users
+	// alone.
+	Proxied bool
 }
 
 // IsAnonymous reports whether u is the anonymous user.
