@@ -57,7 +57,8 @@ type Options struct {
 	// KarmadaKubeconfig, where they are stored as resourceregistries.karmada.kubesearch.io, and
 	// has the query API serve them under search.karmada.io/v1alpha1.
 	KarmadaRegistries bool
-	// Registry is a ResourceRegistry file or folder; empty uses DefaultRegistry.
+	// Registry is a ResourceRegistry file or folder; empty uses DefaultRegistry, unless
+	// KarmadaRegistries takes them from the control plane.
 	Registry string
 	// DataDir holds the index and what must survive a restart.
 	DataDir string
@@ -178,7 +179,9 @@ func New(o Options) (_ *Standalone, err error) {
 		return nil, fmt.Errorf("--data-dir: %w", err)
 	}
 	registryPath := o.Registry
-	if registryPath == "" {
+	// With the control plane's ResourceRegistry objects, those are the configuration: the default
+	// registry would collect beside them what no object asked for.
+	if registryPath == "" && !o.KarmadaRegistries {
 		// A file, so the collector reads it as it reads any registry; rewritten at every start,
 		// so it follows the binary's default.
 		registryPath = filepath.Join(o.DataDir, "default-registry.yaml")
@@ -208,6 +211,7 @@ func New(o Options) (_ *Standalone, err error) {
 
 	co := o.Collector
 	co.Registry, co.Kubeconfig, co.ClustersFile, co.KarmadaKubeconfig = registryPath, o.Kubeconfig, o.ClustersFile, o.KarmadaKubeconfig
+	co.KarmadaRegistries = o.KarmadaRegistries
 	co.Stream, co.Brokers = s.events, nil
 	// The ledger remembers the members under this name, so one removed from the kubeconfig while
 	// the process was down is purged at the next start.

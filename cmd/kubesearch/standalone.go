@@ -59,7 +59,7 @@ func standaloneFlags(g flagGroups) func() standalone.Options {
 		fs.StringVar(&o.ClustersFile, "clusters", "", "clusters file listing the member clusters (instead of --kubeconfig)")
 		fs.StringVar(&o.KarmadaKubeconfig, "karmada-kubeconfig", "", "kubeconfig of a Karmada control plane whose Push-mode Cluster objects are the member clusters (instead of --kubeconfig, --clusters)")
 		fs.BoolVar(&o.KarmadaRegistries, "karmada-registries", false, "read the ResourceRegistry objects the control plane of --karmada-kubeconfig stores (resourceregistries.karmada.kubesearch.io), and serve them under search.karmada.io/v1alpha1 to users its aggregation layer names")
-		fs.StringVar(&o.Registry, "registry", "", "ResourceRegistry file, or a folder of them (default: pods, workloads, services, ingresses, nodes, namespaces, configmaps, events and PVCs of every member)")
+		fs.StringVar(&o.Registry, "registry", "", "ResourceRegistry file, or a folder of them (default: pods, workloads, services, ingresses, nodes, namespaces, configmaps, events and PVCs of every member; none with --karmada-registries)")
 	})
 	g.add("Serving", func(fs *pflag.FlagSet) {
 		fs.StringVar(&o.DataDir, "data-dir", "", "folder of the index and what survives a restart (default: "+standalone.DefaultDataDir()+")")
