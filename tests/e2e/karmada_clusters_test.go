@@ -58,28 +58,8 @@ func TestKarmadaClusters(t *testing.T) {
 		t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	}
 
-	// Karmada keeps member credentials in Secrets of karmada-cluster, one per member.
 	const secretNS = "karmada-cluster"
-	if _, err := core.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secretNS}},
-		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	names := map[string]string{} // Cluster object → test bed member
-	for i, c := range members {
-		name := fmt.Sprintf("k%d-%s", i+1, suffix)
-		names[name] = c
-		token, ca := memberCredentials(t, env, c)
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: secretNS},
-			Data: map[string][]byte{"token": token, "caBundle": ca}}
-		if _, err := core.CoreV1().Secrets(secretNS).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = core.CoreV1().Secrets(secretNS).Delete(context.Background(), name, metav1.DeleteOptions{})
-		})
-		createKarmadaCluster(t, dyn, name, map[string]any{"syncMode": "Push", "apiEndpoint": env.RESTConfig(t, c).Host,
-			"secretRef": map[string]any{"namespace": secretNS, "name": name}, "provider": "testbed"})
-	}
+	names := createKarmadaMembers(t, env, dyn, core, suffix, members)
 	pull := "pull-" + suffix
 	createKarmadaCluster(t, dyn, pull, map[string]any{"syncMode": "Pull", "apiEndpoint": "https://10.255.0.1:6443"})
 	// A Cluster whose Secret does not exist: reported, and the others collected all the same.
@@ -156,19 +136,54 @@ spec:
 // tests share the plane) and waits until it is served.
 func applyKarmadaClusterCRD(t *testing.T, env *testbed.Env, plane *testbed.KarmadaPlane) {
 	t.Helper()
-	crd, err := filepath.Abs("../testbed/karmada/clusters.cluster.karmada.io.yaml")
+	applyCRD(t, env, plane, "../testbed/karmada/clusters.cluster.karmada.io.yaml", "clusters.cluster.karmada.io")
+}
+
+// applyCRD applies a CRD file to the control plane and waits until the CRD is served.
+func applyCRD(t *testing.T, env *testbed.Env, plane *testbed.KarmadaPlane, file, name string) {
+	t.Helper()
+	crd, err := filepath.Abs(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
 		{"apply", "-f", crd},
-		{"wait", "--for", "condition=Established", "--timeout", "60s", "crd/clusters.cluster.karmada.io"},
+		{"wait", "--for", "condition=Established", "--timeout", "60s", "crd/" + name},
 	} {
 		cmd := exec.CommandContext(t.Context(), env.Kubectl, append([]string{"--kubeconfig", plane.Kubeconfig}, args...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 		}
 	}
+}
+
+// createKarmadaMembers makes a Push-mode Cluster object (provider testbed) for each of members,
+// named k<i>-<suffix>, with its token and CA in a Secret of karmada-cluster, as Karmada keeps
+// them; it returns Cluster object name → test bed member.
+func createKarmadaMembers(t *testing.T, env *testbed.Env, dyn dynamic.Interface, core kubernetes.Interface, suffix string, members []string) map[string]string {
+	t.Helper()
+	const secretNS = "karmada-cluster"
+	if _, err := core.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secretNS}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for i, c := range members {
+		name := fmt.Sprintf("k%d-%s", i+1, suffix)
+		names[name] = c
+		token, ca := memberCredentials(t, env, c)
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: secretNS},
+			Data: map[string][]byte{"token": token, "caBundle": ca}}
+		if _, err := core.CoreV1().Secrets(secretNS).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = core.CoreV1().Secrets(secretNS).Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+		createKarmadaCluster(t, dyn, name, map[string]any{"syncMode": "Push", "apiEndpoint": env.RESTConfig(t, c).Host,
+			"secretRef": map[string]any{"namespace": secretNS, "name": name}, "provider": "testbed"})
+	}
+	return names
 }
 
 func createKarmadaCluster(t *testing.T, dyn dynamic.Interface, name string, spec map[string]any) {

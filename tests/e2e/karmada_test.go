@@ -115,29 +115,10 @@ spec:
 		return err == nil && len(podItems(t, out)) == 2*len(env.Clusters), nil
 	})
 
-	// The APIService karmada-search registers, in front of the query API on loopback.
+	registerKarmadaAPIService(t, env, plane, dir, caFile, port)
 	admin := func(args ...string) (string, error) { return kubectlAt(t.Context(), env, plane.Kubeconfig, args...) }
-	apply := fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata: {name: karmada-system}
----
-apiVersion: v1
-kind: Service
-metadata: {name: kubesearch, namespace: karmada-system}
-spec: {type: ExternalName, externalName: localhost}
----
-apiVersion: apiregistration.k8s.io/v1
-kind: APIService
-metadata: {name: v1alpha1.search.karmada.io}
-spec:
-  group: search.karmada.io
-  version: v1alpha1
-  groupPriorityMinimum: 2000
-  versionPriority: 10
-  caBundle: %s
-  service: {namespace: karmada-system, name: kubesearch, port: %d}
----
-apiVersion: rbac.authorization.k8s.io/v1
+	rbac := filepath.Join(dir, "rbac.yaml")
+	writeFile(t, rbac, `apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: karmada-search-reader}
 rules:
@@ -151,22 +132,10 @@ metadata: {name: karmada-search-reader-alice}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: karmada-search-reader}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
-`, base64.StdEncoding.EncodeToString(mustRead(t, caFile)), port)
-	applyFile := filepath.Join(dir, "apiservice.yaml")
-	writeFile(t, applyFile, apply)
-	if out, err := admin("apply", "-f", applyFile); err != nil {
+`)
+	if out, err := admin("apply", "-f", rbac); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	t.Cleanup(func() {
-		// The next run's APIService names another port and certificate.
-		_, _ = kubectlAt(context.Background(), env, plane.Kubeconfig, "delete", "apiservice", "v1alpha1.search.karmada.io", "--ignore-not-found")
-	})
-	t.Logf("every seeded pod through the facade after %s", time.Since(start).Round(time.Millisecond))
-	pollUntil(t, "the APIService Available", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		out, err := kubectlAt(ctx, env, plane.Kubeconfig, "get", "apiservice", "v1alpha1.search.karmada.io",
-			"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
-		return err == nil && out == "True", nil
-	})
 	t.Logf("the APIService Available after %s", time.Since(start).Round(time.Millisecond))
 
 	t.Run("the group in the control plane's discovery", func(t *testing.T) {
@@ -336,6 +305,47 @@ subjects:
 			}
 		}
 		t.Errorf("the watch through the control plane ended without %s's ADDED: %v", added, sc.Err())
+	})
+}
+
+// registerKarmadaAPIService points the control plane's APIService v1alpha1.search.karmada.io (as
+// karmada-search registers it) at the query API on loopback port, whose serving certificate caFile
+// signs, through an ExternalName Service, and waits until the aggregation layer marks it Available.
+func registerKarmadaAPIService(t *testing.T, env *testbed.Env, plane *testbed.KarmadaPlane, dir, caFile string, port int) {
+	t.Helper()
+	apply := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: karmada-system}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: kubesearch, namespace: karmada-system}
+spec: {type: ExternalName, externalName: localhost}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1alpha1.search.karmada.io}
+spec:
+  group: search.karmada.io
+  version: v1alpha1
+  groupPriorityMinimum: 2000
+  versionPriority: 10
+  caBundle: %s
+  service: {namespace: karmada-system, name: kubesearch, port: %d}
+`, base64.StdEncoding.EncodeToString(mustRead(t, caFile)), port)
+	applyFile := filepath.Join(dir, "apiservice.yaml")
+	writeFile(t, applyFile, apply)
+	if out, err := kubectlAt(t.Context(), env, plane.Kubeconfig, "apply", "-f", applyFile); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		// The next run's APIService names another port and certificate.
+		_, _ = kubectlAt(context.Background(), env, plane.Kubeconfig, "delete", "apiservice", "v1alpha1.search.karmada.io", "--ignore-not-found")
+	})
+	pollUntil(t, "the APIService Available", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		out, err := kubectlAt(ctx, env, plane.Kubeconfig, "get", "apiservice", "v1alpha1.search.karmada.io",
+			"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
+		return err == nil && out == "True", nil
 	})
 }
 
