@@ -196,7 +196,9 @@ spec:
   targetCluster: {labelSelector: {matchExpressions: [{key: tier, operator: Near}]}}
   resourceSelectors: [{apiVersion: v1, kind: Secret, namespace: %s}]
 `, bad, ns))
-		t.Cleanup(func() { _, _ = admin(context.Background(), "delete", "resourceregistries.search.karmada.io", bad, "--ignore-not-found") })
+		t.Cleanup(func() {
+			_, _ = admin(context.Background(), "delete", "resourceregistries.search.karmada.io", bad, "--ignore-not-found")
+		})
 		var c metav1.Condition
 		pollUntil(t, "Accepted=False in the status", 30*time.Second, func(ctx context.Context) (bool, error) {
 			var err error
