@@ -699,7 +699,7 @@ func (c *Collector) loadPlan(cfg config) (registry.Plan, map[string]verdict, err
 		plan, err := registry.NewPlan(regs, clusters)
 		return plan, nil, err
 	}
-	admitted, verdicts := admitObjects(regs, cfg.objects, clusters)
+	admitted, verdicts := admitObjects(regs, cfg.objects, clusters, remember(c.verdicts))
 	plan, err := registry.NewPlan(append(regs, admitted...), clusters)
 	if err != nil {
 		// Admit judged each object against the same set: only the files or the clusters can fail here.

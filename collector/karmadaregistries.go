@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -110,42 +111,100 @@ func digestRegistryObjects(objs []registryObject, h io.Writer) {
 	}
 }
 
-// verdict is what the last plan made of one object: the condition its status should hold.
+// verdict is what the last plan made of one object: the condition its status should hold, and
+// what of it is collected.
 type verdict struct {
 	uid        string
 	generation int64
 	condition  metav1.Condition
+	// inEffect is the version of the object the plan collects: the object as read, an earlier
+	// generation admitted before (when the object as read is refused), or nil.
+	inEffect *registry.ResourceRegistry
 }
 
 // admitObjects admits the decodable objects beside the files' registries (registry.Admit) and
-// returns them with each object's verdict, by name.
-func admitObjects(files []registry.ResourceRegistry, objs []registryObject, clusters []registry.Cluster) ([]registry.ResourceRegistry, map[string]verdict) {
-	var candidates []registry.ResourceRegistry
+// returns them with each object's verdict, by name. An object refused as it is now, of which an
+// earlier generation was admitted (last, by uid), keeps that generation in effect, as an invalid edit
+// of a file keeps the file's last valid content: a mistake in an edit does not purge what was
+// collected. last lives in memory only: after a restart a refused object is not collected.
+func admitObjects(files []registry.ResourceRegistry, objs []registryObject, clusters []registry.Cluster,
+	last map[types.UID]registry.ResourceRegistry) ([]registry.ResourceRegistry, map[string]verdict) {
+	candidates := func(fallback map[string]bool) []registry.ResourceRegistry {
+		var out []registry.ResourceRegistry
+		for _, o := range objs {
+			prev, had := last[o.obj.GetUID()]
+			switch {
+			case fallback[o.obj.GetName()] && had:
+				out = append(out, prev)
+			case o.err == nil:
+				out = append(out, o.reg)
+			}
+		}
+		return out
+	}
+	refused := func(o registryObject, rejected map[string]error) error {
+		if o.err != nil {
+			return o.err
+		}
+		return rejected[o.obj.GetName()]
+	}
+	admitted, rejected := registry.Admit(files, candidates(nil), clusters)
+	// Second pass: the refused objects with an earlier admitted generation take it back.
+	fallback := map[string]bool{}
+	why := map[string]error{}
+	for _, o := range objs {
+		if err := refused(o, rejected); err != nil {
+			why[o.obj.GetName()] = err
+			if prev, had := last[o.obj.GetUID()]; had && prev.Generation != o.obj.GetGeneration() {
+				fallback[o.obj.GetName()] = true
+			}
+		}
+	}
+	if len(fallback) > 0 {
+		admitted, rejected = registry.Admit(files, candidates(fallback), clusters)
+	}
+	inEffect := map[string]*registry.ResourceRegistry{}
+	for i := range admitted {
+		inEffect[admitted[i].Name] = &admitted[i]
+	}
+
 	verdicts := map[string]verdict{}
 	for _, o := range objs {
-		v := verdict{uid: string(o.obj.GetUID()), generation: o.obj.GetGeneration()}
-		verdicts[o.obj.GetName()] = v
-		if o.err == nil {
-			candidates = append(candidates, o.reg)
-		}
-	}
-	admitted, rejected := registry.Admit(files, candidates, clusters)
-	for _, o := range objs {
-		err := o.err
+		name := o.obj.GetName()
+		v := verdict{uid: string(o.obj.GetUID()), generation: o.obj.GetGeneration(), inEffect: inEffect[name]}
+		err := why[name]
 		if err == nil {
-			err = rejected[o.obj.GetName()]
+			err = rejected[name] // admitted alone in the first pass, refused beside the fallbacks
 		}
-		v := verdicts[o.obj.GetName()]
-		if err != nil {
-			v.condition = metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionFalse, Reason: reasonInvalid,
-				Message: conditionMessage("not collected: " + strings.ReplaceAll(err.Error(), "\n", "; "))}
-		} else {
+		switch {
+		case err == nil:
 			v.condition = metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionTrue, Reason: reasonAccepted}
+		case v.inEffect != nil && v.inEffect.Generation != v.generation:
+			v.condition = metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionFalse, Reason: reasonInvalid,
+				Message: fmt.Sprintf("generation %d not collected: %s; generation %d, admitted before, is collected still",
+					v.generation, oneLine(err), v.inEffect.Generation)}
+		default:
+			v.condition = metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionFalse, Reason: reasonInvalid,
+				Message: "not collected: " + oneLine(err)}
 		}
+		v.condition.Message = conditionMessage(v.condition.Message)
 		v.condition.ObservedGeneration = v.generation
-		verdicts[o.obj.GetName()] = v
+		verdicts[name] = v
 	}
 	return admitted, verdicts
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// remember keeps the versions the applied plan collects, for admitObjects' next call.
+func remember(verdicts map[string]verdict) map[types.UID]registry.ResourceRegistry {
+	last := map[types.UID]registry.ResourceRegistry{}
+	for _, v := range verdicts {
+		if v.inEffect != nil {
+			last[types.UID(v.uid)] = *v.inEffect
+		}
+	}
+	return last
 }
 
 // describeAdmitted fills the message of each admitted object's condition from the plan: which

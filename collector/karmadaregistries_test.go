@@ -78,7 +78,7 @@ func TestKarmadaRegistriesStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	clusters := []registry.Cluster{kubeconfigClusterFor("member1"), kubeconfigClusterFor("member2")}
-	admitted, verdicts := admitObjects(nil, objs, clusters)
+	admitted, verdicts := admitObjects(nil, objs, clusters, nil)
 	if len(admitted) != 1 || admitted[0].Name != "pods" {
 		t.Fatalf("admitted %v, want pods only", admitted)
 	}
@@ -131,6 +131,51 @@ func TestKarmadaRegistriesStatus(t *testing.T) {
 	k.report(ctx, objs, verdicts)
 	if w := statusWrites(dyn); len(w) != 0 {
 		t.Errorf("wrote the last plan's verdict over a newer generation: %v", w)
+	}
+}
+
+// TestKarmadaRegistriesInvalidEdit: an edit that makes an admitted object invalid keeps its earlier
+// generation collected, as an invalid edit of a file keeps the file's last valid content, and the
+// status says both; once the object is valid again, its new generation is in.
+func TestKarmadaRegistriesInvalidEdit(t *testing.T) {
+	clusters := []registry.Cluster{kubeconfigClusterFor("member1")}
+	read := func(objs ...*unstructured.Unstructured) []registryObject {
+		k, _ := newFakeRegistries(objs...)
+		out, err := k.read(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	_, first := admitObjects(nil, read(storedRegistry("pods", 1, selectors("Pod"))), clusters, nil)
+
+	admitted, verdicts := admitObjects(nil, read(storedRegistry("pods", 2, selectors(""))), clusters, remember(first))
+	if len(admitted) != 1 || admitted[0].Generation != 1 || admitted[0].Spec.ResourceSelectors[0].Kind != "Pod" {
+		t.Fatalf("admitted %+v, want generation 1 still", admitted)
+	}
+	c := verdicts["pods"].condition
+	if c.Status != metav1.ConditionFalse || c.ObservedGeneration != 2 ||
+		!strings.Contains(c.Message, "generation 2 not collected: spec.resourceSelectors[0].kind: Required value") ||
+		!strings.Contains(c.Message, "generation 1, admitted before, is collected still") {
+		t.Errorf("condition %+v", c)
+	}
+
+	// Still invalid at the next check: generation 1 stays (remember keeps what is in effect).
+	admitted, _ = admitObjects(nil, read(storedRegistry("pods", 2, selectors(""))), clusters, remember(verdicts))
+	if len(admitted) != 1 || admitted[0].Generation != 1 {
+		t.Errorf("second check admitted %+v, want generation 1 still", admitted)
+	}
+
+	// Fixed: the new generation.
+	admitted, verdicts = admitObjects(nil, read(storedRegistry("pods", 3, selectors("ConfigMap"))), clusters, remember(verdicts))
+	if len(admitted) != 1 || admitted[0].Generation != 3 || verdicts["pods"].condition.Status != metav1.ConditionTrue {
+		t.Errorf("after the fix: admitted %+v, verdict %+v", admitted, verdicts["pods"])
+	}
+
+	// Without a memory (a restart), the invalid object is not collected.
+	admitted, _ = admitObjects(nil, read(storedRegistry("pods", 2, selectors(""))), clusters, nil)
+	if len(admitted) != 0 {
+		t.Errorf("without an earlier generation: admitted %+v", admitted)
 	}
 }
 

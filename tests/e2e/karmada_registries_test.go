@@ -33,8 +33,8 @@ import (
 // search.karmada.io (the APIService), storing the objects in the project's CRD
 // (deploy/karmada); its members are Cluster objects. Created, a registry is collected within
 // seconds and its status says Accepted with the members it selects; edited to fewer members, the
-// others' documents are purged; an invalid one is Accepted=False naming the field and changes
-// nothing; deleted, its documents are purged. The query API serves the objects to the control
+// others' documents are purged; an invalid edit keeps the generation admitted before; an invalid
+// new one is Accepted=False naming the field and changes nothing; deleted, its documents are purged. The query API serves the objects to the control
 // plane's front proxy only.
 func TestKarmadaRegistries(t *testing.T) {
 	env := testbed.Get(t)
@@ -157,6 +157,7 @@ spec:
 `, registry, clusters, ns)
 	}
 
+	kept := []string{first + "/probe-" + names[first]} // what the registry selects once edited
 	var all []string
 	for name, c := range names {
 		all = append(all, name+"/probe-"+c)
@@ -184,7 +185,36 @@ spec:
 
 	t.Run("edited to one member, the other's documents are purged", func(t *testing.T) {
 		applyRegistry(registry, selectorYAML(first))
-		waitIndexed("only "+first+" left", []string{first + "/probe-" + names[first]})
+		waitIndexed("only "+first+" left", kept)
+	})
+
+	t.Run("an invalid edit keeps the generation admitted before", func(t *testing.T) {
+		applyRegistry(registry, fmt.Sprintf(`apiVersion: search.karmada.io/v1alpha1
+kind: ResourceRegistry
+metadata: {name: %s}
+spec:
+  targetCluster: {clusterNames: [%s], fieldSelector: {matchExpressions: [{key: continent, operator: In, values: [europe]}]}}
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap, namespace: %s}]
+`, registry, first, ns))
+		var c metav1.Condition
+		pollUntil(t, "Accepted=False for the new generation", 30*time.Second, func(ctx context.Context) (bool, error) {
+			var err error
+			c, _, err = accepted(ctx, registry)
+			return err == nil && c.Status == metav1.ConditionFalse, nil
+		})
+		for _, want := range []string{"spec.targetCluster.fieldSelector.matchExpressions[0].key", "admitted before, is collected still"} {
+			if !strings.Contains(c.Message, want) {
+				t.Errorf("message %q does not say %q", c.Message, want)
+			}
+		}
+		// Still collected, not merely not purged yet: a ConfigMap created now is indexed.
+		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, names[first]))
+		late := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-late", Namespace: ns}}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), late, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, first+"/probe-late")
+		waitIndexed("the earlier generation still collecting", kept)
 	})
 
 	t.Run("an invalid registry is refused in its status and changes nothing", func(t *testing.T) {
@@ -208,8 +238,8 @@ spec:
 		if want := "spec.targetCluster.labelSelector.matchExpressions[0].operator"; !strings.Contains(c.Message, want) {
 			t.Errorf("message %q does not name %s", c.Message, want)
 		}
-		if got, err := indexed(t.Context()); err != nil || !slices.Equal(got, []string{first + "/probe-" + names[first]}) {
-			t.Errorf("after an invalid registry: %v %v", got, err)
+		if got, err := indexed(t.Context()); err != nil || !slices.Equal(got, kept) {
+			t.Errorf("after an invalid registry: %v %v, want %v", got, err, kept)
 		}
 	})
 
