@@ -22,7 +22,7 @@ import (
 
 // benchPod is an event of a typical Pod (about 9 KB of JSON: three containers, an init container,
 // a full status), the same as internal/envelope's benchmark Pod, at resourceVersion rv.
-func benchPod(b *testing.B, typ envelope.Type, rv string) *envelope.Event {
+func benchPod(b testing.TB, typ envelope.Type, rv string) *envelope.Event {
 	b.Helper()
 	pod := fixtures.Pod(rv)
 	at := fixtures.At

@@ -17,6 +17,7 @@ import (
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
 	"github.com/kubesearch/kubesearch/internal/table"
+	"github.com/kubesearch/kubesearch/queryapi/watchcache"
 )
 
 // shape is what a facade answer holds per object.
@@ -126,6 +127,26 @@ func (o *renderer) appendObjectAt(dst, stored []byte, rv string) ([]byte, error)
 		edits = qualifyReferences(stored, cluster, o.refs, edits)
 	}
 	return appendSplice(dst, stored, edits), nil
+}
+
+// appendEventAt is appendObjectAt for a watch cache event, whose metadata the cache located once
+// for all the watchers that render it (watchcache.Event.RVAt): the fleet view, the one every event
+// of a fleet watch is rewritten for, splices the resourceVersion in without a scan of its own.
+// Other views (a converted Event, the qualified names) take appendObjectAt's way.
+func (o *renderer) appendEventAt(dst []byte, e *watchcache.Event, rv string) ([]byte, error) {
+	if o.res.from != nil || !o.view.vector() || o.view.qualified {
+		return o.appendObjectAt(dst, e.Object, rv)
+	}
+	if e.NameAt.Len == 0 {
+		return nil, fmt.Errorf("%w: no metadata.name", errNoStore)
+	}
+	if e.RVAt.Len == 0 {
+		return append(dst, e.Object...), nil
+	}
+	at, n := int(e.RVAt.Off), int(e.RVAt.Len)
+	dst = append(dst, e.Object[:at]...)
+	dst = append(dst, quoteRV(rv)...)
+	return append(dst, e.Object[at+n:]...), nil
 }
 
 // quoteRV is a resourceVersion as a JSON string: digits, or a sealed position's base64url, need

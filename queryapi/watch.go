@@ -433,7 +433,7 @@ func (w *watcher) initialEvents(ctx context.Context) error {
 			cl := clusterOf(it)
 			rv, _ := strconv.ParseInt(gjson.GetBytes(it, "metadata.resourceVersion").Str, 10, 64)
 			w.hold(store.DocID(cl, gjson.GetBytes(it, "metadata.uid").Str), rv)
-			w.send(watch.Added, it, rvVector{cl: rv}.encode(w.r.view))
+			w.send(watch.Added, it, nil, rvVector{cl: rv}.encode(w.r.view))
 		}
 		if !w.flush() {
 			w.s.store.Release(ctx, page.Continue)
@@ -518,7 +518,7 @@ func (w *watcher) event(e *watchcache.Event) {
 			w.hold(id, e.RV)
 		}
 	}
-	w.send(typ, e.Object, w.at.encode(w.r.view, w.pos))
+	w.send(typ, e.Object, e, w.at.encode(w.r.view, w.pos))
 }
 
 func (w *watcher) covers(p store.Pair) bool {
@@ -531,15 +531,21 @@ func (w *watcher) covers(p store.Pair) bool {
 	return w.covered[p]
 }
 
-// send writes one event, the object as the view shows it at the resourceVersion rv.
-func (w *watcher) send(typ watch.EventType, stored []byte, rv string) {
+// send writes one event, the object as the view shows it at the resourceVersion rv; from, when not
+// nil, is the cache's event stored is the object of (its metadata located already).
+func (w *watcher) send(typ watch.EventType, stored []byte, from *watchcache.Event, rv string) {
 	if w.out.shape != shapeTable && w.out.shape != shapeMetadata {
 		// The object straight into the buffer, grown first so that appending allocates nothing.
 		w.buf.Grow(len(stored) + len(rv) + 64)
 		line := append(w.buf.AvailableBuffer(), `{"type":"`...)
 		line = append(line, typ...)
 		line = append(line, `","object":`...)
-		line, err := w.out.appendObjectAt(line, stored, rv)
+		var err error
+		if from != nil {
+			line, err = w.out.appendEventAt(line, from, rv)
+		} else {
+			line, err = w.out.appendObjectAt(line, stored, rv)
+		}
 		if err != nil {
 			w.s.log.Warn("watch event skipped", "path", w.r.path, "err", err)
 			return

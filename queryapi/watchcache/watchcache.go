@@ -55,6 +55,10 @@ type Event struct {
 	// Offset is the offset of the record that made the event, in its pair's partition (noOffset
 	// when applied without one): where a mark moves past it (marks.go).
 	Offset int64
+	// NameAt and RVAt locate metadata.name and metadata.resourceVersion in Object (their JSON
+	// values, quotes included; Len 0 when absent): found once per event, for every watcher that
+	// renders it (a fleet view rewrites the resourceVersion of each event it sends).
+	NameAt, RVAt Span
 	// Stable is the pair's position once this event is applied: a client that has seen it may
 	// resume from there and miss nothing. During a re-list it stays where the list began: a
 	// re-list publishes changed objects in key order, not resourceVersion order, so a resume from
@@ -66,7 +70,21 @@ type Event struct {
 // client may resume from, and later events of the same list may carry lower ones.
 func (e *Event) relisting() bool { return e.RV > e.Stable }
 
-func (e *Event) size() int64 { return int64(len(e.Object) + len(e.PrevLabels) + 160) }
+func (e *Event) size() int64 { return int64(len(e.Object) + len(e.PrevLabels) + 176) }
+
+// Span is where a value lies in an event's Object.
+type Span struct{ Off, Len int32 }
+
+// locate finds the JSON value at path in obj (one scan for several paths).
+func locate(obj []byte, paths ...string) []Span {
+	out := make([]Span, len(paths))
+	for i, r := range gjson.GetManyBytes(obj, paths...) {
+		if r.Index > 0 && r.Index+len(r.Raw) <= len(obj) {
+			out[i] = Span{Off: int32(r.Index), Len: int32(len(r.Raw))}
+		}
+	}
+	return out
+}
 
 // objState is what the cache keeps of every cached object.
 //
@@ -704,6 +722,9 @@ func (c *Cache) applySyncLocked(ev *envelope.Event, pair store.Pair) (rv int64, 
 }
 
 func (c *Cache) appendLocked(e *Event) {
+	if m := locate(e.Object, "metadata.name", "metadata.resourceVersion"); len(m) == 2 {
+		e.NameAt, e.RVAt = m[0], m[1]
+	}
 	e.Seq = c.nextSeq
 	e.Stable = c.stable[e.Pair]
 	e.Offset = noOffset
