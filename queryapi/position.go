@@ -12,6 +12,8 @@ import (
 	"hash/fnv"
 	"math"
 	"net/http"
+	"slices"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -46,7 +48,19 @@ const tokenVersion = 1
 var positionAAD = []byte("kubesearch fleet resourceVersion")
 
 // sealer seals and opens positions.
-type sealer struct{ aead cipher.AEAD }
+type sealer struct {
+	aead cipher.AEAD
+	// recent are the tokens sealed last, by plaintext: the watchers of one view move through the
+	// same positions event by event (100 fleet watchers seal each one 100 times), so a position is
+	// sealed once and its token handed to each. Equal positions then read as equal tokens, which
+	// tells a holder nothing its own position does not. Bounded: cleared when full.
+	mu     sync.Mutex
+	recent map[string]string
+}
+
+// recentSeals bounds sealer.recent: enough for the positions of every view watched at once
+// between two events, small enough to clear without a thought.
+const recentSeals = 512
 
 // newSealer derives the key from secret (--continue-key-file, which replicas share), or makes one
 // up when secret is nil: positions then resume on this process only.
@@ -69,13 +83,26 @@ func newSealer(secret []byte) (*sealer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sealer{aead}, nil
+	return &sealer{aead: aead, recent: map[string]string{}}, nil
 }
 
 func (k *sealer) seal(plain []byte) string {
+	k.mu.Lock()
+	token, ok := k.recent[string(plain)]
+	k.mu.Unlock()
+	if ok {
+		return token
+	}
 	nonce := make([]byte, k.aead.NonceSize(), k.aead.NonceSize()+len(plain)+k.aead.Overhead())
 	_, _ = rand.Read(nonce) // never fails (crypto/rand)
-	return sealedPrefix + base64.RawURLEncoding.EncodeToString(k.aead.Seal(nonce, nonce, plain, positionAAD))
+	token = sealedPrefix + base64.RawURLEncoding.EncodeToString(k.aead.Seal(nonce, nonce, plain, positionAAD))
+	k.mu.Lock()
+	if len(k.recent) >= recentSeals {
+		clear(k.recent)
+	}
+	k.recent[string(plain)] = token
+	k.mu.Unlock()
+	return token
 }
 
 func (k *sealer) open(token string) ([]byte, error) {
@@ -101,20 +128,34 @@ type sealedPosition struct {
 // records a partition holds (2^48 records).
 const offsetBytes = 6
 
+// marshal writes the partitions and clusters in order: one position is one plaintext, so that
+// sealer.recent finds it again.
 func (p sealedPosition) marshal() []byte {
 	b := []byte{tokenVersion}
 	b = binary.AppendUvarint(b, uint64(len(p.mark)))
-	for q, off := range p.mark {
+	var qa [64]int // on the stack for up to 64 partitions
+	qs := qa[:0]
+	for q := range p.mark {
+		qs = append(qs, q)
+	}
+	slices.Sort(qs)
+	for _, q := range qs {
 		b = binary.AppendUvarint(b, uint64(q))
 		var w [8]byte
-		binary.BigEndian.PutUint64(w[:], uint64(off))
+		binary.BigEndian.PutUint64(w[:], uint64(p.mark[q]))
 		b = append(b, w[8-offsetBytes:]...)
 	}
 	b = binary.AppendUvarint(b, uint64(len(p.over)))
-	for c, rv := range p.over {
+	var ca [16]string
+	cs := ca[:0]
+	for c := range p.over {
+		cs = append(cs, c)
+	}
+	slices.Sort(cs)
+	for _, c := range cs {
 		b = binary.AppendUvarint(b, uint64(len(c)))
 		b = append(b, c...)
-		b = binary.AppendUvarint(b, uint64(rv))
+		b = binary.AppendUvarint(b, uint64(p.over[c]))
 	}
 	return binary.BigEndian.AppendUint64(b, p.sum)
 }

@@ -2,6 +2,7 @@ package queryapi
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"slices"
@@ -43,6 +44,38 @@ func newMarksServer(t *testing.T, n int) (string, *Server, *watchcache.Cache) {
 	return srv.URL, s, c
 }
 
+// TestSealerNonces: a position sealed again while recent is the same token; every other sealing
+// takes a fresh nonce (a nonce used twice under one key would undo GCM), also once the recent
+// tokens were cleared.
+func TestSealerNonces(t *testing.T) {
+	k := mustSealer(t)
+	nonce := func(tok string) string {
+		b, err := base64.RawURLEncoding.DecodeString(tok[len(sealedPrefix):])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b[:k.aead.NonceSize()])
+	}
+	if a, b := k.seal([]byte("position a")), k.seal([]byte("position a")); a != b {
+		t.Errorf("the same position sealed twice: %q, %q", a, b)
+	}
+	seen := map[string]bool{}
+	for i := range 3 * recentSeals {
+		tok := k.seal(fmt.Appendf(nil, "position %d", i))
+		if n := nonce(tok); seen[n] {
+			t.Fatalf("nonce used twice, at sealing %d", i)
+		} else {
+			seen[n] = true
+		}
+		if plain, err := k.open(tok); err != nil || string(plain) != fmt.Sprintf("position %d", i) {
+			t.Fatalf("sealing %d opens as %q, %v", i, plain, err)
+		}
+	}
+	if len(k.recent) > recentSeals {
+		t.Errorf("%d recent tokens kept, at most %d", len(k.recent), recentSeals)
+	}
+}
+
 func mustSealer(t *testing.T) *sealer {
 	t.Helper()
 	k, err := newSealer(nil)
@@ -77,8 +110,9 @@ func TestFleetPositionsAsMarks(t *testing.T) {
 		if st != nil || fmt.Sprint(got) != fmt.Sprint(vec) {
 			t.Errorf("%v read back as %v, %v", vec, got, st)
 		}
-		if tok2 := s.encodeRV(view{}, res, vec); tok2 == tok {
-			t.Errorf("two sealings of %v are the same token: the nonce must differ", vec)
+		if tok2 := s.encodeRV(view{}, res, vec); tok2 != tok {
+			// Watchers at one position share its token (sealer.recent).
+			t.Errorf("two sealings of %v in a row are two tokens: %q, %q", vec, tok, tok2)
 		}
 		// Another view's clusters (the subject's, or the fleet's, changed): 410.
 		if _, st := s.decodeRV(t.Context(), tok, view{}, res, clusters[:1]); st == nil || st.Code != http.StatusGone {
