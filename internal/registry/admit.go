@@ -24,6 +24,11 @@ func Admit(fixed, objects []ResourceRegistry, clusters []Cluster) (admitted []Re
 		return cmp.Compare(a.Name, b.Name)
 	})
 	rejected = map[string]error{}
+	// Usually every object is fine: one check of the whole set, rather than one plan per object
+	// (a plan covers every cluster: 100 registries of 1,000 clusters would be 100 plans of 1,000).
+	if admissibleSet(append(slices.Clone(fixed), objects...), clusters) == nil {
+		return objects, rejected
+	}
 	set := slices.Clone(fixed)
 	for i := range objects {
 		r := objects[i]
@@ -35,6 +40,18 @@ func Admit(fixed, objects []ResourceRegistry, clusters []Cluster) (admitted []Re
 		admitted = append(admitted, r)
 	}
 	return admitted, rejected
+}
+
+// admissibleSet says whether every registry of set is valid and the set plans.
+func admissibleSet(set []ResourceRegistry, clusters []Cluster) error {
+	if err := Validate(set); err != nil {
+		return err
+	}
+	if _, err := OpenSearchBackend(set); err != nil {
+		return err
+	}
+	_, err := NewPlan(set, clusters)
+	return err
 }
 
 // admissible says why r may not join set, or nil.

@@ -136,3 +136,17 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmitAllValid: a set that is fine as a whole is admitted whole, oldest first.
+func TestAdmitAllValid(t *testing.T) {
+	admitted, rejected := Admit([]ResourceRegistry{reg("file", nil, "v1 Pod")},
+		[]ResourceRegistry{created(reg("b", nil, "v1 ConfigMap"), 2), created(reg("a", nil, "apps/v1 Deployment"), 3), created(reg("c", nil, "v1 Service"), 1)},
+		[]Cluster{kubeconfigCluster("member1")})
+	var names []string
+	for _, r := range admitted {
+		names = append(names, r.Name)
+	}
+	if !slices.Equal(names, []string{"c", "b", "a"}) || len(rejected) != 0 {
+		t.Errorf("admitted %v, rejected %v; want c, b, a and none", names, rejected)
+	}
+}
