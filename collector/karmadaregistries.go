@@ -73,6 +73,10 @@ type registryObject struct {
 // that does not decode is returned with its error, to be rejected on its own.
 func (k *karmadaRegistries) read(ctx context.Context) ([]registryObject, error) {
 	list, err := k.client.List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("--karmada-registries: the control plane of --karmada-kubeconfig %s does not serve %s: install its CRD there (kubectl apply -f deploy/karmada/): %w",
+			k.source, registryObjects.GroupResource(), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--karmada-kubeconfig %s: list %s: %w", k.source, registryObjects.GroupResource(), err)
 	}
