@@ -3,9 +3,6 @@ package queryapi
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -14,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -27,6 +23,8 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/auth"
 	"github.com/kubesearch/kubesearch/internal/store"
+
+	"github.com/kubesearch/kubesearch/internal/testpki"
 )
 
 // controlPlane plays a Karmada control plane storing ResourceRegistry objects: it records every
@@ -91,9 +89,9 @@ type registriesWorld struct {
 func newRegistriesWorld(t *testing.T, cp *controlPlane) *registriesWorld {
 	t.Helper()
 	dir := t.TempDir()
-	proxyCA := newTestCA(t)
+	proxyCA := testpki.NewCA(t, "front-proxy-ca")
 	caFile, tokens, kubeconfig := filepath.Join(dir, "front-proxy-ca.crt"), filepath.Join(dir, "tokens.csv"), filepath.Join(dir, "karmada.kubeconfig")
-	writeFile(t, caFile, string(proxyCA.pem))
+	writeFile(t, caFile, string(proxyCA.PEM))
 	writeFile(t, tokens, "alice-token,alice,u1\n")
 	writeFile(t, kubeconfig, fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -125,7 +123,7 @@ current-context: karmada
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 
-	proxyCert := proxyCA.issue(t, "front-proxy-client")
+	proxyCert := proxyCA.Issue(t, pkix.Name{CommonName: "front-proxy-client"}, x509.ExtKeyUsageClientAuth)
 	proxied := srv.Client().Transport.(*http.Transport).Clone()
 	proxied.TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &proxyCert, nil }
 	other := srv.Client().Transport.(*http.Transport).Clone()
@@ -487,46 +485,3 @@ func TestKarmadaRegistriesKubeconfigChecked(t *testing.T) {
 type watermarkless struct{ *fakeStore }
 
 func (watermarkless) Watermarks(context.Context) ([]store.Watermark, error) { return nil, nil }
-
-// testCA is a CA for the front proxy's certificate.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "front-proxy-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func (ca *testCA) issue(t *testing.T, cn string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}

@@ -1,20 +1,15 @@
 package auth
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -26,6 +21,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/kubesearch/kubesearch/internal/testpki"
 )
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -112,68 +109,12 @@ func TestNewReportsEveryBadOption(t *testing.T) {
 	}
 }
 
-// testPKI is an in-test CA issuing client certificates.
-type testPKI struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-var serial atomic.Int64
-
-func newCA(t *testing.T, name string) *testPKI {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial.Add(1)),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testPKI{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func (ca *testPKI) issue(t *testing.T, subject pkix.Name, usage x509.ExtKeyUsage) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial.Add(1)),
-		Subject:      subject,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 // A client certificate signed by the client CA authenticates CN as the user and O as the groups,
 // through a real TLS server configured by TLSConfig; one from another CA fails the handshake.
 func TestClientCertificates(t *testing.T) {
-	ca, other := newCA(t, "kubesearch-client-ca"), newCA(t, "someone-else")
+	ca, other := testpki.NewCA(t, "kubesearch-client-ca"), testpki.NewCA(t, "someone-else")
 	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
-	writeFile(t, caFile, string(ca.pem))
+	writeFile(t, caFile, string(ca.PEM))
 	a, err := New(Options{ClientCAFile: caFile, Anonymous: true})
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +159,7 @@ func TestClientCertificates(t *testing.T) {
 		return u, resp.StatusCode
 	}
 
-	alice := ca.issue(t, pkix.Name{CommonName: "alice", Organization: []string{"sre", "dev"}}, x509.ExtKeyUsageClientAuth)
+	alice := ca.Issue(t, pkix.Name{CommonName: "alice", Organization: []string{"sre", "dev"}}, x509.ExtKeyUsageClientAuth)
 	resp, err := get(&alice)
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +178,7 @@ func TestClientCertificates(t *testing.T) {
 	}
 
 	// A certificate from another CA: the TLS layer refuses it.
-	mallory := other.issue(t, pkix.Name{CommonName: "alice", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth)
+	mallory := other.Issue(t, pkix.Name{CommonName: "alice", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth)
 	if resp, err := get(&mallory); err == nil {
 		resp.Body.Close()
 		t.Errorf("a certificate of another CA was answered %s", resp.Status)
@@ -247,7 +188,7 @@ func TestClientCertificates(t *testing.T) {
 
 	// A server certificate of the right CA is not a client certificate (the TLS layer already
 	// refuses it; the authenticator checks again).
-	server := ca.issue(t, pkix.Name{CommonName: "alice"}, x509.ExtKeyUsageServerAuth)
+	server := ca.Issue(t, pkix.Name{CommonName: "alice"}, x509.ExtKeyUsageServerAuth)
 	if resp, err := get(&server); err == nil {
 		resp.Body.Close()
 		t.Errorf("a server certificate was answered %s", resp.Status)
@@ -257,16 +198,16 @@ func TestClientCertificates(t *testing.T) {
 // The authenticator verifies the chain itself: a TLS layer that only requests certificates (or
 // trusts other CAs) does not turn a foreign certificate into a user.
 func TestClientCertificateVerifiedByAuthenticator(t *testing.T) {
-	ca, other := newCA(t, "kubesearch-client-ca"), newCA(t, "someone-else")
+	ca, other := testpki.NewCA(t, "kubesearch-client-ca"), testpki.NewCA(t, "someone-else")
 	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
-	writeFile(t, caFile, string(ca.pem))
+	writeFile(t, caFile, string(ca.PEM))
 	a, err := New(Options{ClientCAFile: caFile, Anonymous: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
 		name string
-		ca   *testPKI
+		ca   *testpki.CA
 		subj pkix.Name
 		ok   bool
 	}{
@@ -275,7 +216,7 @@ func TestClientCertificateVerifiedByAuthenticator(t *testing.T) {
 		{"no common name", ca, pkix.Name{Organization: []string{"ops"}}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := tt.ca.issue(t, tt.subj, x509.ExtKeyUsageClientAuth)
+			c := tt.ca.Issue(t, tt.subj, x509.ExtKeyUsageClientAuth)
 			leaf, err := x509.ParseCertificate(c.Certificate[0])
 			if err != nil {
 				t.Fatal(err)

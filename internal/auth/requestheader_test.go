@@ -14,6 +14,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kubesearch/kubesearch/internal/testpki"
 )
 
 // TestFrontProxy: a request carrying the front proxy's certificate (of the requestheader CA, with
@@ -21,11 +23,11 @@ import (
 // other request are ignored and its user is not Proxied, through a real TLS server that accepts
 // both CAs' certificates.
 func TestFrontProxy(t *testing.T) {
-	clientCA, proxyCA := newCA(t, "client-ca"), newCA(t, "front-proxy-ca")
+	clientCA, proxyCA := testpki.NewCA(t, "client-ca"), testpki.NewCA(t, "front-proxy-ca")
 	dir := t.TempDir()
 	clientCAFile, proxyCAFile := filepath.Join(dir, "client-ca.crt"), filepath.Join(dir, "front-proxy-ca.crt")
-	writeFile(t, clientCAFile, string(clientCA.pem))
-	writeFile(t, proxyCAFile, string(proxyCA.pem))
+	writeFile(t, clientCAFile, string(clientCA.PEM))
+	writeFile(t, proxyCAFile, string(proxyCA.PEM))
 	o := Options{ClientCAFile: clientCAFile, Anonymous: true, RequestHeader: RequestHeaderOptions{
 		ClientCAFile: proxyCAFile, AllowedNames: []string{"front-proxy-client"}}}
 	a, err := New(o)
@@ -49,11 +51,11 @@ func TestFrontProxy(t *testing.T) {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 
-	proxy := proxyCA.issue(t, pkix.Name{CommonName: "front-proxy-client"}, x509.ExtKeyUsageClientAuth)
-	otherProxy := proxyCA.issue(t, pkix.Name{CommonName: "someone"}, x509.ExtKeyUsageClientAuth)
-	alice := clientCA.issue(t, pkix.Name{CommonName: "alice", Organization: []string{"dev"}}, x509.ExtKeyUsageClientAuth)
+	proxy := proxyCA.Issue(t, pkix.Name{CommonName: "front-proxy-client"}, x509.ExtKeyUsageClientAuth)
+	otherProxy := proxyCA.Issue(t, pkix.Name{CommonName: "someone"}, x509.ExtKeyUsageClientAuth)
+	alice := clientCA.Issue(t, pkix.Name{CommonName: "alice", Organization: []string{"dev"}}, x509.ExtKeyUsageClientAuth)
 	// A certificate of the client CA named like the proxy is a user's, not the proxy's.
-	fakeProxy := clientCA.issue(t, pkix.Name{CommonName: "front-proxy-client"}, x509.ExtKeyUsageClientAuth)
+	fakeProxy := clientCA.Issue(t, pkix.Name{CommonName: "front-proxy-client"}, x509.ExtKeyUsageClientAuth)
 	named := http.Header{"X-Remote-User": {"bob"}, "X-Remote-Uid": {"1001"}, "X-Remote-Group": {"sre", "system:masters"}}
 	for _, c := range []struct {
 		name    string

@@ -2,25 +2,21 @@ package serving
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kubesearch/kubesearch/internal/auth"
+
+	"github.com/kubesearch/kubesearch/internal/testpki"
 )
 
 func writeFile(t *testing.T, name string, data []byte) string {
@@ -154,11 +150,11 @@ func TestCheck(t *testing.T) {
 
 // HTTPS with the certificate of the files, and client certificates of the client CA as readers.
 func TestTLSWithClientCertificates(t *testing.T) {
-	ca := newTestCA(t)
-	serverCert, serverKey := ca.issue(t, "kubesearch-collector", x509.ExtKeyUsageServerAuth)
-	clientCert, clientKey := ca.issue(t, "prometheus", x509.ExtKeyUsageClientAuth)
+	ca := testpki.NewCA(t, "test CA")
+	serverCert, serverKey := testpki.PEM(t, ca.Issue(t, pkix.Name{CommonName: "kubesearch-collector"}, x509.ExtKeyUsageServerAuth))
+	clientCert, clientKey := testpki.PEM(t, ca.Issue(t, pkix.Name{CommonName: "prometheus"}, x509.ExtKeyUsageClientAuth))
 	e, err := New(Options{
-		Authentication: auth.Options{ClientCAFile: writeFile(t, "ca.pem", ca.pem)},
+		Authentication: auth.Options{ClientCAFile: writeFile(t, "ca.pem", ca.PEM)},
 		TLSCertFile:    writeFile(t, "tls.crt", serverCert), TLSKeyFile: writeFile(t, "tls.key", serverKey),
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -166,7 +162,7 @@ func TestTLSWithClientCertificates(t *testing.T) {
 	}
 	l := serve(t, e)
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.pem)
+	pool.AppendCertsFromPEM(ca.PEM)
 	pair, err := tls.X509KeyPair(clientCert, clientKey)
 	if err != nil {
 		t.Fatal(err)
@@ -181,56 +177,4 @@ func TestTLSWithClientCertificates(t *testing.T) {
 	if code, _, _ := get(t, client(), url, ""); code != http.StatusUnauthorized {
 		t.Errorf("without credentials: %d, want 401", code)
 	}
-}
-
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a certificate for 127.0.0.1 and its key, PEM-encoded.
-func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
