@@ -169,6 +169,19 @@ func (l *limiter) startWatch(name string) (done func(), ok bool) {
 	return l.start(name, boundSubjectWatches, l.maxWatches, func(s *subjectLimits) *int { return &s.watches })
 }
 
+// openWatch counts the request as an open watch of subj, refusing it with a 429 past the bound
+// (ok false: answered), and takes it out of the in-flight bound: a watch is bounded per subject
+// from here on. done ends it.
+func (s *Server) openWatch(c *gin.Context, subj subject) (done func(), ok bool) {
+	done, ok = s.limits.startWatch(subj.user.Name)
+	if !ok {
+		tooManyRequests(c, 5*time.Second, fmt.Sprintf("too many watches open for %q: at most %d", subj.user.Name, s.limits.maxWatches))
+		return nil, false
+	}
+	leaveInFlight(c)
+	return done, true
+}
+
 // startList counts a LIST of a subject streaming every page (one without a limit), refusing one
 // past the bound; done ends it.
 func (l *limiter) startList(name string) (done func(), ok bool) {

@@ -181,13 +181,11 @@ func (s *Server) serveRegistries(c *gin.Context, r *facadeRequest) {
 
 	ctx := c.Request.Context()
 	if verb == "watch" {
-		done, ok := s.limits.startWatch(subj.user.Name)
+		done, ok := s.openWatch(c, subj)
 		if !ok {
-			tooManyRequests(c, 5*time.Second, fmt.Sprintf("too many watches open for %q: at most %d", subj.user.Name, s.limits.maxWatches))
 			return
 		}
 		defer done()
-		leaveInFlight(c) // bounded per subject from here on
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()

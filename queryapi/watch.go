@@ -101,13 +101,11 @@ type watcher struct {
 // position falls out of the window (an ERROR event with 410 Expired).
 func (s *Server) watch(c *gin.Context, r *facadeRequest, res apiResource, out *renderer, params url.Values) {
 	subj := subjectOf(c)
-	done, ok := s.limits.startWatch(subj.user.Name)
+	done, ok := s.openWatch(c, subj)
 	if !ok {
-		tooManyRequests(c, 5*time.Second, fmt.Sprintf("too many watches open for %q: at most %d", subj.user.Name, s.limits.maxWatches))
 		return
 	}
 	defer done()
-	leaveInFlight(c) // bounded per subject from here on
 	if s.cache == nil {
 		writeStatus(c, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
 			"watch is served from the event stream: start the query API with --kafka-brokers", nil)

@@ -38,25 +38,12 @@ func TestKarmadaClusters(t *testing.T) {
 	env := testbed.Get(t)
 	plane := env.Karmada(t)
 	applyKarmadaClusterCRD(t, env, plane)
-	planeCfg, err := clientcmd.BuildConfigFromFlags("", plane.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn := dynamic.NewForConfigOrDie(planeCfg)
-	core := kubernetes.NewForConfigOrDie(planeCfg)
+	dyn, core := planeClients(t, plane)
 
 	ns := uniqueName("kclusters")
 	suffix := strings.TrimPrefix(ns, "kclusters-")
 	members := env.Clusters[:2]
-	for _, c := range members {
-		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, c))
-		createNamespace(t, cs, ns)
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + c, Namespace: ns}}
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create configmap in %s: %v", c, err)
-		}
-		t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	}
+	probeConfigMaps(t, env, ns, members)
 
 	const secretNS = "karmada-cluster"
 	names := createKarmadaMembers(t, env, dyn, core, suffix, members)
@@ -130,6 +117,31 @@ spec:
 		kept := []string{fmt.Sprintf("k1-%s/probe-%s", suffix, members[0])}
 		eventually(t, "only "+kept[0]+" left", time.Minute, func() bool { return slices.Equal(indexed(), kept) })
 	})
+}
+
+// planeClients are clients of the Karmada control plane, as its admin.
+func planeClients(t *testing.T, plane *testbed.KarmadaPlane) (dynamic.Interface, kubernetes.Interface) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", plane.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dynamic.NewForConfigOrDie(cfg), kubernetes.NewForConfigOrDie(cfg)
+}
+
+// probeConfigMaps creates namespace ns in each of members with a ConfigMap probe-<member>, removed
+// when the test ends.
+func probeConfigMaps(t *testing.T, env *testbed.Env, ns string, members []string) {
+	t.Helper()
+	for _, c := range members {
+		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, c))
+		createNamespace(t, cs, ns)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + c, Namespace: ns}}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create configmap in %s: %v", c, err)
+		}
+		t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	}
 }
 
 // applyKarmadaClusterCRD installs the project's Cluster CRD on the control plane (idempotent: the

@@ -20,9 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -41,25 +39,12 @@ func TestKarmadaRegistries(t *testing.T) {
 	plane := env.Karmada(t)
 	applyKarmadaClusterCRD(t, env, plane)
 	applyCRD(t, env, plane, "../../deploy/karmada/resourceregistries.karmada.kubesearch.io.yaml", "resourceregistries.karmada.kubesearch.io")
-	planeCfg, err := clientcmd.BuildConfigFromFlags("", plane.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn := dynamic.NewForConfigOrDie(planeCfg)
-	core := kubernetes.NewForConfigOrDie(planeCfg)
+	dyn, core := planeClients(t, plane)
 
 	ns := uniqueName("kregs")
 	suffix := strings.TrimPrefix(ns, "kregs-")
 	members := env.Clusters[:2]
-	for _, c := range members {
-		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, c))
-		createNamespace(t, cs, ns)
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + c, Namespace: ns}}
-		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create configmap in %s: %v", c, err)
-		}
-		t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	}
+	probeConfigMaps(t, env, ns, members)
 	names := createKarmadaMembers(t, env, dyn, core, suffix, members)
 	first := fmt.Sprintf("k1-%s", suffix)
 
