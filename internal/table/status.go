@@ -1,6 +1,10 @@
 package table
 
-import "github.com/tidwall/gjson"
+import (
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
 
 // member is one member of the narrowed object a Status cell is computed from: section.key, taken
 // from the section's gjson path (which may project, as "#.{name}" does). A member with an empty
@@ -38,7 +42,9 @@ var (
 // bytes.
 func narrow(obj []byte, members []member) []byte {
 	var sections [3]gjson.Result // metadata, spec, status
-	gjson.ParseBytes(obj).ForEach(func(k, v gjson.Result) bool {
+	// A view of obj's bytes, not a copy (a Pod is kilobytes, most of them its spec): it lives only
+	// during this call, and what is kept of it is copied into the result.
+	gjson.Parse(unsafe.String(unsafe.SliceData(obj), len(obj))).ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "metadata":
 			sections[0] = v
