@@ -18,8 +18,9 @@ import (
 // tell both an older template and an index created from one (GET <index>/_mapping carries the
 // mapping's _meta). Bump it with any change of the mapping; a test keeps the file and this constant
 // in step. Version 2 keys documents by (cluster, uid) (store.DocID) instead of uid alone: the roll
-// to it re-keys the documents it copies.
-const Version = 2
+// to it re-keys the documents it copies. Version 3 adds the keyword "status" (sort=status): the roll
+// to it rebuilds every document, which fills it.
+const Version = 3
 
 // baseName is the unprefixed start of every index and template name.
 const baseName = "kubernetes"

@@ -2,14 +2,18 @@ package queryapi
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kubesearch/kubesearch/internal/auth"
+	"github.com/kubesearch/kubesearch/internal/query"
 )
 
 // TestSearchPageIsPublicAndItsDataIsNot: a browser must load the page before it can present a
@@ -104,5 +108,34 @@ func TestSearchTableRows(t *testing.T) {
 	code, _, body = fetch(t, http.MethodGet, srv.URL+"/v1alpha1/search?resources=pods", "application/json")
 	if code != 200 || strings.Contains(string(body), `"rows"`) || strings.Contains(string(body), `"columns"`) {
 		t.Errorf("without the Table media type: %d %.300s", code, body)
+	}
+}
+
+// The search page's results table sorts a column by the REST search's sort field it names: every
+// such field must be one the search accepts (a 400 otherwise, on every click), and the columns
+// that sort on the server are CLUSTER, NAMESPACE, KIND, NAME, STATUS and AGE (issue 28).
+func TestSearchPageSortsColumnsOnTheServer(t *testing.T) {
+	js, err := os.ReadFile(filepath.Join("page", "assets", "app.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := regexp.MustCompile(`(?s)const BASE = \[(.*?)\];`).FindSubmatch(js)
+	if base == nil {
+		t.Fatal("app.js: no BASE columns")
+	}
+	col := regexp.MustCompile(`\{ name: "([A-Z]+)"(?:, sort: "([A-Za-z]+)")?`)
+	sorts := map[string]string{}
+	for _, m := range col.FindAllSubmatch(base[1], -1) {
+		sorts[string(m[1])] = string(m[2])
+	}
+	want := map[string]string{"CLUSTER": query.SortCluster, "NAMESPACE": query.SortNamespace, "KIND": query.SortKind,
+		"NAME": query.SortName, "STATUS": query.SortStatus, "AGE": query.SortCreationTimestamp}
+	if !maps.Equal(sorts, want) {
+		t.Errorf("the results table's columns and their sorts %v, want %v", sorts, want)
+	}
+	for c, f := range sorts {
+		if f != "" && !slices.Contains(query.SortFields, f) {
+			t.Errorf("column %s sorts by %q, which the REST search refuses (known: %v)", c, f, query.SortFields)
+		}
 	}
 }

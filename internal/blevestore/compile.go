@@ -30,6 +30,7 @@ const (
 	fieldKind      = document.FieldKind
 	fieldNamespace = document.FieldNamespace
 	fieldName      = document.FieldName
+	fieldStatus    = document.FieldStatus
 	fieldUID       = document.FieldUID
 	fieldEpoch     = document.FieldEpoch
 	fieldRV        = document.FieldResourceVersion

@@ -87,6 +87,7 @@ var fields = map[string]fieldSpec{
 	document.FieldOwnerRefs:         {typ: typeKeyword},
 	document.FieldConditions:        {typ: typeKeyword},
 	document.FieldPhase:             {typ: typeKeyword},
+	document.FieldStatus:            {typ: typeKeyword, docValues: true},
 	document.FieldNodeName:          {typ: typeKeyword},
 	document.FieldQOSClass:          {typ: typeKeyword},
 	document.FieldContainerNames:    {typ: typeKeyword},

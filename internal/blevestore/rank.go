@@ -29,12 +29,12 @@ import (
 // when a comparison needs them (tied: two matches of equal keys are rare, and the uid is a column
 // as costly to read as the name).
 type hit struct {
-	iid                            index.IndexInternalID
-	score                          float64
-	cluster, namespace, kind, name []byte
-	hasNamespace, hasKind          bool
-	created, changed               int64
-	hasCreated, hasChanged         bool
+	iid                                    index.IndexInternalID
+	score                                  float64
+	cluster, namespace, kind, name, status []byte
+	hasNamespace, hasKind, hasStatus       bool
+	created, changed                       int64
+	hasCreated, hasChanged                 bool
 
 	tied bool   // uid read
 	uid  []byte // the tiebreaker after the sort keys, then cluster
@@ -48,8 +48,9 @@ func (h *hit) copyFrom(o *hit) {
 	h.cluster = append(h.cluster[:0], o.cluster...)
 	h.namespace = append(h.namespace[:0], o.namespace...)
 	h.kind = append(h.kind[:0], o.kind...)
+	h.status = append(h.status[:0], o.status...)
 	h.name = append(h.name[:0], o.name...)
-	h.hasNamespace, h.hasKind = o.hasNamespace, o.hasKind
+	h.hasNamespace, h.hasKind, h.hasStatus = o.hasNamespace, o.hasKind, o.hasStatus
 	h.created, h.changed, h.hasCreated, h.hasChanged = o.created, o.changed, o.hasCreated, o.hasChanged
 	h.tied, h.uid, h.id = o.tied, append(h.uid[:0], o.uid...), o.id
 }
@@ -57,7 +58,7 @@ func (h *hit) copyFrom(o *hit) {
 // cursor is h's place for a continue token.
 func (h *hit) cursor() cursor {
 	return cursor{Score: h.score, Cluster: string(h.cluster), Namespace: string(h.namespace), HasNamespace: h.hasNamespace,
-		Kind: string(h.kind), HasKind: h.hasKind, Name: string(h.name),
+		Kind: string(h.kind), HasKind: h.hasKind, Name: string(h.name), Status: string(h.status), HasStatus: h.hasStatus,
 		Created: h.created, HasCreated: h.hasCreated, Changed: h.changed, HasChanged: h.hasChanged,
 		UID: string(h.uid), ID: h.id}
 }
@@ -65,7 +66,7 @@ func (h *hit) cursor() cursor {
 // hitAt is the place a continue token names, complete: nothing of it is read again.
 func hitAt(c cursor) *hit {
 	return &hit{score: c.Score, cluster: []byte(c.Cluster), namespace: []byte(c.Namespace), hasNamespace: c.HasNamespace,
-		kind: []byte(c.Kind), hasKind: c.HasKind, name: []byte(c.Name),
+		kind: []byte(c.Kind), hasKind: c.HasKind, name: []byte(c.Name), status: []byte(c.Status), hasStatus: c.HasStatus,
 		created: c.Created, hasCreated: c.HasCreated, changed: c.Changed, hasChanged: c.HasChanged,
 		tied: true, uid: []byte(c.UID), id: c.ID}
 }
@@ -100,6 +101,8 @@ func sortField(s query.Sort) string {
 		return fieldKind
 	case query.SortName:
 		return fieldName
+	case query.SortStatus:
+		return fieldStatus
 	case query.SortCreationTimestamp:
 		return fieldCreated
 	case query.SortLastChangedAt:
@@ -155,6 +158,8 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets,
 			h.kind, h.hasKind = append(h.kind[:0], term...), true
 		case fieldName:
 			h.name = append(h.name[:0], term...)
+		case fieldStatus:
+			h.status, h.hasStatus = append(h.status[:0], term...), true
 		case fieldCreated:
 			h.created, h.hasCreated = dec(term)
 		case fieldChanged:
@@ -172,8 +177,8 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets,
 func (k *ranker) read(dm *search.DocumentMatch) error {
 	h := &k.cur
 	h.iid = dm.IndexInternalID
-	h.cluster, h.namespace, h.kind, h.name = h.cluster[:0], h.namespace[:0], h.kind[:0], h.name[:0]
-	h.hasNamespace, h.hasKind, h.hasCreated, h.hasChanged, h.created, h.changed = false, false, false, false, 0, 0
+	h.cluster, h.namespace, h.kind, h.name, h.status = h.cluster[:0], h.namespace[:0], h.kind[:0], h.name[:0], h.status[:0]
+	h.hasNamespace, h.hasKind, h.hasStatus, h.hasCreated, h.hasChanged, h.created, h.changed = false, false, false, false, false, 0, 0
 	h.tied, h.uid, h.id = false, h.uid[:0], ""
 	if k.facets != nil {
 		k.facets.reset()
@@ -312,6 +317,9 @@ func compareKey(s query.Sort, a, b *hit) int {
 		c, hasA, hasB = bytes.Compare(a.kind, b.kind), a.hasKind, b.hasKind
 	case query.SortName:
 		c, hasA, hasB = bytes.Compare(a.name, b.name), true, true
+	case query.SortStatus:
+		// Kinds without a Status column, and documents written before the field, have none.
+		c, hasA, hasB = bytes.Compare(a.status, b.status), a.hasStatus, b.hasStatus
 	case query.SortCreationTimestamp:
 		c, hasA, hasB = cmp.Compare(a.created, b.created), a.hasCreated, b.hasCreated
 	case query.SortLastChangedAt:

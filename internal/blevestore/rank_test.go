@@ -22,34 +22,37 @@ import (
 // a query past rankWholeAfter pages switches from one to the other. Every way must walk one order,
 // each match once, ties included: equal names in three clusters, equal creation times, objects
 // without a namespace or a creation time (missing values sort last either way), equal relevance,
-// three kinds of many objects each.
+// three kinds of many objects each, statuses of several values and none (ConfigMaps).
 func TestPagesFollowOneOrder(t *testing.T) {
 	s := newStore(t, t.TempDir())
 	defer s.Close()
 	type obj struct {
 		cluster, namespace, kind, name, uid string
-		created                             string
+		created, status                     string
 	}
 	var objs []obj
 	var ops []store.Op
 	for i, c := range []string{"west", "east", "north"} {
 		for j := range 15 {
-			o := pod(c, fmt.Sprintf("ns-%d", j%4), fmt.Sprintf("web-%02d", j%6), int64(100*i+j), map[string]string{"app": "web"}, "", "Running", "nginx")
+			// A Pod without container statuses shows its phase as its STATUS.
+			phase := []string{"Running", "Pending", "Succeeded"}[(i+j)%3]
+			o := pod(c, fmt.Sprintf("ns-%d", j%4), fmt.Sprintf("web-%02d", j%6), int64(100*i+j), map[string]string{"app": "web"}, "", phase, "nginx")
 			o.uid = fmt.Sprintf("uid-%02d-%s", (j*7+i)%45, c) // uids do not follow names
 			o.created = fmt.Sprintf("2026-01-0%dT00:00:00Z", 1+j%3)
 			if j == 5 {
 				o.created = "" // no creation time
 			}
+			status := phase
 			if j%5 == 4 {
-				o.resource, o.kind = "configmaps", "ConfigMap"
+				o.resource, o.kind, status = "configmaps", "ConfigMap", "" // no Status column
 			}
 			ops = append(ops, o.op(t))
-			objs = append(objs, obj{c, o.namespace, o.kind, o.name, o.uid, o.created})
+			objs = append(objs, obj{c, o.namespace, o.kind, o.name, o.uid, o.created, status})
 		}
 		n := object{cluster: c, version: "v1", resource: "nodes", kind: "Node", name: "web-03", uid: "node-" + c, rv: int64(100*i + 50), epoch: 1,
 			labels: map[string]string{"app": "web"}, created: "2026-01-02T00:00:00Z"}
 		ops = append(ops, n.op(t))
-		objs = append(objs, obj{c, "", n.kind, n.name, n.uid, n.created})
+		objs = append(objs, obj{c, "", n.kind, n.name, n.uid, n.created, "Unknown"}) // no Ready condition
 	}
 	write(t, s, ops...)
 
@@ -69,6 +72,8 @@ func TestPagesFollowOneOrder(t *testing.T) {
 					av, bv = a.kind, b.kind
 				case query.SortName:
 					av, bv = a.name, b.name
+				case query.SortStatus:
+					av, bv = a.status, b.status
 				case query.SortCreationTimestamp:
 					av, bv = a.created, b.created
 				}
@@ -132,6 +137,8 @@ func TestPagesFollowOneOrder(t *testing.T) {
 		{"labelSelector=app&sort=namespace:desc,name", []query.Sort{{Field: query.SortNamespace, Desc: true}, {Field: query.SortName}}},
 		{"labelSelector=app&sort=kind", []query.Sort{{Field: query.SortKind}}},
 		{"labelSelector=app&sort=kind:desc,name", []query.Sort{{Field: query.SortKind, Desc: true}, {Field: query.SortName}}},
+		{"labelSelector=app&sort=status", []query.Sort{{Field: query.SortStatus}}},
+		{"labelSelector=app&sort=status:desc,name", []query.Sort{{Field: query.SortStatus, Desc: true}, {Field: query.SortName}}},
 		{"q=web", nil},
 	} {
 		t.Run(c.params, func(t *testing.T) {

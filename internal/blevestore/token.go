@@ -35,8 +35,8 @@ type token struct {
 const tokenVersion = 2
 
 // cursor is a match's place in its query's order: the sort keys it has, the relevance, and the
-// tiebreakers (search.go, ranker.compare). Kind came without a new token version: a token only
-// continues its own query, and no earlier build took sort=kind.
+// tiebreakers (search.go, ranker.compare). Kind and status came without a new token version: a
+// token only continues its own query, and no earlier build took sort=kind or sort=status.
 type cursor struct {
 	Score        float64 `json:"s,omitzero"`
 	Cluster      string  `json:"c,omitzero"`
@@ -45,6 +45,8 @@ type cursor struct {
 	Kind         string  `json:"k,omitzero"`
 	HasKind      bool    `json:"hk,omitzero"`
 	Name         string  `json:"n,omitzero"`
+	Status       string  `json:"st,omitzero"`
+	HasStatus    bool    `json:"hst,omitzero"`
 	Created      int64   `json:"cr,omitzero"`
 	HasCreated   bool    `json:"hcr,omitzero"`
 	Changed      int64   `json:"ch,omitzero"`

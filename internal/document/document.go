@@ -20,6 +20,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/table"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
@@ -252,6 +253,7 @@ func build(ev *envelope.Event, objectValid bool) ([]byte, error) {
 		w.str(FieldPhase, p.Str)
 	}
 	w.kindFields(ev.Group, kind, &v, &st, &text)
+	w.status(ev)
 
 	l := w.list(FieldText)
 	for _, s := range text.items {
@@ -273,6 +275,22 @@ func build(ev *envelope.Event, objectValid bool) ([]byte, error) {
 	}
 	w.b = append(w.b, '}')
 	return w.b, nil
+}
+
+// status writes the object's STATUS, the cell its Table's Status column shows (a Pod's Running or
+// CrashLoopBackOff, a Node's Ready,SchedulingDisabled), computed by the Table's own function so
+// sort=status orders what the page shows. Kinds without a Status column (most), custom resources
+// (their columns are their CRD's, which the builder does not have), and an empty cell write none:
+// such documents sort last. An object the printer cannot decode gets none either, as its Table
+// row fails too; the document is still written.
+func (w *docWriter) status(ev *envelope.Event) {
+	p, ok := table.Lookup(ev.Group, ev.Resource)
+	if !ok {
+		return
+	}
+	if s, ok, err := p.Status(ev.Object); err == nil && ok && s != "" {
+		w.str(FieldStatus, s)
+	}
 }
 
 // check compares the object with the envelope and returns the kind to index under.

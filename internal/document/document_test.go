@@ -10,13 +10,16 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
+	"github.com/kubesearch/kubesearch/internal/table"
 	"github.com/kubesearch/kubesearch/mappings"
 )
 
@@ -652,5 +655,70 @@ func BenchmarkDecodeAndBuild(b *testing.B) {
 		if _, err := BuildDecoded(ev); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The document's status is the STATUS cell of the object's Table row (internal/table), so
+// sort=status orders what the search page shows; kinds without a Status column, and custom
+// resources, have none.
+func TestBuildDocumentStatusIsTheTableCell(t *testing.T) {
+	crashLoop := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"api-7d9f8c6b5-x2x9q","namespace":"shop","uid":"u1","resourceVersion":"5"},
+		"spec":{"containers":[{"name":"api","image":"ghcr.io/acme/api:3.2","env":[{"name":"A","value":"b"}]},{"name":"envoy","image":"envoy:v1"}]},
+		"status":{"phase":"Running","conditions":[{"type":"Ready","status":"False"}],"containerStatuses":[
+			{"name":"api","ready":false,"restartCount":7,"state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 5m0s"}},
+			 "lastState":{"terminated":{"exitCode":1,"reason":"Error","finishedAt":"2026-01-01T00:00:00Z"}}},
+			{"name":"envoy","ready":true,"restartCount":0,"state":{"running":{"startedAt":"2026-01-01T00:00:00Z"}}}]}}`
+	tests := []struct {
+		name                 string
+		group, version, kind string
+		resource             string
+		obj                  string
+		want                 string // "" for no status field
+	}{
+		{"CrashLoopBackOff Pod", "", "v1", "Pod", "pods", crashLoop, "CrashLoopBackOff"},
+		{"completed Pod", "", "v1", "Pod", "pods", `{"metadata":{"name":"a","namespace":"n","uid":"u1"},"spec":{"containers":[{"name":"c"}]},
+			"status":{"phase":"Succeeded","containerStatuses":[{"name":"c","state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]}}`, "Completed"},
+		{"cordoned Node", "", "v1", "Node", "nodes", `{"metadata":{"name":"n1","uid":"u1"},"spec":{"unschedulable":true},
+			"status":{"conditions":[{"type":"Ready","status":"False"}],"images":[{"names":["x"],"sizeBytes":1}]}}`, "NotReady,SchedulingDisabled"},
+		{"suspended Job", "batch", "v1", "Job", "jobs", `{"metadata":{"name":"j","namespace":"n","uid":"u1"},
+			"status":{"conditions":[{"type":"Suspended","status":"True"}]}}`, "Suspended"},
+		{"Deployment: no Status column", "apps", "v1", "Deployment", "deployments", `{"metadata":{"name":"d","namespace":"n","uid":"u1"},
+			"spec":{"replicas":2},"status":{"readyReplicas":1}}`, ""},
+		{"a custom resource called pods: its columns are its CRD's", "example.com", "v1", "Pod", "pods",
+			strings.Replace(crashLoop, `"apiVersion":"v1"`, `"apiVersion":"example.com/v1"`, 1), ""},
+		{"a Pod whose status has no phase: an empty cell is no status", "", "v1", "Pod", "pods", `{"metadata":{"name":"a","namespace":"n","uid":"u1"}}`, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := event(t, tc.group, tc.version, tc.kind, tc.obj)
+			ev.Resource = tc.resource
+			doc, err := Build(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := gjson.GetBytes(doc, FieldStatus)
+			if tc.want == "" {
+				if got.Exists() {
+					t.Errorf("status %s, want none", got.Raw)
+				}
+				return
+			}
+			if got.Str != tc.want {
+				t.Errorf("status %s, want %q", got.Raw, tc.want)
+			}
+			// The same value as the Table row's Status cell, the one the page shows.
+			p, ok := table.Lookup(tc.group, tc.resource)
+			if !ok {
+				t.Fatalf("no printer for %s", tc.resource)
+			}
+			row, err := p.Row([]byte(tc.obj), time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			col := slices.IndexFunc(p.Columns(), func(c metav1.TableColumnDefinition) bool { return c.Name == table.StatusColumn })
+			if col < 0 || row.Cells[col] != got.Str {
+				t.Errorf("status %q; the Table row's Status cell (column %d) is %v", got.Str, col, row.Cells)
+			}
+		})
 	}
 }

@@ -28,6 +28,9 @@ const (
 	FieldOwnerRefs         = "ownerRefs" // "Kind/name"
 	FieldConditions        = "conditions"
 	FieldPhase             = "phase"
+	// FieldStatus is the object's STATUS as its Table prints it (table.Printer.Status), for
+	// sort=status; absent for kinds whose Table has no Status column.
+	FieldStatus            = "status"
 	FieldNodeName          = "nodeName"
 	FieldPodIP             = "podIP"
 	FieldHostIP            = "hostIP"
@@ -67,7 +70,7 @@ var Fields = []Field{
 	{FieldCreationTimestamp, "date"}, {FieldDeletionTimestamp, "date"}, {FieldLastChangedAt, "date"},
 	{FieldLabels, "keyword"}, {FieldLabelKeys, "keyword"}, {FieldAnnotationKeys, "keyword"},
 	{FieldOwnerUIDs, "keyword"}, {FieldOwnerKinds, "keyword"}, {FieldOwnerRefs, "keyword"},
-	{FieldConditions, "keyword"}, {FieldPhase, "keyword"}, {FieldNodeName, "keyword"},
+	{FieldConditions, "keyword"}, {FieldPhase, "keyword"}, {FieldStatus, "keyword"}, {FieldNodeName, "keyword"},
 	{FieldPodIP, "ip"}, {FieldHostIP, "ip"}, {FieldQOSClass, "keyword"},
 	{FieldContainerNames, "keyword"}, {FieldImages, "keyword"}, {FieldRestarts, "integer"}, {FieldReady, "boolean"},
 	{FieldReplicas, "integer"}, {FieldReadyReplicas, "integer"}, {FieldAvailableReplicas, "integer"},

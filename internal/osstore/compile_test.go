@@ -54,6 +54,7 @@ func TestCompileGolden(t *testing.T) {
 		"time-relative":         "changedSince=1h&createdSince=7d",
 		"sort":                  "sort=creationTimestamp:desc,name",
 		"sort-kind":             "sort=kind:desc,name",
+		"sort-status":           "sort=status,creationTimestamp:desc",
 		"limit":                 "limit=5",
 		"facets":                "facets=cluster,namespace,resource,labels,label:app.kubernetes.io/name&facetSize=3",
 		"metadata-only":         "metadataOnly=true",

@@ -27,7 +27,7 @@ func TestParseRejectsBadInputNamingTheParameter(t *testing.T) {
 		{"owner=ReplicaSet/", "owner", "Kind/name"},
 		{"createdSince=yesterday", "createdSince", "RFC 3339"},
 		{"changedSince=-1h", "changedSince", "RFC 3339"},
-		{"sort=size", "sort", "unknown sort field; known: cluster, namespace, kind, name, creationTimestamp, lastChangedAt"},
+		{"sort=size", "sort", "unknown sort field; known: cluster, namespace, kind, name, status, creationTimestamp, lastChangedAt"},
 		{"sort=name:up", "sort", "asc or desc"},
 		{"sort=name,name:desc", "sort", "given twice"},
 		{"limit=0", "limit", "from 1 to 1000"},
@@ -99,7 +99,7 @@ func TestParseGoodInput(t *testing.T) {
 	}
 }
 
-// The search page sorts its KIND column by sort=kind (issue 28).
+// The search page sorts its KIND column by sort=kind (issue 28)
 func TestParseSortByKind(t *testing.T) {
 	for _, c := range []struct {
 		raw  string
@@ -108,6 +108,9 @@ func TestParseSortByKind(t *testing.T) {
 		{"sort=kind", []Sort{{Field: SortKind}}},
 		{"sort=kind:desc,name", []Sort{{Field: SortKind, Desc: true}, {Field: SortName}}},
 		{"sort=cluster,kind:asc", []Sort{{Field: SortCluster}, {Field: SortKind}}},
+		// and its STATUS column by sort=status.
+		{"sort=status", []Sort{{Field: SortStatus}}},
+		{"sort=status:desc,name", []Sort{{Field: SortStatus, Desc: true}, {Field: SortName}}},
 	} {
 		v, err := url.ParseQuery(c.raw)
 		if err != nil {

@@ -220,16 +220,19 @@ type Owner struct {
 
 // Sort fields.
 const (
-	SortCluster           = "cluster"
-	SortNamespace         = "namespace"
-	SortKind              = "kind"
-	SortName              = "name"
+	SortCluster   = "cluster"
+	SortNamespace = "namespace"
+	SortKind      = "kind"
+	SortName      = "name"
+	// SortStatus orders by the STATUS the object's Table prints (document.FieldStatus), which
+	// objects of kinds without a Status column, and documents written before it, lack.
+	SortStatus            = "status"
 	SortCreationTimestamp = "creationTimestamp"
 	SortLastChangedAt     = "lastChangedAt"
 )
 
 // SortFields are the fields a result can be sorted by.
-var SortFields = []string{SortCluster, SortNamespace, SortKind, SortName, SortCreationTimestamp, SortLastChangedAt}
+var SortFields = []string{SortCluster, SortNamespace, SortKind, SortName, SortStatus, SortCreationTimestamp, SortLastChangedAt}
 
 // Sort is one sort key.
 type Sort struct {

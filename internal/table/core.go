@@ -58,7 +58,7 @@ func nodes() *Printer {
 		}
 		return s
 	}
-	return kind[T]{columns: []column[T]{
+	return kind[T]{statusMembers: nodeStatusMembers, columns: []column[T]{
 		{nameColumn(), func(o *T, _ time.Time) any { return o.Name }},
 		{str("Status", "The status of the node"), func(o *T, _ time.Time) any { return nodeStatus(o) }},
 		{str("Roles", "The roles of the node"), func(o *T, _ time.Time) any { return nodeRoles(o) }},

@@ -8,6 +8,10 @@
 // Created At) for anything else. Columns always include the -o wide ones (priority 1), as kube-apiserver
 // serves them; kubectl hides them itself.
 //
+// A printer also renders its Status cell alone (Printer.Status, status.go), decoding only what that
+// cell reads: the document builder indexes it when an object is written, so the search page's STATUS
+// sorts on the server by the very text the Table prints.
+//
 // It leaves out what belongs to the response rather than to one object: the fleet's CLUSTER column,
 // row objects (includeObject) and list metadata are the query API's to add.
 package table

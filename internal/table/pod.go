@@ -20,8 +20,9 @@ type podRow struct {
 
 func pods() *Printer {
 	return kind[podRow]{
-		prepare:    summarizePod,
-		conditions: podConditions,
+		prepare:       summarizePod,
+		conditions:    podConditions,
+		statusMembers: podStatusMembers,
 		columns: []column[podRow]{
 			{nameColumn(), func(p *podRow, _ time.Time) any { return p.Name }},
 			{str("Ready", "The aggregate readiness state of this pod for accepting traffic."),

@@ -14,6 +14,8 @@ import (
 type Printer struct {
 	columns []metav1.TableColumnDefinition
 	row     func(obj []byte, now time.Time) (metav1.TableRow, error)
+	// status renders the Status column's cell alone; nil when the resource has no such column.
+	status func(obj []byte) (string, error)
 }
 
 // Columns are the column definitions of the resource, in the order of the cells of Row.
@@ -23,6 +25,24 @@ func (p *Printer) Columns() []metav1.TableColumnDefinition { return slices.Clone
 // kube-apiserver sets). now is the response time, from which ages are computed. The row's Object is
 // left empty.
 func (p *Printer) Row(obj []byte, now time.Time) (metav1.TableRow, error) { return p.row(obj, now) }
+
+// StatusColumn is the name of the column the search page shows as STATUS and the document builder
+// indexes for sort=status.
+const StatusColumn = "Status"
+
+// Status renders the object's Status cell, the one Row puts under the StatusColumn, by the same
+// cell function, without the other columns. ok is false when the resource's printer has no Status
+// column (most kinds: Deployments count replicas, ConfigMaps their keys). The cell depends on the
+// object alone, never on the time, so it can be computed once when the object is stored. obj must
+// be valid JSON, as a stored object is: Status reads only the members the cell needs, and does not
+// check the rest.
+func (p *Printer) Status(obj []byte) (status string, ok bool, err error) {
+	if p.status == nil {
+		return "", false, nil
+	}
+	s, err := p.status(obj)
+	return s, err == nil, err
+}
 
 // For returns the printer kube-apiserver uses for a built-in resource (group "" is the core group),
 // or Default for a resource without one. Custom resources are printed by ForCRD.
@@ -97,6 +117,9 @@ type kind[T any] struct {
 	prepare    func(*T)
 	conditions func(*T) []metav1.TableRowCondition
 	columns    []column[T]
+	// statusMembers, if set, are all the Status cell reads of the object (status.go): Status
+	// decodes only those.
+	statusMembers []member
 }
 
 type column[T any] struct {
@@ -109,20 +132,27 @@ func (k kind[T]) printer() *Printer {
 	for i, c := range k.columns {
 		defs[i] = c.def
 	}
-	return &Printer{columns: defs, row: func(obj []byte, now time.Time) (metav1.TableRow, error) {
-		decode := k.decode
-		if decode == nil {
-			decode = func(b []byte) (*T, error) {
+	decode := func(b []byte) (*T, error) {
+		d := k.decode
+		if d == nil {
+			d = func(b []byte) (*T, error) {
 				o := new(T)
 				return o, unmarshal(b, o)
 			}
 		}
-		o, err := decode(obj)
+		o, err := d(b)
 		if err != nil {
-			return metav1.TableRow{}, fmt.Errorf("table: decode %T: %w", o, err)
+			return nil, fmt.Errorf("table: decode %T: %w", o, err)
 		}
 		if k.prepare != nil {
 			k.prepare(o)
+		}
+		return o, nil
+	}
+	p := &Printer{columns: defs, row: func(obj []byte, now time.Time) (metav1.TableRow, error) {
+		o, err := decode(obj)
+		if err != nil {
+			return metav1.TableRow{}, err
 		}
 		row := metav1.TableRow{Cells: make([]any, len(k.columns))}
 		for i, c := range k.columns {
@@ -133,6 +163,26 @@ func (k kind[T]) printer() *Printer {
 		}
 		return row, nil
 	}}
+	for _, c := range k.columns {
+		if c.def.Name != StatusColumn {
+			continue
+		}
+		cell := c.cell
+		p.status = func(obj []byte) (string, error) {
+			if k.statusMembers != nil {
+				obj = narrow(obj, k.statusMembers)
+			}
+			o, err := decode(obj)
+			if err != nil {
+				return "", err
+			}
+			// A Status cell is text and never reads the time (no kind prints an age there).
+			s, _ := cell(o, time.Time{}).(string)
+			return s, nil
+		}
+		break
+	}
+	return p
 }
 
 // unmarshal decodes JSON as kube-apiserver does: field names case-sensitively, numbers in an

@@ -149,7 +149,7 @@ func jobs() *Printer {
 	cols = append(cols, templateColumns(func(o *T) *corev1.PodSpec { return &o.Spec.Template.Spec })...)
 	cols = append(cols, column[T]{wide(str("Selector", batchv1.JobSpec{}.SwaggerDoc()["selector"])),
 		func(o *T, _ time.Time) any { return metav1.FormatLabelSelector(o.Spec.Selector) }})
-	return kind[T]{columns: cols}.printer()
+	return kind[T]{columns: cols, statusMembers: jobStatusMembers}.printer()
 }
 
 // jobStatus is the first that holds of: finished (Complete, Failed), being deleted, Suspended, about

@@ -379,6 +379,17 @@ func (c *Corpus) pod(cl string, ci int, ns string, di int, d deployment, i int, 
 	status := map[string]any{"phase": "Running", "qosClass": "BestEffort", "containerStatuses": statuses,
 		"podIP": fmt.Sprintf("10.%d.%d.%d", 240+ci, i%3+1, 10+di*10+i), "hostIP": fmt.Sprintf("10.0.%d.%d", ci, i%3+1),
 		"conditions": []any{map[string]any{"type": "Ready", "status": "True"}, map[string]any{"type": "PodScheduled", "status": "True"}}}
+	// A few Pods whose STATUS is not their phase, for sort=status: a crash loop, an image that
+	// does not pull, a finished run.
+	switch {
+	case cl == "prod-us" && d.name == "worker":
+		statuses[0].(map[string]any)["state"] = map[string]any{"waiting": map[string]any{"reason": "CrashLoopBackOff"}}
+	case cl == "staging" && ns == "payments" && d.name == "api" && i == 1:
+		statuses[0].(map[string]any)["state"] = map[string]any{"waiting": map[string]any{"reason": "ImagePullBackOff"}}
+	case cl == "prod-eu" && d.name == "worker":
+		status["phase"] = "Succeeded"
+		statuses[0].(map[string]any)["state"] = map[string]any{"terminated": map[string]any{"exitCode": 0, "reason": "Completed"}}
+	}
 	if scheduled {
 		spec["nodeName"] = fmt.Sprintf("node-%d", i%3+1)
 	} else {

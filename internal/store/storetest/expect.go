@@ -57,6 +57,9 @@ func flatten(v gjson.Result, path string, out map[string][]string) {
 	}
 }
 
+// status is the STATUS the builder wrote into the object's document, absent for kinds without one.
+func (o *Object) status() gjson.Result { return gjson.GetBytes(o.doc, document.FieldStatus) }
+
 // textWords are the words of the document's free text field, lower-cased.
 func (o *Object) textWords() []string {
 	if o.text == nil {
@@ -228,7 +231,7 @@ func (o *Object) Matches(q *query.Query) bool {
 }
 
 // sortObjects orders objects as q's results: its sort keys (a cluster-scoped object's missing
-// namespace last in either direction), else cluster, namespace, name; then uid. A query with text
+// namespace, and a missing status, last in either direction), else cluster, namespace, name; then uid. A query with text
 // and no sort is ordered by relevance, which the corpus does not predict: those cases compare sets.
 func sortObjects(objs []*Object, q *query.Query) {
 	sorts := q.Sort
@@ -245,6 +248,18 @@ func sortObjects(objs []*Object, q *query.Query) {
 				c = cmp.Compare(a.Kind, b.Kind)
 			case query.SortName:
 				c = cmp.Compare(a.Name, b.Name)
+			case query.SortStatus:
+				// What the builder wrote, missing last in either direction.
+				as, bs := a.status(), b.status()
+				switch {
+				case !as.Exists() && !bs.Exists():
+				case !as.Exists():
+					return 1
+				case !bs.Exists():
+					return -1
+				default:
+					c = cmp.Compare(as.Str, bs.Str)
+				}
 			case query.SortCreationTimestamp:
 				c = a.Created.Compare(b.Created)
 			case query.SortLastChangedAt:

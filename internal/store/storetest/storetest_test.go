@@ -35,6 +35,23 @@ func TestCorpusAndCases(t *testing.T) {
 	if !pod.Matches(&query.Query{Fields: []query.Requirement{{Key: "spec.containers.name", Op: query.Equals, Values: []string{"istio-proxy"}}}}) {
 		t.Errorf("%s: spec.containers.name=istio-proxy does not match: %v", pod.Key(), pod.Leaves("spec.containers.name"))
 	}
+	// sort=status has something to order: statuses of several values, and objects without one.
+	statuses, without := map[string]int{}, 0
+	for _, o := range a.Live() {
+		if st := o.status(); st.Exists() {
+			statuses[st.Str]++
+		} else {
+			without++
+		}
+	}
+	for _, want := range []string{"Running", "Pending", "CrashLoopBackOff", "ImagePullBackOff", "Completed", "Ready", "NotReady,SchedulingDisabled"} {
+		if statuses[want] == 0 {
+			t.Errorf("no object of status %q: %v", want, statuses)
+		}
+	}
+	if without == 0 {
+		t.Error("every object has a status: sort=status's missing-last rule goes untested")
+	}
 	seen := map[string]bool{}
 	for _, c := range Cases() {
 		if seen[c.Name] {

@@ -254,14 +254,15 @@ function showError(msg) {
 // ---- rendering ----
 
 // A column sorts on the server when the REST search's sort has its field (an indexed one). STATUS
-// and the kind's own Table columns do not: the server computes them per row from the stored object
-// after the search, so no index holds them to order the matches by.
+// is indexed as the kind's Status cell (sort=status; kinds without one, and custom resources, sort
+// last). The kind's own Table columns do not sort: they are per-kind printer columns, computed per
+// row from the stored object after the search, and no index holds them to order the matches by.
 const BASE = [
   { name: "CLUSTER", sort: "cluster" },
   { name: "NAMESPACE", sort: "namespace" },
   { name: "KIND", sort: "kind" },
   { name: "NAME", sort: "name" },
-  { name: "STATUS" },
+  { name: "STATUS", sort: "status" },
   { name: "AGE", sort: "creationTimestamp", reverse: true },
 ];
 
