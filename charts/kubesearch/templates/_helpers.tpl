@@ -482,11 +482,11 @@ serves under search.karmada.io, with karmada.registries).
 {{- if and $k.enabled (or $c.enabled .Values.queryapi.enabled) }}
 {{- $_ := required "karmada.kubeconfigSecret: required with karmada.enabled (a Secret of the release namespace whose key karmada.kubeconfigKey is a kubeconfig of the Karmada control plane)" $k.kubeconfigSecret }}
 {{- if or (eq $c.mode "central") $c.members }}
-{{- fail "karmada.enabled: the members are the control plane's Cluster objects, not collector.members: unset collector.members and collector.mode=central, or karmada.enabled" }}
+{{- fail "karmada.enabled: exclusive with collector.mode=central and collector.members, as the members are the control plane's Cluster objects: unset those, or karmada.enabled" }}
 {{- end }}
 {{- /* collector.cluster names the one member of the in-cluster mode: its default says nothing, anything else asks for a member Karmada mode would not collect. */}}
 {{- with $c.cluster }}{{ if or (ne .name "in-cluster") .labels .provider .region .zone }}
-{{- fail "karmada.enabled: the members are the control plane's Cluster objects, not collector.cluster (the in-cluster mode's member): unset collector.cluster, or karmada.enabled" }}
+{{- fail "karmada.enabled: exclusive with collector.cluster (the in-cluster mode's one member), as the members are the control plane's Cluster objects: unset it, or karmada.enabled" }}
 {{- end }}{{ end }}
 {{- end }}
 {{- end -}}
