@@ -340,7 +340,8 @@ never a credential's value. kubesearch.queryapiAuth checks the values first (fai
 {{- end }}{{ end -}}
 {{- with .root.Values.karmada }}{{ if .enabled -}}
 {{- $_ := set $.config "requestheader-client-ca-file" (printf "/etc/kubesearch/front-proxy-ca/%s" .frontProxyCA.key) -}}
-{{- with .frontProxyAllowedNames }}{{ $_ := set $.config "requestheader-allowed-names" . }}{{ end -}}
+{{- /* One comma-separated value: the config file takes lists only for kubesearch's own list flags, and this is a pflag string slice. */}}
+{{- with .frontProxyAllowedNames }}{{ $_ := set $.config "requestheader-allowed-names" (join "," .) }}{{ end -}}
 {{- end }}{{ end -}}
 {{- if include "kubesearch.queryapiTLS" .root -}}
 {{- $_ := set .config "tls-cert-file" "/etc/kubesearch/tls/tls.crt" -}}
