@@ -470,12 +470,12 @@ Prometheus. kubesearch.operationalAuth is "true" when they authenticate.
 {{- end }}
 {{- end -}}
 
-
 {{/*
 Karmada mode (karmada.enabled, README "Coming from Karmada"). The control plane's kubeconfig is one
 Secret, mounted whole (its kubeconfig may name a token or CA file beside it by relative path) into the
 collector (members, and registries with karmada.registries) and the query API (the registries it
-serves under search.karmada.io, with karmada.registries).
+serves under search.karmada.io, with karmada.registries). kubesearch.karmadaCheck fails the render on
+values the mode cannot honour, naming them; the query API's own checks are in queryapiAuthCheck.
 */}}
 {{- define "kubesearch.karmadaCheck" -}}
 {{- $k := .Values.karmada -}}
