@@ -144,9 +144,11 @@ func TestChartKarmadaFrontProxy(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 		if t.Failed() {
 			t.Logf("kubesearch queryapi:\n%.4000s", log.String())
 		}
@@ -190,7 +192,12 @@ func TestChartKarmadaFrontProxy(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("/healthz over HTTPS: %d, %v", code, err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case err := <-exited:
+			exited <- err // for the cleanup
+			t.Fatalf("kubesearch queryapi --config <the rendered config.yaml> exited: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 
 	proxied := map[string]string{"X-Remote-User": "alice", "X-Remote-Group": "sre"}
