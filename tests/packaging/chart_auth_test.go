@@ -68,7 +68,8 @@ func (q queryAPI) source(t *testing.T, path string) string {
 }
 
 // securityFlags are the query API's flags naming files with credentials, keys or the policy.
-var securityFlags = []string{"token-auth-file", "client-ca-file", "authentication-kubeconfig", "authorization-policy-file", "subject-access-review-kubeconfig", "tls-cert-file", "tls-private-key-file"}
+var securityFlags = []string{"token-auth-file", "client-ca-file", "authentication-kubeconfig", "authorization-policy-file", "subject-access-review-kubeconfig", "tls-cert-file", "tls-private-key-file",
+	"requestheader-client-ca-file", "karmada-kubeconfig"}
 
 // Each values setting of queryapi.auth, queryapi.tls and queryapi.limits, as the flags and the
 // files behind them it renders.
@@ -163,7 +164,7 @@ func TestChartQueryAPIAuthenticates(t *testing.T) {
 			}
 			_, anonymous := q.flags["anonymous"]
 			authenticators := 0
-			for _, f := range []string{"token-auth-file", "client-ca-file", "authentication-kubeconfig"} {
+			for _, f := range []string{"token-auth-file", "client-ca-file", "authentication-kubeconfig", "requestheader-client-ca-file"} {
 				if _, ok := q.flags[f]; ok {
 					authenticators++
 				}

@@ -21,10 +21,21 @@
 {{- printf "%s-%s" (include "kubesearch.fullname" .root | trunc 50 | trimSuffix "-") .component -}}
 {{- end -}}
 
-{{/* kubesearch.collectorReplicas: collector.replicas, with auto resolved by the mode. */}}
+{{/*
+kubesearch.collectorMode: where the collector's members come from. karmada (karmada.enabled) wins over
+collector.mode, whose default is inCluster: kubesearch.karmadaCheck refuses values asking for both.
+*/}}
+{{- define "kubesearch.collectorMode" -}}
+{{- if .Values.karmada.enabled }}karmada{{ else }}{{ .Values.collector.mode }}{{ end -}}
+{{- end -}}
+
+{{/*
+kubesearch.collectorReplicas: collector.replicas, with auto resolved by the mode: a fleet (central,
+karmada) gets two replicas sharing it through the lease, one cluster collected from inside gets one.
+*/}}
 {{- define "kubesearch.collectorReplicas" -}}
 {{- $r := .Values.collector.replicas -}}
-{{- if eq (toString $r) "auto" -}}{{ ternary 2 1 (eq .Values.collector.mode "central") }}{{- else -}}{{ int $r }}{{- end -}}
+{{- if eq (toString $r) "auto" -}}{{ ternary 1 2 (eq (include "kubesearch.collectorMode" .) "inCluster") }}{{- else -}}{{ int $r }}{{- end -}}
 {{- end -}}
 
 {{- define "kubesearch.labels" -}}
@@ -51,6 +62,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- else -}}
 {{- default "default" .Values.collector.serviceAccount.name -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+kubesearch.fileRegistries: "true" when the collector reads ResourceRegistry files (--registry). In
+Karmada mode with karmada.registries the control plane's objects are the registries, and the default
+`registries` would collect beside them (as `kubesearch standalone --karmada-registries` runs no
+default registry): files then come from existingRegistryConfigMap only, a choice made on purpose.
+*/}}
+{{- define "kubesearch.fileRegistries" -}}
+{{- if or (not (and .Values.karmada.enabled .Values.karmada.registries)) .Values.existingRegistryConfigMap }}true{{ end -}}
 {{- end -}}
 
 {{- define "kubesearch.registryConfigMap" -}}
@@ -280,12 +301,25 @@ never a credential's value. kubesearch.queryapiAuth checks the values first (fai
 {{- if and $a.policy.rules $a.policy.existingConfigMap }}
 {{- fail "queryapi.auth.policy: rules or existingConfigMap, not both" }}
 {{- end }}
+{{- $k := .Values.karmada }}
+{{- if $k.enabled }}
+{{- /* The control plane's aggregation layer speaks HTTPS only, and its front proxy is known by its client certificate. */}}
+{{- if not (include "kubesearch.queryapiTLS" .) }}
+{{- fail "queryapi.tls.existingSecret: required with karmada.enabled (the control plane's APIService reaches the query API over HTTPS, with a certificate for <service>.<namespace>.svc of its Service)" }}
+{{- end }}
+{{- if and $k.frontProxyCA.existingSecret $k.frontProxyCA.existingConfigMap }}
+{{- fail "karmada.frontProxyCA: existingSecret or existingConfigMap, not both" }}
+{{- end }}
+{{- if not (or $k.frontProxyCA.existingSecret $k.frontProxyCA.existingConfigMap) }}
+{{- fail "karmada.frontProxyCA: required with karmada.enabled: existingConfigMap (or existingSecret) holding the control plane's front-proxy CA, copied from its ConfigMap kube-system/extension-apiserver-authentication (key requestheader-client-ca-file)" }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
-{{/* kubesearch.queryapiAuthenticated: "true" when some request can be authenticated without --anonymous. */}}
+{{/* kubesearch.queryapiAuthenticators: "true" when some request can be authenticated without --anonymous (Karmada's front proxy counts). */}}
 {{- define "kubesearch.queryapiAuthenticators" -}}
 {{- $a := .Values.queryapi.auth -}}
-{{- if or $a.tokenFile.existingSecret $a.clientCA.existingSecret $a.clientCA.existingConfigMap $a.tokenReview.kubeconfigSecret }}true{{ end -}}
+{{- if or $a.tokenFile.existingSecret $a.clientCA.existingSecret $a.clientCA.existingConfigMap $a.tokenReview.kubeconfigSecret .Values.karmada.enabled }}true{{ end -}}
 {{- end -}}
 
 {{- define "kubesearch.queryapiAuthConfig" -}}
@@ -303,6 +337,11 @@ never a credential's value. kubesearch.queryapiAuth checks the values first (fai
 {{- $_ := set $.config "subject-access-review-max-in-flight-per-subject" (int .maxInFlightPerSubject) -}}
 {{- $_ := set $.config "subject-access-review-rate-per-subject" .ratePerSubject -}}
 {{- $_ := set $.config "subject-access-review-burst-per-subject" (int .burstPerSubject) -}}
+{{- end }}{{ end -}}
+{{- with .root.Values.karmada }}{{ if .enabled -}}
+{{- $_ := set $.config "requestheader-client-ca-file" (printf "/etc/kubesearch/front-proxy-ca/%s" .frontProxyCA.key) -}}
+{{- /* One comma-separated value: the config file takes lists only for kubesearch's own list flags, and this is a pflag string slice. */}}
+{{- with .frontProxyAllowedNames }}{{ $_ := set $.config "requestheader-allowed-names" (join "," .) }}{{ end -}}
 {{- end }}{{ end -}}
 {{- if include "kubesearch.queryapiTLS" .root -}}
 {{- $_ := set .config "tls-cert-file" "/etc/kubesearch/tls/tls.crt" -}}
@@ -347,6 +386,9 @@ never a credential's value. kubesearch.queryapiAuth checks the values first (fai
 {{- if include "kubesearch.queryapiTLS" . }}
 - {name: tls, mountPath: /etc/kubesearch/tls, readOnly: true}
 {{- end }}
+{{- if .Values.karmada.enabled }}
+- {name: front-proxy-ca, mountPath: /etc/kubesearch/front-proxy-ca, readOnly: true}
+{{- end }}
 {{- end -}}
 
 {{/*
@@ -383,6 +425,15 @@ Secret is mounted whole, so its kubeconfig may name files beside it (a token, a 
 - name: tls
   secret: {secretName: {{ .Values.queryapi.tls.existingSecret }}, items: [{key: tls.crt, path: tls.crt}, {key: tls.key, path: tls.key}]}
 {{- end }}
+{{- with .Values.karmada }}{{ if .enabled }}
+{{- if .frontProxyCA.existingSecret }}
+- name: front-proxy-ca
+  secret: {secretName: {{ .frontProxyCA.existingSecret }}, items: [{key: {{ .frontProxyCA.key }}, path: {{ .frontProxyCA.key }}}]}
+{{- else }}
+- name: front-proxy-ca
+  configMap: {name: {{ .frontProxyCA.existingConfigMap }}, items: [{key: {{ .frontProxyCA.key }}, path: {{ .frontProxyCA.key }}}]}
+{{- end }}
+{{- end }}{{ end }}
 {{- end -}}
 
 {{/*
@@ -417,4 +468,37 @@ Prometheus. kubesearch.operationalAuth is "true" when they authenticate.
 - name: operational-tokens
   secret: {secretName: {{ include "kubesearch.operationalSecret" . }}, items: [{key: {{ $key }}, path: {{ $key }}}]}
 {{- end }}
+{{- end -}}
+
+{{/*
+Karmada mode (karmada.enabled, README "Coming from Karmada"). The control plane's kubeconfig is one
+Secret, mounted whole (its kubeconfig may name a token or CA file beside it by relative path) into the
+collector (members, and registries with karmada.registries) and the query API (the registries it
+serves under search.karmada.io, with karmada.registries). kubesearch.karmadaCheck fails the render on
+values the mode cannot honour, naming them; the query API's own checks are in queryapiAuthCheck.
+*/}}
+{{- define "kubesearch.karmadaCheck" -}}
+{{- $k := .Values.karmada -}}
+{{- $c := .Values.collector -}}
+{{- if and $k.enabled (or $c.enabled .Values.queryapi.enabled) }}
+{{- $_ := required "karmada.kubeconfigSecret: required with karmada.enabled (a Secret of the release namespace whose key karmada.kubeconfigKey is a kubeconfig of the Karmada control plane)" $k.kubeconfigSecret }}
+{{- if or (eq $c.mode "central") $c.members }}
+{{- fail "karmada.enabled: exclusive with collector.mode=central and collector.members, as the members are the control plane's Cluster objects: unset those, or karmada.enabled" }}
+{{- end }}
+{{- /* collector.cluster names the one member of the in-cluster mode: its default says nothing, anything else asks for a member Karmada mode would not collect. */}}
+{{- with $c.cluster }}{{ if or (ne .name "in-cluster") .labels .provider .region .zone }}
+{{- fail "karmada.enabled: exclusive with collector.cluster (the in-cluster mode's one member), as the members are the control plane's Cluster objects: unset it, or karmada.enabled" }}
+{{- end }}{{ end }}
+{{- end }}
+{{- end -}}
+
+{{- define "kubesearch.karmadaKubeconfig" -}}/etc/kubesearch/karmada/{{ .Values.karmada.kubeconfigKey }}{{- end -}}
+
+{{- define "kubesearch.karmadaMount" -}}
+- {name: karmada, mountPath: /etc/kubesearch/karmada, readOnly: true}
+{{- end -}}
+
+{{- define "kubesearch.karmadaVolume" -}}
+- name: karmada
+  secret: {secretName: {{ .Values.karmada.kubeconfigSecret }}}
 {{- end -}}

@@ -3,9 +3,11 @@
 //
 //	go run ./chart lint --chart ../../../charts/kubesearch -f values.yaml
 //	go run ./chart template --chart ../../../charts/kubesearch --release ks --namespace search -f values.yaml --set a.b=c
+//	go run ./chart notes --chart ../../../charts/kubesearch -f values.yaml
 //
 // lint prints every message and fails on a warning or an error (`helm lint --strict`), the values
-// schema included. template prints the manifests as `helm template` does.
+// schema included. template prints the manifests as `helm template` does; notes prints the
+// rendered NOTES.txt, which helm install would print.
 package main
 
 import (
@@ -37,8 +39,8 @@ func main() {
 }
 
 func run(args []string) error {
-	if len(args) == 0 || (args[0] != "lint" && args[0] != "template") {
-		return errors.New("usage: chart lint|template --chart DIR [-f values.yaml]... [--set k=v]...")
+	if len(args) == 0 || (args[0] != "lint" && args[0] != "template" && args[0] != "notes") {
+		return errors.New("usage: chart lint|template|notes --chart DIR [-f values.yaml]... [--set k=v]...")
 	}
 	fs := flag.NewFlagSet("chart "+args[0], flag.ContinueOnError)
 	var files, sets listFlag
@@ -64,7 +66,7 @@ func run(args []string) error {
 	if args[0] == "lint" {
 		return lint(*dir, *namespace, kv, vals)
 	}
-	return template(*dir, *release, *namespace, kv, vals)
+	return template(*dir, *release, *namespace, kv, vals, args[0] == "notes")
 }
 
 func values(files, sets []string) (map[string]any, error) {
@@ -115,7 +117,7 @@ func lint(dir, namespace string, kv *chartutil.KubeVersion, vals map[string]any)
 	return nil
 }
 
-func template(dir, release, namespace string, kv *chartutil.KubeVersion, vals map[string]any) error {
+func template(dir, release, namespace string, kv *chartutil.KubeVersion, vals map[string]any, notes bool) error {
 	ch, err := loader.Load(dir)
 	if err != nil {
 		return fmt.Errorf("load chart %s: %w", dir, err)
@@ -126,6 +128,10 @@ func template(dir, release, namespace string, kv *chartutil.KubeVersion, vals ma
 	rel, err := install.Run(ch, vals)
 	if err != nil {
 		return fmt.Errorf("template %s: %w", dir, err)
+	}
+	if notes {
+		_, err = os.Stdout.WriteString(rel.Info.Notes + "\n")
+		return err
 	}
 	var out strings.Builder
 	out.WriteString(strings.TrimSpace(rel.Manifest))
