@@ -98,7 +98,9 @@ func readConfig(path string, cmd *cobra.Command) (map[string]string, error) {
 			errs = append(errs, fmt.Errorf("config %s: unknown key %q: not a flag of %s", path, k, cmd.CommandPath()))
 			continue
 		}
-		v, err := configValue(doc[k], f.Value.Type() == "strings")
+		// Lists for the flags that split a comma-separated value: ours, and pflag's string slices
+		// (--requestheader-allowed-names and the other --requestheader-* flags).
+		v, err := configValue(doc[k], f.Value.Type() == "strings" || f.Value.Type() == "stringSlice")
 		if err != nil {
 			errs = append(errs, fmt.Errorf("config %s: %s: %w", path, k, err))
 			continue

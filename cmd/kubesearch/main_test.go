@@ -380,6 +380,22 @@ kafka-tls: true
 	}
 }
 
+// TestConfigListForStringSlices: pflag's string slices (--requestheader-*) take a YAML list in a
+// config file, as the project's own list flags do.
+func TestConfigListForStringSlices(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "queryapi.yaml")
+	if err := os.WriteFile(config, []byte("requestheader-allowed-names: [front-proxy-client, aggregator]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parsed(t, queryAPIFlags, nil, "--config", config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.Authentication.RequestHeader.AllowedNames; !slices.Equal(got, []string{"front-proxy-client", "aggregator"}) {
+		t.Errorf("allowed names %q", got)
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {
