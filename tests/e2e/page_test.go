@@ -134,7 +134,7 @@ spec:
 	})
 
 	t.Run("filter by a facet", func(t *testing.T) {
-		tab.do(t, chromedp.Click(fmt.Sprintf(`#facet-cluster label[data-value=%q] input`, members[1])))
+		tab.click(t, fmt.Sprintf(`#facet-cluster label[data-value=%q] input`, members[1]))
 		tab.waitSummary(t, "167 objects")
 		if got := tab.eval(t, `[...new Set([...document.querySelectorAll("#rows tr td:first-child")].map((td) => td.textContent))].join(",")`); got != members[1] {
 			t.Errorf("clusters on the page after filtering: %q, want %s", got, members[1])
@@ -203,7 +203,7 @@ spec:
 		other.do(t, chromedp.SendKeys("#token", adminToken+kb.Enter))
 		other.wait(t, `(document.body.dataset.panel || "").startsWith("`+members[0]+`/")`)
 		// Owners are links: following one opens the Deployment.
-		tab.do(t, chromedp.Click(`#owners a`))
+		tab.click(t, `#owners a`)
 		tab.wait(t, `document.getElementById("yaml").textContent.includes("kind: Deployment")`)
 		tab.do(t, chromedp.KeyEvent(kb.Escape))
 		tab.wait(t, `document.getElementById("panel").hidden`)
@@ -385,6 +385,26 @@ func (p *tab) do(t *testing.T, actions ...chromedp.Action[chromedp.Void]) {
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		p.shot(t, "failed-"+strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
 		t.Fatal(err)
+	}
+}
+
+// click clicks the element sel finds, as a user would. The page re-renders its facets and panels as
+// answers arrive, so the node found may be replaced before the click lands (CDP: "Could not find
+// node with given id"): it is then found again, as a user's second try would.
+func (p *tab) click(t *testing.T, sel string) {
+	t.Helper()
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(p.ctx, time.Minute)
+		err := chromedp.Do(ctx, chromedp.Click(sel))
+		cancel()
+		if err == nil {
+			return
+		}
+		if try == 5 || !strings.Contains(err.Error(), "Could not find node with given id") {
+			p.shot(t, "failed-"+strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+			t.Fatalf("click %s: %v", sel, err)
+		}
+		t.Logf("click %s: the node was replaced (%v); finding it again", sel, err)
 	}
 }
 
