@@ -145,6 +145,15 @@ func (r registryRequest) verb(method string, watch bool) string {
 	return ""
 }
 
+// kubeBool reads a boolean query parameter as kube-apiserver reads it
+// (runtime.Convert_Slice_string_To_bool): absent, "0" or "false" (any case) is false, anything
+// else true ("True", "yes", a bare "watch"). The control plane the request is forwarded to reads
+// watch= so, and a watch taken here for a list would be read whole for a minute and escape the
+// watch bound.
+func kubeBool(values []string) bool {
+	return len(values) > 0 && values[0] != "0" && !strings.EqualFold(values[0], "false")
+}
+
 // serveRegistries answers a request for ResourceRegistry objects: 404 unless the query API has a
 // control plane to forward to, 403 unless the aggregation layer named the user.
 func (s *Server) serveRegistries(c *gin.Context, r *facadeRequest) {
@@ -166,7 +175,7 @@ func (s *Server) serveRegistries(c *gin.Context, r *facadeRequest) {
 			subj.user.Name, KarmadaGroup), nil)
 		return
 	}
-	watch := boolParam(c.Request.URL.Query().Get(paramWatch))
+	watch := kubeBool(c.Request.URL.Query()[paramWatch])
 	verb := rr.verb(c.Request.Method, watch)
 	if verb == "" {
 		writeStatus(c, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
