@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -222,13 +223,22 @@ func describeAdmitted(verdicts map[string]verdict, plan registry.Plan) {
 	}
 }
 
-// conditionMessage bounds a message to what a Condition may hold (32 KiB).
+// conditionMessage bounds a message to what a Condition may hold (32 KiB), cut at a character's
+// boundary and valid UTF-8 throughout: the control plane stores the status as JSON, where a broken
+// character reads back as U+FFFD, and a message that does not read back as written differs from the
+// verdict at every check, so would be written again at each (every write a watch event, every
+// event a check).
 func conditionMessage(s string) string {
 	const most = 32 << 10
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= most {
 		return s
 	}
-	return s[:most-len(" ...")] + " ..."
+	cut := most - len(" ...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " ..."
 }
 
 // report writes each object's verdict into its status where the status says otherwise: after every

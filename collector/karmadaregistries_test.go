@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -240,5 +241,52 @@ func TestOptionsKarmadaRegistries(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKarmadaRegistriesLongMessageRoundTrips: a refusal's message is bounded to what a Condition
+// holds at a character's boundary, so that the status written is the status read back. A message
+// cut inside a character is stored with U+FFFD in its place (the control plane's JSON), differs from
+// the verdict at every check, and is written again and again: each write a watch event, each event
+// another check, with no end.
+func TestKarmadaRegistriesLongMessageRoundTrips(t *testing.T) {
+	for _, prefix := range []string{"", "x", "xy"} {
+		kind := prefix + strings.Repeat("é", 20000) // echoed in the refusal: more than 32 KiB
+		k, dyn := newFakeRegistries(storedRegistry("long", 1, selectors(kind)))
+		ctx := context.Background()
+		objs, err := k.read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, verdicts := admitObjects(nil, objs, []registry.Cluster{kubeconfigClusterFor("member1")}, nil)
+		msg := verdicts["long"].condition.Message
+		if !utf8.ValidString(msg) || len(msg) > 32<<10 {
+			t.Errorf("prefix %q: message of %d bytes, valid UTF-8 %v: want valid, at most 32 KiB", prefix, len(msg), utf8.ValidString(msg))
+		}
+		k.report(ctx, objs, verdicts)
+		// The control plane stores the status as JSON and answers it so.
+		stored, err := dyn.Resource(registryObjects).Get(ctx, "long", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := stored.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := &unstructured.Unstructured{}
+		if err := back.UnmarshalJSON(data); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.Resource(registryObjects).Update(ctx, back, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		dyn.ClearActions()
+		if objs, err = k.read(ctx); err != nil {
+			t.Fatal(err)
+		}
+		k.report(ctx, objs, verdicts)
+		if w := statusWrites(dyn); len(w) != 0 {
+			t.Errorf("prefix %q: the status read back differs from the verdict: written again", prefix)
+		}
 	}
 }
