@@ -31,30 +31,68 @@ func Admit(fixed, objects []ResourceRegistry, clusters []Cluster) (admitted []Re
 	}
 	// Then the checks that need no plan, object by object, and one plan of what passes them: an
 	// object invalid on its own or conflicting in its fields (a typo, a kind in two groups, another
-	// backend) costs no plan. A plan per object over the whole fleet (300 registries of 1,000
-	// clusters: minutes) is left for a set whose plan fails, which the cheap checks cannot see.
-	set := slices.Clone(fixed)
-	for i := range objects {
-		r := objects[i]
-		if err := admissibleUnplanned(set, r); err != nil {
-			rejected[r.Name] = err
-			continue
+	// backend) costs no plan. When that plan fails, the first object whose addition fails it is
+	// found by halving (a subset of a set that plans plans too), refused, and the objects after it
+	// judged again without it: a few plans per such object rather than a plan per object over the
+	// whole fleet (300 registries of 1,000 clusters: minutes with the collector's lock held). The
+	// verdicts are those of judging each object in turn against what was admitted before it.
+	if _, err := NewPlan(fixed, clusters); err != nil {
+		// Cannot happen for files valid as a set; judged one by one, every object is refused.
+		set := slices.Clone(fixed)
+		for _, r := range objects {
+			if err := admissible(set, r, clusters); err != nil {
+				rejected[r.Name] = err
+				continue
+			}
+			set = append(set, r)
+			admitted = append(admitted, r)
 		}
-		set = append(set, r)
-		admitted = append(admitted, r)
-	}
-	if _, err := NewPlan(set, clusters); err == nil {
 		return admitted, rejected
 	}
-	set, admitted, rejected = slices.Clone(fixed), nil, map[string]error{}
-	for i := range objects {
-		r := objects[i]
-		if err := admissible(set, r, clusters); err != nil {
-			rejected[r.Name] = err
-			continue
+	set := slices.Clone(fixed) // admitted so far, and planning
+	for next := 0; next < len(objects); {
+		with := slices.Clone(set)
+		var passed []int // indices into objects
+		cheap := map[int]error{}
+		for i := next; i < len(objects); i++ {
+			if err := admissibleUnplanned(with, objects[i]); err != nil {
+				cheap[i] = err
+				continue
+			}
+			with = append(with, objects[i])
+			passed = append(passed, i)
 		}
-		set = append(set, r)
-		admitted = append(admitted, r)
+		keep := func(upTo int) { // the verdicts on objects[next:upTo] are final
+			for i := next; i < upTo; i++ {
+				if err, ok := cheap[i]; ok {
+					rejected[objects[i].Name] = err
+					continue
+				}
+				set = append(set, objects[i])
+				admitted = append(admitted, objects[i])
+			}
+		}
+		_, err := NewPlan(with, clusters)
+		if err == nil {
+			keep(len(objects))
+			break
+		}
+		// set plans, set with every passed object does not: the first passed object that fails it.
+		lo, hi := 0, len(passed)
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			if _, err := NewPlan(append(slices.Clip(set), with[len(set):len(set)+mid]...), clusters); err != nil {
+				hi = mid
+			} else {
+				lo = mid
+			}
+		}
+		culprit := passed[hi-1]
+		// Its refusal as judging it in turn says it: the plan of what is admitted before it, with it.
+		_, err = NewPlan(append(slices.Clip(set), with[len(set):len(set)+hi]...), clusters)
+		keep(culprit)
+		rejected[objects[culprit].Name] = err
+		next = culprit + 1
 	}
 	return admitted, rejected
 }
