@@ -13,6 +13,9 @@ import (
 // make every reload slow) must not turn Admit into a plan per object over the whole fleet: an object
 // invalid on its own is refused without one.
 func TestAdmitOneInvalidAtScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans of 1,000 clusters")
+	}
 	var clusters []Cluster
 	for i := range 1000 {
 		clusters = append(clusters, kubeconfigCluster(fmt.Sprintf("member%04d", i)))
@@ -38,6 +41,9 @@ func TestAdmitOneInvalidAtScale(t *testing.T) {
 // registry, redacted by another) is found without a plan per object, and the verdicts are those of
 // judging each object in turn.
 func TestAdmitPlanConflictAtScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans of 1,000 clusters")
+	}
 	var clusters []Cluster
 	for i := range 1000 {
 		clusters = append(clusters, kubeconfigCluster(fmt.Sprintf("member%04d", i)))
