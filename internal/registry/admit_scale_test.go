@@ -79,8 +79,12 @@ func TestAdmitAsOneByOne(t *testing.T) {
 		func(n string) ResourceRegistry { return badSelector(reg(n, nil, "v1 Pod")) },
 		func(n string) ResourceRegistry { return reg(n, nil, "v1 Event") },
 		func(n string) ResourceRegistry { return reg(n, nil, "events.k8s.io/v1 Event") },
-		func(n string) ResourceRegistry { return withBackend(reg(n, nil, "apps/v1 Deployment"), "https://os-1:9200") },
-		func(n string) ResourceRegistry { return withBackend(reg(n, nil, "apps/v1 ReplicaSet"), "https://os-2:9200") },
+		func(n string) ResourceRegistry {
+			return withBackend(reg(n, nil, "apps/v1 Deployment"), "https://os-1:9200")
+		},
+		func(n string) ResourceRegistry {
+			return withBackend(reg(n, nil, "apps/v1 ReplicaSet"), "https://os-2:9200")
+		},
 		func(n string) ResourceRegistry { return includeSecrets(reg(n, nil, "v1 Secret")) },
 	}
 	seed := uint64(1)
