@@ -312,6 +312,7 @@ func (k *karmadaRegistries) watch(ctx context.Context, changed chan<- struct{}) 
 		}
 	}
 	var rv string
+	seen := seenObjects{}
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 6, Cap: 30 * time.Second}
 	delay := backoff
 	for ctx.Err() == nil {
@@ -324,12 +325,13 @@ func (k *karmadaRegistries) watch(ctx context.Context, changed chan<- struct{}) 
 			continue
 		}
 		delay = backoff
-		rv = k.drain(ctx, w, rv, signal)
+		rv = k.drain(ctx, w, rv, seen, signal)
 	}
 }
 
-// drain reads one watch until it ends, signalling every change; it returns where to resume.
-func (k *karmadaRegistries) drain(ctx context.Context, w watch.Interface, rv string, signal func()) string {
+// drain reads one watch until it ends, signalling every change of what is collected (seen); it
+// returns where to resume.
+func (k *karmadaRegistries) drain(ctx context.Context, w watch.Interface, rv string, seen seenObjects, signal func()) string {
 	defer w.Stop()
 	for {
 		var ev watch.Event
@@ -353,12 +355,40 @@ func (k *karmadaRegistries) drain(ctx context.Context, w watch.Interface, rv str
 			return rv
 		case watch.Bookmark:
 		default:
-			signal()
+			if seen.changes(ev) {
+				signal()
+			}
 		}
 		if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
 			rv = m.GetResourceVersion()
 		}
 	}
+}
+
+// seenObjects is, by uid, what of each object decides what is collected besides its spec (whose
+// every change is a new generation): the generation and the Secret data annotation
+// (registry.SpecDigest). A status written is no change: without this, every status a collector
+// writes is a full check of the control plane (the Cluster objects and a Secret per member) for
+// every collector watching, and replicas whose conditions differ would answer each other's
+// writes at once, forever.
+type seenObjects map[types.UID]string
+
+// changes says whether ev may change what is collected, and remembers the object.
+func (s seenObjects) changes(ev watch.Event) bool {
+	m, err := meta.Accessor(ev.Object)
+	if err != nil {
+		return true
+	}
+	if ev.Type == watch.Deleted {
+		delete(s, m.GetUID())
+		return true
+	}
+	key := fmt.Sprintf("%d\x00%s", m.GetGeneration(), m.GetAnnotations()[registry.SecretDataAnnotation])
+	if prev, ok := s[m.GetUID()]; ok && prev == key && ev.Type == watch.Modified {
+		return false
+	}
+	s[m.GetUID()] = key
+	return true
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -288,5 +289,59 @@ func TestKarmadaRegistriesLongMessageRoundTrips(t *testing.T) {
 		if w := statusWrites(dyn); len(w) != 0 {
 			t.Errorf("prefix %q: the status read back differs from the verdict: written again", prefix)
 		}
+	}
+}
+
+// TestKarmadaRegistriesWatchIgnoresStatus: a status written (a collector's own, or another
+// replica's), or a label, is no signal to check: only what decides what is collected is (an object
+// added or deleted, a new generation, the Secret data annotation).
+func TestKarmadaRegistriesWatchIgnoresStatus(t *testing.T) {
+	k, _ := newFakeRegistries()
+	fw := watch.NewFakeWithChanSize(16, false)
+	obj := func(generation int64, edit func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		o := storedRegistry("pods", generation, selectors("Pod"))
+		if edit != nil {
+			edit(o)
+		}
+		return o
+	}
+	withStatus := func(o *unstructured.Unstructured) {
+		o.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Accepted", "status": "True"}}}
+	}
+	labelled := func(o *unstructured.Unstructured) { o.SetLabels(map[string]string{"team": "a"}) }
+	secretData := func(o *unstructured.Unstructured) {
+		o.SetAnnotations(map[string]string{registry.SecretDataAnnotation: registry.SecretDataInclude})
+	}
+	steps := []struct {
+		typ    watch.EventType
+		obj    *unstructured.Unstructured
+		signal bool
+	}{
+		{watch.Added, obj(1, nil), true},
+		{watch.Modified, obj(1, withStatus), false},
+		{watch.Modified, obj(1, labelled), false},
+		{watch.Modified, obj(2, nil), true},
+		{watch.Modified, obj(2, secretData), true},
+		{watch.Modified, obj(2, secretData), false},
+		{watch.Deleted, obj(2, secretData), true},
+		{watch.Added, obj(2, secretData), true},
+	}
+	want := 0
+	seen := seenObjects{}
+	for j, s := range steps {
+		if got := seen.changes(watch.Event{Type: s.typ, Object: s.obj.DeepCopy()}); got != s.signal {
+			t.Errorf("event %d (%s, generation %d): signal %v, want %v", j, s.typ, s.obj.GetGeneration(), got, s.signal)
+		}
+		if s.signal {
+			want++
+		}
+		fw.Action(s.typ, s.obj)
+	}
+	fw.Stop()
+	// The same through a watch.
+	signals := 0
+	k.drain(context.Background(), fw, "", seenObjects{}, func() { signals++ })
+	if signals != want {
+		t.Errorf("drain signalled %d times, want %d", signals, want)
 	}
 }
