@@ -85,7 +85,17 @@ func (k *karmadaRegistries) read(ctx context.Context) ([]registryObject, error) 
 	for i := range list.Items {
 		obj := &list.Items[i]
 		o := registryObject{obj: obj}
-		data, err := json.Marshal(obj.Object)
+		// Without its status, which kubesearch never reads: anyone who may write the status alone
+		// (a weaker right than the spec's) could otherwise make the object undecodable with a
+		// status the control plane takes and kubesearch's types do not (a lastTransitionTime in
+		// lower case), and so refused and its documents purged.
+		spec := make(map[string]any, len(obj.Object))
+		for key, v := range obj.Object {
+			if key != "status" {
+				spec[key] = v
+			}
+		}
+		data, err := json.Marshal(spec)
 		if err == nil {
 			o.reg, err = registry.FromObject(data, "ResourceRegistry "+obj.GetName())
 		}

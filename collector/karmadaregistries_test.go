@@ -345,3 +345,22 @@ func TestKarmadaRegistriesWatchIgnoresStatus(t *testing.T) {
 		t.Errorf("drain signalled %d times, want %d", signals, want)
 	}
 }
+
+// TestKarmadaRegistriesStatusNotDecoded: the status is not read, so a status the control plane
+// accepts but kubesearch's types do not (a lastTransitionTime in the lower case RFC 3339 allows and
+// the CRD's date-time format takes), written by anyone who may write the status alone, does not
+// make the object undecodable, refused, and its documents purged.
+func TestKarmadaRegistriesStatusNotDecoded(t *testing.T) {
+	obj := storedRegistry("pods", 1, selectors("Pod"))
+	obj.Object["status"] = map[string]any{"conditions": []any{map[string]any{
+		"type": "Accepted", "status": "True", "reason": "Accepted", "message": "x", "lastTransitionTime": "2026-12-01t00:00:00z"}}}
+	k, _ := newFakeRegistries(obj)
+	objs, err := k.read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted, verdicts := admitObjects(nil, objs, []registry.Cluster{kubeconfigClusterFor("member1")}, nil)
+	if len(admitted) != 1 || verdicts["pods"].condition.Status != metav1.ConditionTrue {
+		t.Errorf("admitted %d, verdict %+v: want pods admitted", len(admitted), verdicts["pods"].condition)
+	}
+}
