@@ -76,6 +76,10 @@ func newRegistryProxy(kubeconfig string) (*registryProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--karmada-kubeconfig %s: credentials: %w", kubeconfig, err)
 	}
+	// A redirect is answered as it came, never followed: the transport adds the query API's
+	// credentials to every request it sends, wherever the Location points (a proxy or login page
+	// in front of the control plane), and the client would get what it was never asked for.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	stopping, stop := context.WithCancel(context.Background())
 	return &registryProxy{base: base, client: client, stopping: stopping, stop: stop}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -526,5 +527,31 @@ func TestKarmadaRegistriesWatchAsKubeReadsIt(t *testing.T) {
 				t.Errorf("%s: a second watch: %d %s, want 429", q, code, body)
 			}
 		})
+	}
+}
+
+// TestKarmadaRegistriesNoRedirect: an answer of the control plane redirecting elsewhere (a proxy or
+// login page in front of it) is not followed: the query API's credentials, which its transport adds
+// to every request, reach the control plane only, and nothing it was not asked for comes back.
+func TestKarmadaRegistriesNoRedirect(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		t.Logf("followed with Authorization %q", r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"Secret"}`)
+	}))
+	defer other.Close()
+	cp := newControlPlane(t)
+	w := newRegistriesWorld(t, cp)
+	cp.answer = func(rw http.ResponseWriter, r *http.Request) {
+		http.Redirect(rw, r, other.URL+"/steal", http.StatusTemporaryRedirect)
+	}
+	code, _, body := w.do(t, w.proxied, "GET", "/apis/search.karmada.io/v1alpha1/resourceregistries/fleet", "")
+	if elsewhere.Load() != 0 {
+		t.Errorf("the redirect was followed (answered %d %s)", code, body)
+	}
+	if code < 300 || code >= 400 {
+		t.Errorf("answered %d %s, want the control plane's redirect status", code, body)
 	}
 }
