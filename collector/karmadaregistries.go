@@ -225,9 +225,14 @@ func remember(verdicts map[string]verdict) map[types.UID]registry.ResourceRegist
 // describeAdmitted fills the message of each admitted object's condition from the plan: which
 // members it selects resources of.
 func describeAdmitted(verdicts map[string]verdict, plan registry.Plan) {
+	accounts := registry.DescribeAll(plan)
 	for name, v := range verdicts {
 		if v.condition.Status == metav1.ConditionTrue {
-			v.condition.Message = conditionMessage(registry.Describe(name, plan))
+			account, ok := accounts[name]
+			if !ok {
+				account = registry.Describe(name, registry.Plan{})
+			}
+			v.condition.Message = conditionMessage(account)
 			verdicts[name] = v
 		}
 	}
