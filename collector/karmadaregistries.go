@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -84,7 +85,17 @@ func (k *karmadaRegistries) read(ctx context.Context) ([]registryObject, error) 
 	for i := range list.Items {
 		obj := &list.Items[i]
 		o := registryObject{obj: obj}
-		data, err := json.Marshal(obj.Object)
+		// Without its status, which kubesearch never reads: anyone who may write the status alone
+		// (a weaker right than the spec's) could otherwise make the object undecodable with a
+		// status the control plane takes and kubesearch's types do not (a lastTransitionTime in
+		// lower case), and so refused and its documents purged.
+		spec := make(map[string]any, len(obj.Object))
+		for key, v := range obj.Object {
+			if key != "status" {
+				spec[key] = v
+			}
+		}
+		data, err := json.Marshal(spec)
 		if err == nil {
 			o.reg, err = registry.FromObject(data, "ResourceRegistry "+obj.GetName())
 		}
@@ -214,21 +225,35 @@ func remember(verdicts map[string]verdict) map[types.UID]registry.ResourceRegist
 // describeAdmitted fills the message of each admitted object's condition from the plan: which
 // members it selects resources of.
 func describeAdmitted(verdicts map[string]verdict, plan registry.Plan) {
+	accounts := registry.DescribeAll(plan)
 	for name, v := range verdicts {
 		if v.condition.Status == metav1.ConditionTrue {
-			v.condition.Message = conditionMessage(registry.Describe(name, plan))
+			account, ok := accounts[name]
+			if !ok {
+				account = registry.Describe(name, registry.Plan{})
+			}
+			v.condition.Message = conditionMessage(account)
 			verdicts[name] = v
 		}
 	}
 }
 
-// conditionMessage bounds a message to what a Condition may hold (32 KiB).
+// conditionMessage bounds a message to what a Condition may hold (32 KiB), cut at a character's
+// boundary and valid UTF-8 throughout: the control plane stores the status as JSON, where a broken
+// character reads back as U+FFFD, and a message that does not read back as written differs from the
+// verdict at every check, so would be written again at each (every write a watch event, every
+// event a check).
 func conditionMessage(s string) string {
 	const most = 32 << 10
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= most {
 		return s
 	}
-	return s[:most-len(" ...")] + " ..."
+	cut := most - len(" ...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " ..."
 }
 
 // report writes each object's verdict into its status where the status says otherwise: after every
@@ -302,6 +327,7 @@ func (k *karmadaRegistries) watch(ctx context.Context, changed chan<- struct{}) 
 		}
 	}
 	var rv string
+	seen := seenObjects{}
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 6, Cap: 30 * time.Second}
 	delay := backoff
 	for ctx.Err() == nil {
@@ -314,12 +340,13 @@ func (k *karmadaRegistries) watch(ctx context.Context, changed chan<- struct{}) 
 			continue
 		}
 		delay = backoff
-		rv = k.drain(ctx, w, rv, signal)
+		rv = k.drain(ctx, w, rv, seen, signal)
 	}
 }
 
-// drain reads one watch until it ends, signalling every change; it returns where to resume.
-func (k *karmadaRegistries) drain(ctx context.Context, w watch.Interface, rv string, signal func()) string {
+// drain reads one watch until it ends, signalling every change of what is collected (seen); it
+// returns where to resume.
+func (k *karmadaRegistries) drain(ctx context.Context, w watch.Interface, rv string, seen seenObjects, signal func()) string {
 	defer w.Stop()
 	for {
 		var ev watch.Event
@@ -343,12 +370,40 @@ func (k *karmadaRegistries) drain(ctx context.Context, w watch.Interface, rv str
 			return rv
 		case watch.Bookmark:
 		default:
-			signal()
+			if seen.changes(ev) {
+				signal()
+			}
 		}
 		if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
 			rv = m.GetResourceVersion()
 		}
 	}
+}
+
+// seenObjects is, by uid, what of each object decides what is collected besides its spec (whose
+// every change is a new generation): the generation and the Secret data annotation
+// (registry.SpecDigest). A status written is no change: without this, every status a collector
+// writes is a full check of the control plane (the Cluster objects and a Secret per member) for
+// every collector watching, and replicas whose conditions differ would answer each other's
+// writes at once, forever.
+type seenObjects map[types.UID]string
+
+// changes says whether ev may change what is collected, and remembers the object.
+func (s seenObjects) changes(ev watch.Event) bool {
+	m, err := meta.Accessor(ev.Object)
+	if err != nil {
+		return true
+	}
+	if ev.Type == watch.Deleted {
+		delete(s, m.GetUID())
+		return true
+	}
+	key := fmt.Sprintf("%d\x00%s", m.GetGeneration(), m.GetAnnotations()[registry.SecretDataAnnotation])
+	if prev, ok := s[m.GetUID()]; ok && prev == key && ev.Type == watch.Modified {
+		return false
+	}
+	s[m.GetUID()] = key
+	return true
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -240,5 +242,125 @@ func TestOptionsKarmadaRegistries(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKarmadaRegistriesLongMessageRoundTrips: a refusal's message is bounded to what a Condition
+// holds at a character's boundary, so that the status written is the status read back. A message
+// cut inside a character is stored with U+FFFD in its place (the control plane's JSON), differs from
+// the verdict at every check, and is written again and again: each write a watch event, each event
+// another check, with no end.
+func TestKarmadaRegistriesLongMessageRoundTrips(t *testing.T) {
+	for _, prefix := range []string{"", "x", "xy"} {
+		kind := prefix + strings.Repeat("é", 20000) // echoed in the refusal: more than 32 KiB
+		k, dyn := newFakeRegistries(storedRegistry("long", 1, selectors(kind)))
+		ctx := context.Background()
+		objs, err := k.read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, verdicts := admitObjects(nil, objs, []registry.Cluster{kubeconfigClusterFor("member1")}, nil)
+		msg := verdicts["long"].condition.Message
+		if !utf8.ValidString(msg) || len(msg) > 32<<10 {
+			t.Errorf("prefix %q: message of %d bytes, valid UTF-8 %v: want valid, at most 32 KiB", prefix, len(msg), utf8.ValidString(msg))
+		}
+		k.report(ctx, objs, verdicts)
+		// The control plane stores the status as JSON and answers it so.
+		stored, err := dyn.Resource(registryObjects).Get(ctx, "long", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := stored.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := &unstructured.Unstructured{}
+		if err := back.UnmarshalJSON(data); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.Resource(registryObjects).Update(ctx, back, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		dyn.ClearActions()
+		if objs, err = k.read(ctx); err != nil {
+			t.Fatal(err)
+		}
+		k.report(ctx, objs, verdicts)
+		if w := statusWrites(dyn); len(w) != 0 {
+			t.Errorf("prefix %q: the status read back differs from the verdict: written again", prefix)
+		}
+	}
+}
+
+// TestKarmadaRegistriesWatchIgnoresStatus: a status written (a collector's own, or another
+// replica's), or a label, is no signal to check: only what decides what is collected is (an object
+// added or deleted, a new generation, the Secret data annotation).
+func TestKarmadaRegistriesWatchIgnoresStatus(t *testing.T) {
+	k, _ := newFakeRegistries()
+	fw := watch.NewFakeWithChanSize(16, false)
+	obj := func(generation int64, edit func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		o := storedRegistry("pods", generation, selectors("Pod"))
+		if edit != nil {
+			edit(o)
+		}
+		return o
+	}
+	withStatus := func(o *unstructured.Unstructured) {
+		o.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Accepted", "status": "True"}}}
+	}
+	labelled := func(o *unstructured.Unstructured) { o.SetLabels(map[string]string{"team": "a"}) }
+	secretData := func(o *unstructured.Unstructured) {
+		o.SetAnnotations(map[string]string{registry.SecretDataAnnotation: registry.SecretDataInclude})
+	}
+	steps := []struct {
+		typ    watch.EventType
+		obj    *unstructured.Unstructured
+		signal bool
+	}{
+		{watch.Added, obj(1, nil), true},
+		{watch.Modified, obj(1, withStatus), false},
+		{watch.Modified, obj(1, labelled), false},
+		{watch.Modified, obj(2, nil), true},
+		{watch.Modified, obj(2, secretData), true},
+		{watch.Modified, obj(2, secretData), false},
+		{watch.Deleted, obj(2, secretData), true},
+		{watch.Added, obj(2, secretData), true},
+	}
+	want := 0
+	seen := seenObjects{}
+	for j, s := range steps {
+		if got := seen.changes(watch.Event{Type: s.typ, Object: s.obj.DeepCopy()}); got != s.signal {
+			t.Errorf("event %d (%s, generation %d): signal %v, want %v", j, s.typ, s.obj.GetGeneration(), got, s.signal)
+		}
+		if s.signal {
+			want++
+		}
+		fw.Action(s.typ, s.obj)
+	}
+	fw.Stop()
+	// The same through a watch.
+	signals := 0
+	k.drain(context.Background(), fw, "", seenObjects{}, func() { signals++ })
+	if signals != want {
+		t.Errorf("drain signalled %d times, want %d", signals, want)
+	}
+}
+
+// TestKarmadaRegistriesStatusNotDecoded: the status is not read, so a status the control plane
+// accepts but kubesearch's types do not (a lastTransitionTime in the lower case RFC 3339 allows and
+// the CRD's date-time format takes), written by anyone who may write the status alone, does not
+// make the object undecodable, refused, and its documents purged.
+func TestKarmadaRegistriesStatusNotDecoded(t *testing.T) {
+	obj := storedRegistry("pods", 1, selectors("Pod"))
+	obj.Object["status"] = map[string]any{"conditions": []any{map[string]any{
+		"type": "Accepted", "status": "True", "reason": "Accepted", "message": "x", "lastTransitionTime": "2026-12-01t00:00:00z"}}}
+	k, _ := newFakeRegistries(obj)
+	objs, err := k.read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted, verdicts := admitObjects(nil, objs, []registry.Cluster{kubeconfigClusterFor("member1")}, nil)
+	if len(admitted) != 1 || verdicts["pods"].condition.Status != metav1.ConditionTrue {
+		t.Errorf("admitted %d, verdict %+v: want pods admitted", len(admitted), verdicts["pods"].condition)
 	}
 }

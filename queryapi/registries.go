@@ -76,6 +76,10 @@ func newRegistryProxy(kubeconfig string) (*registryProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--karmada-kubeconfig %s: credentials: %w", kubeconfig, err)
 	}
+	// A redirect is answered as it came, never followed: the transport adds the query API's
+	// credentials to every request it sends, wherever the Location points (a proxy or login page
+	// in front of the control plane), and the client would get what it was never asked for.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	stopping, stop := context.WithCancel(context.Background())
 	return &registryProxy{base: base, client: client, stopping: stopping, stop: stop}, nil
 }
@@ -145,6 +149,15 @@ func (r registryRequest) verb(method string, watch bool) string {
 	return ""
 }
 
+// kubeBool reads a boolean query parameter as kube-apiserver reads it
+// (runtime.Convert_Slice_string_To_bool): absent, "0" or "false" (any case) is false, anything
+// else true ("True", "yes", a bare "watch"). The control plane the request is forwarded to reads
+// watch= so, and a watch taken here for a list would be read whole for a minute and escape the
+// watch bound.
+func kubeBool(values []string) bool {
+	return len(values) > 0 && values[0] != "0" && !strings.EqualFold(values[0], "false")
+}
+
 // serveRegistries answers a request for ResourceRegistry objects: 404 unless the query API has a
 // control plane to forward to, 403 unless the aggregation layer named the user.
 func (s *Server) serveRegistries(c *gin.Context, r *facadeRequest) {
@@ -166,7 +179,7 @@ func (s *Server) serveRegistries(c *gin.Context, r *facadeRequest) {
 			subj.user.Name, KarmadaGroup), nil)
 		return
 	}
-	watch := boolParam(c.Request.URL.Query().Get(paramWatch))
+	watch := kubeBool(c.Request.URL.Query()[paramWatch])
 	verb := rr.verb(c.Request.Method, watch)
 	if verb == "" {
 		writeStatus(c, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -485,3 +486,72 @@ func TestKarmadaRegistriesKubeconfigChecked(t *testing.T) {
 type watermarkless struct{ *fakeStore }
 
 func (watermarkless) Watermarks(context.Context) ([]store.Watermark, error) { return nil, nil }
+
+// TestKarmadaRegistriesWatchAsKubeReadsIt: the control plane reads watch= as kube-apiserver reads
+// every boolean parameter (anything but absent, "", "0" and "false" is true: watch=True, watch=yes,
+// a bare watch), and so must the query API: a watch it took for a list would be read whole for a
+// minute (its events held back, and only the first one answered) and counted as no watch.
+func TestKarmadaRegistriesWatchAsKubeReadsIt(t *testing.T) {
+	for _, q := range []string{"watch=True", "watch=yes", "watch", "watch=on"} {
+		t.Run(q, func(t *testing.T) {
+			cp := newControlPlane(t)
+			w := newRegistriesWorld(t, cp)
+			cp.answer = func(rw http.ResponseWriter, r *http.Request) {
+				rw.Header().Set("Content-Type", "application/json")
+				rw.WriteHeader(http.StatusOK)
+				fmt.Fprintf(rw, `{"type":"ADDED","object":%s}`+"\n", storedRegistry)
+				rw.(http.Flusher).Flush()
+				<-r.Context().Done() // a watch goes on until its client leaves
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "GET", w.url+"/apis/search.karmada.io/v1alpha1/resourceregistries?"+q, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-Remote-User", "karmada-admin")
+			resp, err := w.proxied.Do(req)
+			if err != nil {
+				t.Fatalf("%s: %v (the watch was held back as a list)", q, err)
+			}
+			defer resp.Body.Close()
+			lines := bufio.NewScanner(resp.Body)
+			if !lines.Scan() {
+				t.Fatalf("%s: no first event as it came: %v", q, lines.Err())
+			}
+			if first := lines.Bytes(); gjson.GetBytes(first, "type").Str != "ADDED" {
+				t.Errorf("%s: first event %s", q, first)
+			}
+			// Counted as a watch: a second one is past the bound of one.
+			if code, _, body := w.do(t, w.proxied, "GET", "/apis/search.karmada.io/v1alpha1/resourceregistries?watch=true", ""); code != http.StatusTooManyRequests {
+				t.Errorf("%s: a second watch: %d %s, want 429", q, code, body)
+			}
+		})
+	}
+}
+
+// TestKarmadaRegistriesNoRedirect: an answer of the control plane redirecting elsewhere (a proxy or
+// login page in front of it) is not followed: the query API's credentials, which its transport adds
+// to every request, reach the control plane only, and nothing it was not asked for comes back.
+func TestKarmadaRegistriesNoRedirect(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		t.Logf("followed with Authorization %q", r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"Secret"}`)
+	}))
+	defer other.Close()
+	cp := newControlPlane(t)
+	w := newRegistriesWorld(t, cp)
+	cp.answer = func(rw http.ResponseWriter, r *http.Request) {
+		http.Redirect(rw, r, other.URL+"/steal", http.StatusTemporaryRedirect)
+	}
+	code, _, body := w.do(t, w.proxied, "GET", "/apis/search.karmada.io/v1alpha1/resourceregistries/fleet", "")
+	if elsewhere.Load() != 0 {
+		t.Errorf("the redirect was followed (answered %d %s)", code, body)
+	}
+	if code < 300 || code >= 400 {
+		t.Errorf("answered %d %s, want the control plane's redirect status", code, body)
+	}
+}

@@ -134,6 +134,13 @@ func TestDescribe(t *testing.T) {
 		if got := Describe(name, plan); got != want {
 			t.Errorf("Describe(%s) = %q, want %q", name, got, want)
 		}
+		all, ok := DescribeAll(plan)[name]
+		if !ok {
+			all = Describe(name, Plan{})
+		}
+		if all != want {
+			t.Errorf("DescribeAll(...)[%s] = %q, want %q", name, all, want)
+		}
 	}
 }
 
