@@ -244,7 +244,7 @@ func New(opts Options) (*Collector, error) {
 	}
 	c := &Collector{opts: opts, log: opts.Logger, members: map[string]*memberRun{}}
 	if opts.KarmadaKubeconfig != "" {
-		cfg, err := karmadaConfig(opts.KarmadaKubeconfig)
+		cfg, err := karmadaConfig(opts.KarmadaKubeconfig, opts.QPS, opts.Burst)
 		if err != nil {
 			return nil, err
 		}
@@ -447,16 +447,26 @@ func (c *Collector) start(ctx context.Context) error {
 // ResourceRegistry object is judged on its own instead: see registry.Admit.) Then the objects'
 // statuses are brought in line with the plan.
 func (c *Collector) reload(ctx context.Context) {
-	cfg, err := c.readConfig(ctx)
+	// A control plane that hangs must not stop the checks (file changes included): its reads, and
+	// the status writes after them, are bounded, and the next check tries again.
+	readCtx, cancel := context.WithTimeout(ctx, controlPlaneTimeout)
+	cfg, err := c.readConfig(readCtx)
+	cancel()
 	if err != nil {
 		c.log.Error("configuration unreadable, keeping the current one", "err", err)
 		return
 	}
 	verdicts := c.applyConfig(ctx, cfg)
 	if c.registries != nil {
-		c.registries.report(ctx, cfg.objects, verdicts)
+		writeCtx, cancel := context.WithTimeout(ctx, controlPlaneTimeout)
+		defer cancel()
+		c.registries.report(writeCtx, cfg.objects, verdicts)
 	}
 }
+
+// controlPlaneTimeout bounds one check's reads of the configuration, and its status writes: 1,000
+// Secrets at the default 50 requests per second take 20 s.
+const controlPlaneTimeout = 2 * time.Minute
 
 // applyConfig applies cfg when it differs from the configuration in force, and returns the
 // verdicts in force after it.

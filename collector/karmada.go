@@ -40,14 +40,17 @@ type karmadaMembers struct {
 	secrets  corev1client.SecretsGetter
 }
 
-// karmadaConfig is the client configuration of the control plane --karmada-kubeconfig names.
-func karmadaConfig(kubeconfig string) (*rest.Config, error) {
+// karmadaConfig is the client configuration of the control plane --karmada-kubeconfig names. Its
+// rate is the members' (--qps, --burst): each check reads one Secret per Cluster object, and
+// client-go's default of 5 requests per second would make a check of 1,000 members take minutes.
+func karmadaConfig(kubeconfig string, qps float32, burst int) (*rest.Config, error) {
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("--karmada-kubeconfig %s: %w", kubeconfig, err)
 	}
 	cfg.UserAgent = "kubesearch-collector"
+	cfg.QPS, cfg.Burst = qps, burst
 	return cfg, nil
 }
 

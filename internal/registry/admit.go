@@ -15,6 +15,10 @@ import (
 // first (creation time, then name), and each is admitted when it is valid on its own and the set with
 // it still is: no kind in two API groups, no two OpenSearch backends, Secret selections agreeing
 // about their data in every cluster. rejected holds, by object name, why each other one is not.
+// planFor is NewPlan, through a variable so that tests count the plans Admit makes: a plan covers
+// every cluster, so their number is what grows with the fleet.
+var planFor = NewPlan
+
 func Admit(fixed, objects []ResourceRegistry, clusters []Cluster) (admitted []ResourceRegistry, rejected map[string]error) {
 	objects = slices.Clone(objects)
 	slices.SortStableFunc(objects, func(a, b ResourceRegistry) int {
@@ -36,7 +40,7 @@ func Admit(fixed, objects []ResourceRegistry, clusters []Cluster) (admitted []Re
 	// judged again without it: a few plans per such object rather than a plan per object over the
 	// whole fleet (300 registries of 1,000 clusters: minutes with the collector's lock held). The
 	// verdicts are those of judging each object in turn against what was admitted before it.
-	if _, err := NewPlan(fixed, clusters); err != nil {
+	if _, err := planFor(fixed, clusters); err != nil {
 		// Cannot happen for files valid as a set; judged one by one, every object is refused.
 		set := slices.Clone(fixed)
 		for _, r := range objects {
@@ -72,7 +76,7 @@ func Admit(fixed, objects []ResourceRegistry, clusters []Cluster) (admitted []Re
 				admitted = append(admitted, objects[i])
 			}
 		}
-		_, err := NewPlan(with, clusters)
+		_, err := planFor(with, clusters)
 		if err == nil {
 			keep(len(objects))
 			break
@@ -81,7 +85,7 @@ func Admit(fixed, objects []ResourceRegistry, clusters []Cluster) (admitted []Re
 		lo, hi := 0, len(passed)
 		for hi-lo > 1 {
 			mid := (lo + hi) / 2
-			if _, err := NewPlan(append(slices.Clip(set), with[len(set):len(set)+mid]...), clusters); err != nil {
+			if _, err := planFor(append(slices.Clip(set), with[len(set):len(set)+mid]...), clusters); err != nil {
 				hi = mid
 			} else {
 				lo = mid
@@ -89,7 +93,7 @@ func Admit(fixed, objects []ResourceRegistry, clusters []Cluster) (admitted []Re
 		}
 		culprit := passed[hi-1]
 		// Its refusal as judging it in turn says it: the plan of what is admitted before it, with it.
-		_, err = NewPlan(append(slices.Clip(set), with[len(set):len(set)+hi]...), clusters)
+		_, err = planFor(append(slices.Clip(set), with[len(set):len(set)+hi]...), clusters)
 		keep(culprit)
 		rejected[objects[culprit].Name] = err
 		next = culprit + 1
@@ -105,7 +109,7 @@ func admissibleSet(set []ResourceRegistry, clusters []Cluster) error {
 	if _, err := OpenSearchBackend(set); err != nil {
 		return err
 	}
-	_, err := NewPlan(set, clusters)
+	_, err := planFor(set, clusters)
 	return err
 }
 
@@ -114,7 +118,7 @@ func admissible(set []ResourceRegistry, r ResourceRegistry, clusters []Cluster) 
 	if err := admissibleUnplanned(set, r); err != nil {
 		return err
 	}
-	if _, err := NewPlan(append(slices.Clip(set), r), clusters); err != nil {
+	if _, err := planFor(append(slices.Clip(set), r), clusters); err != nil {
 		return err
 	}
 	return nil
