@@ -268,15 +268,9 @@ func (k *karmadaRegistries) report(ctx context.Context, objs []registryObject, v
 		if !ok || v.uid != string(o.obj.GetUID()) || v.generation != o.obj.GetGeneration() {
 			continue
 		}
-		current := currentConditions(o.obj)
-		if c := meta.FindStatusCondition(current, ConditionAccepted); c != nil && c.Status == v.condition.Status &&
-			c.Reason == v.condition.Reason && c.Message == v.condition.Message && c.ObservedGeneration == v.condition.ObservedGeneration {
-			continue
-		}
-		meta.SetStatusCondition(&current, v.condition) // keeps lastTransitionTime unless the status flips
-		conds, err := toUnstructured(current)
-		if err != nil {
-			k.log.Warn("ResourceRegistry status not written", "registry", o.obj.GetName(), "err", err)
+		raw, _, _ := unstructured.NestedSlice(o.obj.Object, "status", "conditions")
+		conds, changed := withAccepted(raw, v.condition, time.Now())
+		if !changed {
 			continue
 		}
 		obj := o.obj.DeepCopy()
@@ -284,7 +278,7 @@ func (k *karmadaRegistries) report(ctx context.Context, objs []registryObject, v
 			k.log.Warn("ResourceRegistry status not written", "registry", o.obj.GetName(), "err", err)
 			continue
 		}
-		_, err = k.client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: "kubesearch-collector"})
+		_, err := k.client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: "kubesearch-collector"})
 		switch {
 		case err == nil:
 			k.log.Info("ResourceRegistry status written", "registry", o.obj.GetName(), "accepted", v.condition.Status, "message", v.condition.Message)
@@ -297,23 +291,40 @@ func (k *karmadaRegistries) report(ctx context.Context, objs []registryObject, v
 	}
 }
 
-func currentConditions(obj *unstructured.Unstructured) []metav1.Condition {
-	raw, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	var out []metav1.Condition
-	if data, err := json.Marshal(raw); err == nil {
-		// Conditions written by others that do not decode are dropped when the status is written.
-		_ = json.Unmarshal(data, &out)
+// withAccepted is the conditions raw with the Accepted entry set to want, and whether that changed
+// anything. Only that entry is read and written: conditions of other writers pass as they are, also
+// ones metav1.Condition would not decode, so that none of them can keep ours from being written.
+// lastTransitionTime moves only when the status flips, as meta.SetStatusCondition does.
+func withAccepted(raw []any, want metav1.Condition, now time.Time) ([]any, bool) {
+	at := -1
+	for i, c := range raw {
+		if m, ok := c.(map[string]any); ok && m["type"] == want.Type {
+			at = i
+			break
+		}
 	}
-	return out
-}
-
-func toUnstructured(conds []metav1.Condition) ([]any, error) {
-	data, err := json.Marshal(conds)
-	if err != nil {
-		return nil, err
+	entry := map[string]any{
+		"type": want.Type, "status": string(want.Status), "reason": want.Reason, "message": want.Message,
+		"observedGeneration": want.ObservedGeneration,
+		"lastTransitionTime": now.UTC().Format(time.RFC3339),
 	}
-	var out []any
-	return out, json.Unmarshal(data, &out)
+	if at < 0 {
+		return append(slices.Clone(raw), entry), true
+	}
+	old, _ := raw[at].(map[string]any)
+	gen, _ := old["observedGeneration"].(int64)
+	if f, ok := old["observedGeneration"].(float64); ok {
+		gen = int64(f)
+	}
+	if old["status"] == entry["status"] && old["reason"] == want.Reason && old["message"] == want.Message && gen == want.ObservedGeneration {
+		return raw, false
+	}
+	if t, ok := old["lastTransitionTime"].(string); ok && old["status"] == entry["status"] {
+		entry["lastTransitionTime"] = t
+	}
+	out := slices.Clone(raw)
+	out[at] = entry
+	return out, true
 }
 
 // watch signals changed whenever a ResourceRegistry object changes, until ctx ends. It resumes from

@@ -2,8 +2,10 @@ package collector
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +50,52 @@ func newFakeRegistries(objs ...*unstructured.Unstructured) (*karmadaRegistries, 
 	return &karmadaRegistries{source: "karmada.kubeconfig", client: dyn.Resource(registryObjects), log: slog.New(slog.DiscardHandler)}, dyn
 }
 
-func statusWrites(dyn *dynamicfake.FakeDynamicClient) map[string]metav1.Condition {
+// conditionsOf decodes an object's status conditions (each as the control plane would store it).
+func conditionsOf(t *testing.T, obj *unstructured.Unstructured) []metav1.Condition {
+	t.Helper()
+	raw, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	data, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []metav1.Condition
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("conditions %s: %v", data, err)
+	}
+	return out
+}
+
+// TestWithAcceptedLeavesOthersAlone: a condition of another writer that metav1.Condition would not
+// decode passes as it is, and ours is set beside it; written again only when it changes, its
+// transition time kept while its status holds.
+func TestWithAcceptedLeavesOthersAlone(t *testing.T) {
+	foreign := map[string]any{"type": "Synced", "status": "True", "lastTransitionTime": "2026-12-01t00:00:00z", "reason": "x", "message": ""}
+	want := metav1.Condition{Type: ConditionAccepted, Status: metav1.ConditionTrue, Reason: "Accepted", Message: "selects 1", ObservedGeneration: 2}
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	conds, changed := withAccepted([]any{foreign}, want, t0)
+	if !changed || len(conds) != 2 || !reflect.DeepEqual(conds[0], foreign) {
+		t.Fatalf("first write: %v %v", changed, conds)
+	}
+	// Read back as the API server stores it: observedGeneration a JSON number.
+	data, _ := json.Marshal(conds)
+	var stored []any
+	_ = json.Unmarshal(data, &stored)
+	if _, changed := withAccepted(stored, want, t0.Add(time.Hour)); changed {
+		t.Error("the same condition written again")
+	}
+	want.Message = "selects 2"
+	conds, changed = withAccepted(stored, want, t0.Add(time.Hour))
+	if !changed || conds[1].(map[string]any)["lastTransitionTime"] != "2026-12-03T10:00:00Z" {
+		t.Errorf("a new message: %v, transition time %v (the status held)", changed, conds[1])
+	}
+	want.Status = metav1.ConditionFalse
+	conds, _ = withAccepted(stored, want, t0.Add(time.Hour))
+	if conds[1].(map[string]any)["lastTransitionTime"] != "2026-12-03T11:00:00Z" {
+		t.Errorf("a flip kept the transition time: %v", conds[1])
+	}
+}
+
+func statusWrites(t *testing.T, dyn *dynamicfake.FakeDynamicClient) map[string]metav1.Condition {
 	out := map[string]metav1.Condition{}
 	for _, a := range dyn.Actions() {
 		u, ok := a.(k8stesting.UpdateAction)
@@ -56,7 +103,7 @@ func statusWrites(dyn *dynamicfake.FakeDynamicClient) map[string]metav1.Conditio
 			continue
 		}
 		obj := u.GetObject().(*unstructured.Unstructured)
-		if c := meta.FindStatusCondition(currentConditions(obj), ConditionAccepted); c != nil {
+		if c := meta.FindStatusCondition(conditionsOf(t, obj), ConditionAccepted); c != nil {
 			out[obj.GetName()] = *c
 		}
 	}
@@ -91,7 +138,7 @@ func TestKarmadaRegistriesStatus(t *testing.T) {
 	describeAdmitted(verdicts, plan)
 	k.report(ctx, objs, verdicts)
 
-	got := statusWrites(dyn)
+	got := statusWrites(t, dyn)
 	for name, want := range map[string]struct {
 		status     metav1.ConditionStatus
 		generation int64
@@ -117,7 +164,7 @@ func TestKarmadaRegistriesStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.report(ctx, objs, verdicts)
-	if w := statusWrites(dyn); len(w) != 0 {
+	if w := statusWrites(t, dyn); len(w) != 0 {
 		t.Errorf("wrote statuses again although they hold: %v", w)
 	}
 
@@ -131,7 +178,7 @@ func TestKarmadaRegistriesStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.report(ctx, objs, verdicts)
-	if w := statusWrites(dyn); len(w) != 0 {
+	if w := statusWrites(t, dyn); len(w) != 0 {
 		t.Errorf("wrote the last plan's verdict over a newer generation: %v", w)
 	}
 }
@@ -286,7 +333,7 @@ func TestKarmadaRegistriesLongMessageRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 		k.report(ctx, objs, verdicts)
-		if w := statusWrites(dyn); len(w) != 0 {
+		if w := statusWrites(t, dyn); len(w) != 0 {
 			t.Errorf("prefix %q: the status read back differs from the verdict: written again", prefix)
 		}
 	}
