@@ -47,6 +47,10 @@ const (
 // read whole to rewrite it.
 const maxRegistryBody = 3 << 20
 
+// maxRegistryAnswer bounds an answer read whole to rewrite it (a list, an object): thousands of
+// registries fit, and a control plane answering more cannot make the query API hold it.
+const maxRegistryAnswer = 64 << 20
+
 // registryRequestTimeout bounds a forwarded request other than a watch, as kube-apiserver's
 // --request-timeout default does; a watch ends by its timeoutSeconds, its client, or shutdown.
 const registryRequestTimeout = time.Minute
@@ -234,7 +238,10 @@ func (s *Server) relayRegistryAnswer(c *gin.Context, resp *http.Response, watch 
 		streamRegistryWatch(c, resp)
 		return
 	}
-	out, err := io.ReadAll(resp.Body)
+	out, err := io.ReadAll(io.LimitReader(resp.Body, maxRegistryAnswer+1))
+	if err == nil && len(out) > maxRegistryAnswer {
+		err = fmt.Errorf("an answer larger than %d bytes: page the list (limit=)", maxRegistryAnswer)
+	}
 	if err != nil {
 		c.Writer.Header().Del("Content-Type")
 		c.Header("Retry-After", "5")
