@@ -2,10 +2,12 @@ package auth
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 )
@@ -172,6 +174,11 @@ func New(o Options) (*Authenticator, error) {
 		}
 		a.proxy = h
 	}
+	if o.ClientCAFile != "" && o.RequestHeader.Enabled() && len(o.RequestHeader.AllowedNames) == 0 && sharesCA(o.ClientCAFile, o.RequestHeader.ClientCAFile) {
+		// Then every client certificate is also a front proxy's, which may name any user (and
+		// kubesearch serves some objects to proxied users alone).
+		errs = append(errs, errors.New("--requestheader-client-ca-file shares a CA with --client-ca-file: any client certificate could name any user; use the front proxy's own CA, or set --requestheader-allowed-names"))
+	}
 	if o.AuthenticationKubeconfig != "" {
 		r, err := newTokenReviewer(o.AuthenticationKubeconfig, &o)
 		if err != nil {
@@ -183,6 +190,34 @@ func New(o Options) (*Authenticator, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// sharesCA says whether two PEM files hold a certificate in common (unreadable files hold none:
+// they are reported where they are read).
+func sharesCA(a, b string) bool {
+	certs := func(path string) map[string]bool {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		out := map[string]bool{}
+		for {
+			var block *pem.Block
+			if block, data = pem.Decode(data); block == nil {
+				return out
+			}
+			if block.Type == "CERTIFICATE" {
+				out[string(block.Bytes)] = true
+			}
+		}
+	}
+	inA := certs(a)
+	for der := range certs(b) {
+		if inA[der] {
+			return true
+		}
+	}
+	return false
 }
 
 // knownOnlyKey marks a request context KnownOnly.

@@ -126,3 +126,32 @@ func TestRequestHeaderOptionsChecked(t *testing.T) {
 		t.Errorf("--requestheader-client-ca-file alone: %v", err)
 	}
 }
+
+// TestFrontProxySharingTheClientCA: a front proxy CA that also signs the clients' certificates lets
+// any client name any user, unless the proxy's names are pinned: refused at start.
+func TestFrontProxySharingTheClientCA(t *testing.T) {
+	ca, other := testpki.NewCA(t, "client-ca"), testpki.NewCA(t, "front-proxy-ca")
+	dir := t.TempDir()
+	clients, proxy, both := filepath.Join(dir, "clients.crt"), filepath.Join(dir, "proxy.crt"), filepath.Join(dir, "both.crt")
+	writeFile(t, clients, string(ca.PEM))
+	writeFile(t, proxy, string(other.PEM))
+	writeFile(t, both, string(other.PEM)+string(ca.PEM))
+	for _, tc := range []struct {
+		name    string
+		proxyCA string
+		allowed []string
+		refused bool
+	}{
+		{"the same file", clients, nil, true},
+		{"a bundle holding the clients' CA", both, nil, true},
+		{"the same CA, names pinned", clients, []string{"front-proxy-client"}, false},
+		{"its own CA", proxy, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(Options{ClientCAFile: clients, RequestHeader: RequestHeaderOptions{ClientCAFile: tc.proxyCA, AllowedNames: tc.allowed}})
+			if got := err != nil && strings.Contains(err.Error(), "shares a CA with --client-ca-file"); got != tc.refused {
+				t.Errorf("New: %v, want refused %v", err, tc.refused)
+			}
+		})
+	}
+}
