@@ -1,14 +1,9 @@
 package packaging
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -19,61 +14,36 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubesearch/kubesearch/internal/testpki"
 )
 
-// pemFile writes PEM blocks to dir/name and returns the path.
-func pemFile(t *testing.T, dir, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// testCA is a CA that issues certificates into a folder.
+// testCA issues certificates into a folder (testpki's, written as the flags read them).
 type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	*testpki.CA
 	file string // the CA certificate, PEM
 	dir  string
 }
 
 func newTestCA(t *testing.T, dir, name string) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, file: pemFile(t, dir, name+".crt", "CERTIFICATE", der), dir: dir}
+	ca := testpki.NewCA(t, name)
+	return &testCA{CA: ca, file: writeTestFile(t, filepath.Join(dir, name+".crt"), ca.PEM), dir: dir}
 }
 
-// issue writes a certificate for cn (a client certificate, or with ips a serving one) and its key.
-func (ca *testCA) issue(t *testing.T, cn string, ips ...net.IP) (certFile, keyFile string) {
+// issue writes a certificate for cn, with usage, and its key.
+func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
+	cert, key := testpki.PEM(t, ca.Issue(t, pkix.Name{CommonName: cn}, usage))
+	return writeTestFile(t, filepath.Join(ca.dir, cn+".crt"), cert), writeTestFile(t, filepath.Join(ca.dir, cn+".key"), key)
+}
+
+func writeTestFile(t *testing.T, path string, data []byte) string {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn}, IPAddresses: ips,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
-		KeyUsage:    x509.KeyUsageDigitalSignature, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pemFile(t, ca.dir, cn+".crt", "CERTIFICATE", der), pemFile(t, ca.dir, cn+".key", "EC PRIVATE KEY", keyDER)
+	return path
 }
 
 // The Karmada mode's query API, run by the real binary with the config.yaml the chart renders (its
@@ -96,10 +66,10 @@ func TestChartKarmadaFrontProxy(t *testing.T) {
 
 	dir := t.TempDir()
 	frontProxy := newTestCA(t, dir, "front-proxy-ca")
-	proxyCert, proxyKey := frontProxy.issue(t, "front-proxy-client")
-	otherCert, otherKey := frontProxy.issue(t, "not-the-front-proxy")
+	proxyCert, proxyKey := frontProxy.issue(t, "front-proxy-client", x509.ExtKeyUsageClientAuth)
+	otherCert, otherKey := frontProxy.issue(t, "not-the-front-proxy", x509.ExtKeyUsageClientAuth)
 	serving := newTestCA(t, dir, "serving-ca")
-	tlsCert, tlsKey := serving.issue(t, "queryapi", net.IPv4(127, 0, 0, 1))
+	tlsCert, tlsKey := serving.issue(t, "queryapi", x509.ExtKeyUsageServerAuth) // for 127.0.0.1
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +125,7 @@ func TestChartKarmadaFrontProxy(t *testing.T) {
 	})
 
 	pool := x509.NewCertPool()
-	pool.AddCert(serving.cert)
+	pool.AddCert(serving.Cert)
 	client := func(certFile, keyFile string) *http.Client {
 		c := &tls.Config{RootCAs: pool}
 		if certFile != "" {
