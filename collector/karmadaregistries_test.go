@@ -95,6 +95,19 @@ func TestWithAcceptedLeavesOthersAlone(t *testing.T) {
 	}
 }
 
+// reportAgain reads the objects as they are now and reports verdicts on them, returning the
+// statuses that were written.
+func reportAgain(t *testing.T, k *karmadaRegistries, dyn *dynamicfake.FakeDynamicClient, verdicts map[string]verdict) map[string]metav1.Condition {
+	t.Helper()
+	dyn.ClearActions()
+	objs, err := k.read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.report(t.Context(), objs, verdicts)
+	return statusWrites(t, dyn)
+}
+
 func statusWrites(t *testing.T, dyn *dynamicfake.FakeDynamicClient) map[string]metav1.Condition {
 	out := map[string]metav1.Condition{}
 	for _, a := range dyn.Actions() {
@@ -159,12 +172,7 @@ func TestKarmadaRegistriesStatus(t *testing.T) {
 	}
 
 	// Written already: nothing to write again.
-	dyn.ClearActions()
-	if objs, err = k.read(ctx); err != nil {
-		t.Fatal(err)
-	}
-	k.report(ctx, objs, verdicts)
-	if w := statusWrites(t, dyn); len(w) != 0 {
+	if w := reportAgain(t, k, dyn, verdicts); len(w) != 0 {
 		t.Errorf("wrote statuses again although they hold: %v", w)
 	}
 
@@ -173,12 +181,7 @@ func TestKarmadaRegistriesStatus(t *testing.T) {
 	if _, err := dyn.Resource(registryObjects).Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dyn.ClearActions()
-	if objs, err = k.read(ctx); err != nil {
-		t.Fatal(err)
-	}
-	k.report(ctx, objs, verdicts)
-	if w := statusWrites(t, dyn); len(w) != 0 {
+	if w := reportAgain(t, k, dyn, verdicts); len(w) != 0 {
 		t.Errorf("wrote the last plan's verdict over a newer generation: %v", w)
 	}
 }
@@ -328,12 +331,7 @@ func TestKarmadaRegistriesLongMessageRoundTrips(t *testing.T) {
 		if _, err := dyn.Resource(registryObjects).Update(ctx, back, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		dyn.ClearActions()
-		if objs, err = k.read(ctx); err != nil {
-			t.Fatal(err)
-		}
-		k.report(ctx, objs, verdicts)
-		if w := statusWrites(t, dyn); len(w) != 0 {
+		if w := reportAgain(t, k, dyn, verdicts); len(w) != 0 {
 			t.Errorf("prefix %q: the status read back differs from the verdict: written again", prefix)
 		}
 	}

@@ -12,14 +12,7 @@ import (
 // make every reload slow) must not turn Admit into a plan per object over the whole fleet: an object
 // invalid on its own is refused without one.
 func TestAdmitOneInvalidAtScale(t *testing.T) {
-	var clusters []Cluster
-	for i := range 20 { // the number of plans is the figure, whatever the clusters
-		clusters = append(clusters, kubeconfigCluster(fmt.Sprintf("member%04d", i)))
-	}
-	var objects []ResourceRegistry
-	for i := range 300 {
-		objects = append(objects, created(reg(fmt.Sprintf("r%03d", i), nil, "v1 ConfigMap ns"+fmt.Sprint(i)), i))
-	}
+	clusters, objects := manyRegistries()
 	objects = append(objects, created(badSelector(reg("typo", nil, "v1 Pod")), 400))
 	plans := countPlans(t)
 	admitted, rejected := Admit(nil, objects, clusters)
@@ -36,14 +29,7 @@ func TestAdmitOneInvalidAtScale(t *testing.T) {
 // registry, redacted by another) is found without a plan per object, and the verdicts are those of
 // judging each object in turn.
 func TestAdmitPlanConflictAtScale(t *testing.T) {
-	var clusters []Cluster
-	for i := range 20 { // the number of plans is the figure, whatever the clusters
-		clusters = append(clusters, kubeconfigCluster(fmt.Sprintf("member%04d", i)))
-	}
-	var objects []ResourceRegistry
-	for i := range 300 {
-		objects = append(objects, created(reg(fmt.Sprintf("r%03d", i), nil, "v1 ConfigMap ns"+fmt.Sprint(i)), i))
-	}
+	clusters, objects := manyRegistries()
 	objects = append(objects, created(includeSecrets(reg("keep", nil, "v1 Secret")), 50),
 		created(reg("redact", nil, "v1 Secret"), 150), created(reg("redact-too", nil, "v1 Secret"), 250))
 	plans := countPlans(t)
@@ -60,6 +46,20 @@ func TestAdmitPlanConflictAtScale(t *testing.T) {
 		t.Errorf("Admit made %d plans, want at most 40", *plans)
 	}
 	t.Logf("%d plans", *plans)
+}
+
+// manyRegistries are 20 clusters and 300 valid registries, each of its own namespace's ConfigMaps:
+// the number of plans Admit makes of them is the figure, whatever the number of clusters.
+func manyRegistries() ([]Cluster, []ResourceRegistry) {
+	var clusters []Cluster
+	for i := range 20 {
+		clusters = append(clusters, kubeconfigCluster(fmt.Sprintf("member%04d", i)))
+	}
+	var objects []ResourceRegistry
+	for i := range 300 {
+		objects = append(objects, created(reg(fmt.Sprintf("r%03d", i), nil, "v1 ConfigMap ns"+fmt.Sprint(i)), i))
+	}
+	return clusters, objects
 }
 
 // countPlans counts the plans Admit makes until the test ends.
