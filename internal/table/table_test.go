@@ -159,7 +159,9 @@ func TestRowRejectsBadJSON(t *testing.T) {
 	}
 }
 
-func BenchmarkPodRow(b *testing.B) {
+// benchPods are the recorded Pods of testdata/pods.json.
+func benchPods(b *testing.B) []json.RawMessage {
+	b.Helper()
 	var input struct {
 		Items []json.RawMessage `json:"items"`
 	}
@@ -170,10 +172,15 @@ func BenchmarkPodRow(b *testing.B) {
 	if err := json.Unmarshal(raw, &input); err != nil {
 		b.Fatal(err)
 	}
+	return input.Items
+}
+
+func BenchmarkPodRow(b *testing.B) {
+	items := benchPods(b)
 	p, now := For("", "pods"), time.Now()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if _, err := p.Row(input.Items[i%len(input.Items)], now); err != nil {
+		if _, err := p.Row(items[i%len(items)], now); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -182,20 +189,11 @@ func BenchmarkPodRow(b *testing.B) {
 // BenchmarkPodStatus is the Status cell alone, as the document builder computes it for every Pod
 // it indexes: compare with BenchmarkPodRow.
 func BenchmarkPodStatus(b *testing.B) {
-	var input struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	raw, err := os.ReadFile("testdata/pods.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &input); err != nil {
-		b.Fatal(err)
-	}
+	items := benchPods(b)
 	p := For("", "pods")
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if _, _, err := p.Status(input.Items[i%len(input.Items)]); err != nil {
+		if _, _, err := p.Status(items[i%len(items)]); err != nil {
 			b.Fatal(err)
 		}
 	}
