@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/kubesearch/kubesearch/internal/stream"
 )
@@ -59,4 +60,69 @@ func equalSizes(a, b [][]int) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return bytes.Equal(ja, jb)
+}
+
+// TestAssembleFillsWhileBusy: a batch handed over after its interval when run is idle; while run is
+// busy a due batch keeps filling instead of going out small, up to the count limit; every message is
+// handed over once, in order, with its decoded item.
+func TestAssembleFillsWhileBusy(t *testing.T) {
+	c := newDecodeConsumer()
+	c.batchSize, c.batchBytes, c.batchInterval = 5, 1<<20, 20*time.Millisecond
+	in := make(chan stream.Message, 100)
+	out := make(chan *decodedBatch)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		c.assemble(in, out, done)
+	}()
+	defer func() { close(done); <-finished }()
+	next := 0
+	send := func(n int) {
+		for range n {
+			in <- stream.Message{Offset: int64(next), Value: []byte("not an envelope")}
+			next++
+		}
+	}
+	var got []int64
+	take := func() int {
+		b := <-out
+		if len(b.msgs) != len(b.items) {
+			t.Fatalf("%d messages, %d items", len(b.msgs), len(b.items))
+		}
+		for i, m := range b.msgs {
+			if b.items[i].msg.Offset != m.Offset {
+				t.Fatalf("item %d is offset %d, message %d", i, b.items[i].msg.Offset, m.Offset)
+			}
+			got = append(got, m.Offset)
+		}
+		return len(b.msgs)
+	}
+
+	// Idle: one message goes out alone once its interval has passed.
+	send(1)
+	if n := take(); n != 1 {
+		t.Fatalf("idle batch of %d, want 1", n)
+	}
+	// Busy (nobody reads out): two messages, the interval passes, three more come: one batch of the
+	// five (the count limit), not a batch of two followed by one of three.
+	send(2)
+	time.Sleep(3 * c.batchInterval)
+	send(3)
+	if n := take(); n != 5 {
+		t.Fatalf("batch of %d after run was busy, want 5", n)
+	}
+	// Past the count limit while busy: full batches, then the rest once due.
+	send(7)
+	if n := take(); n != 5 {
+		t.Fatalf("first batch of %d, want 5", n)
+	}
+	if n := take(); n != 2 {
+		t.Fatalf("second batch of %d, want 2", n)
+	}
+	for i, o := range got {
+		if o != int64(i) {
+			t.Fatalf("offsets handed over %v, want 0..%d in order", got, next-1)
+		}
+	}
 }

@@ -141,46 +141,90 @@ func (c *consumer) run(ctx, work context.Context) error {
 	}
 }
 
-// assemble cuts the fetched messages into batches by count, bytes and time, decodes each and hands
-// it to out, in order. Once in is closed (fetching stopped) it hands over the last, partial batch
+// assemble cuts the fetched messages into batches by count and bytes, decodes each message as it
+// arrives and hands the batches to out, in order. A batch is handed over as soon as run takes it once
+// batchInterval has passed since its first message (or at once when full): while run is writing the
+// batch before, this one keeps filling, so batches grow with the load by themselves and an event
+// reaching an idle indexer waits only batchInterval. Closing a batch on its timer even while run was
+// busy made it wait for run all the same, then went out small, with the messages that came meanwhile
+// left for the batch after. Once in is closed (fetching stopped) it hands over the last, partial batch
 // and returns; it returns without handing over once done is closed.
 func (c *consumer) assemble(in <-chan stream.Message, out chan<- *decodedBatch, done <-chan struct{}) {
-	var b batch
+	var (
+		b     batch
+		items []*item // the decoded messages of b, in the same order
+		due   bool    // b has waited batchInterval: hand it over once run takes it
+	)
 	timer := time.NewTimer(c.batchInterval)
 	timer.Stop()
 	defer timer.Stop()
-	send := func(msgs []stream.Message) bool {
+	send := func(msgs []stream.Message, decoded []*item) bool {
 		select {
-		case out <- c.decodeBatch(msgs):
+		case out <- &decodedBatch{msgs: msgs, items: decoded}:
 			return true
 		case <-done:
 			return false
 		}
 	}
-	for {
-		select {
-		case m, ok := <-in:
-			if !ok {
-				if !b.empty() {
-					send(b.take())
-				}
-				return
+	// add takes the next message (ok false: there is none, fetching stopped) and reports whether to
+	// go on.
+	add := func(m stream.Message, ok bool) bool {
+		if !ok {
+			if !b.empty() {
+				send(b.take(), items)
 			}
-			for _, full := range b.push(m, c.batchSize, c.batchBytes) {
-				if !send(full) {
+			return false
+		}
+		items = append(items, c.decode(m))
+		// push hands back the batches m completed, a prefix of items each.
+		for _, full := range b.push(m, c.batchSize, c.batchBytes) {
+			n := len(full)
+			if !send(full, items[:n:n]) {
+				return false
+			}
+			items = items[n:]
+		}
+		switch b.len() {
+		case 0:
+			timer.Stop()
+			due = false
+		case 1: // m started a batch
+			timer.Reset(c.batchInterval)
+			due = false
+		}
+		return true
+	}
+	for {
+		var (
+			ready chan<- *decodedBatch // nil, so never chosen, until b is due
+			offer *decodedBatch
+		)
+		if due && !b.empty() {
+			// What was fetched meanwhile joins the batch before run takes it: select would choose
+			// at random between a waiting message and a waiting run.
+			select {
+			case m, ok := <-in:
+				if !add(m, ok) {
 					return
 				}
+				continue
+			default:
 			}
-			switch b.len() {
-			case 0:
-				timer.Stop()
-			case 1: // m started a batch
-				timer.Reset(c.batchInterval)
-			}
-		case <-timer.C:
-			if !b.empty() && !send(b.take()) {
+			ready, offer = out, &decodedBatch{msgs: b.msgs, items: items}
+		}
+		select {
+		case m, ok := <-in:
+			if !add(m, ok) {
 				return
 			}
+		case ready <- offer:
+			b.take()
+			items, due = nil, false
+			timer.Stop()
+		case <-timer.C:
+			due = true
+		case <-done:
+			return
 		}
 	}
 }
@@ -248,16 +292,6 @@ type decodedBatch struct {
 	items []*item
 }
 
-// decodeBatch decodes the messages of a batch. It touches no state that apply uses, so it may run
-// while apply writes the previous batch.
-func (c *consumer) decodeBatch(msgs []stream.Message) *decodedBatch {
-	items := make([]*item, len(msgs))
-	for i, m := range msgs {
-		items[i] = c.decode(m)
-	}
-	return &decodedBatch{msgs: msgs, items: items}
-}
-
 // apply applies one decoded batch and commits it, in runs between PURGE markers (applyRun): a PURGE
 // deletes whatever the epoch, so everything before it is written and collected first, and nothing
 // after it before. It returns an error only when ctx ends first; nothing of the batch is committed
@@ -269,9 +303,11 @@ func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
 		c.checkContinuity(m)
 		c.batchEnd[m.Partition] = max(c.batchEnd[m.Partition], m.Offset)
 	}
+	t := c.now()
 	if err := c.loadWatermarks(ctx, items); err != nil {
 		return err
 	}
+	c.since("watermarks", t)
 	start := 0
 	for i, it := range items {
 		if it.ev == nil || it.ev.Type != envelope.Purge {
@@ -299,11 +335,13 @@ func (c *consumer) apply(ctx context.Context, b *decodedBatch) error {
 	}
 	// A SYNC's watermark is stored before its offset is committed: after a restart the marker is not
 	// consumed again, and the pair would stay "listing" until the next list.
+	t = c.now()
 	if err := c.storeUrgentWatermarks(ctx); err != nil {
 		return err
 	}
 	c.commit(ctx, msgs)
 	c.bookmark(ctx)
+	c.since("commit", t)
 	c.metrics.batches.Inc()
 	c.metrics.inFlight.Sub(float64(len(msgs)))
 	return nil
@@ -343,20 +381,32 @@ func (c *consumer) applyRun(ctx context.Context, run []*item) error {
 		}
 	}
 	if len(ops) > 0 {
+		t := c.now()
 		if err := c.publishChanges(ctx, ops, owners); err != nil {
 			return err
 		}
+		t = c.since("changes", t)
 		failed, err := c.docs.Write(ctx, ops)
 		if err != nil {
 			return err
+		}
+		written := c.since("write", t)
+		for _, it := range owners {
+			if !it.ev.ObservedAt.IsZero() {
+				c.metrics.delay.Observe(written.Sub(it.ev.ObservedAt).Seconds())
+			}
 		}
 		for _, f := range failed {
 			it := owners[f.Pos]
 			it.dead = &deadLetter{msg: it.msg, reason: ReasonRejected, err: f.Err, index: c.indexOf(it.ev.Kind)}
 		}
 	}
+	t := c.now()
 	if err := c.collectSyncs(ctx, syncs); err != nil {
 		return err
+	}
+	if len(syncs) > 0 {
+		c.since("syncs", t)
 	}
 	// Dead-lettered object events count as applied for the watermarks: they will never be written,
 	// and must not hold them back. A dead-lettered SYNC does not complete its list.
@@ -525,6 +575,13 @@ func (c *consumer) applyMarker(ctx context.Context, it *item) error {
 	return nil
 }
 
+// since observes the time from start to now as stage's and returns now, the next stage's start.
+func (c *consumer) since(stage string, start time.Time) time.Time {
+	now := c.now()
+	c.metrics.stages.WithLabelValues(stage).Observe(now.Sub(start).Seconds())
+	return now
+}
+
 // commit commits the batch's offsets. The events are written: a failed commit (a rebalance took the
 // partition, say) only means they are consumed and written again, idempotently.
 func (c *consumer) commit(ctx context.Context, msgs []stream.Message) {
@@ -599,10 +656,12 @@ func (c *consumer) purgeWatermarks(ctx context.Context, ev *envelope.Event) erro
 // stores the watermarks that moved. A failure leaves them for the next tick.
 func (c *consumer) refreshWatermarks(ctx context.Context) {
 	if kinds := c.wm.unrefreshed(); len(kinds) > 0 {
+		t := c.now()
 		if err := c.docs.Refresh(ctx, kinds...); err != nil {
 			c.log.Warn("refresh failed; watermarks wait for the next one", "err", err)
 			return
 		}
+		c.since("refresh", t)
 		c.wm.refreshed(kinds)
 	}
 	ws := c.wm.toStore(false)

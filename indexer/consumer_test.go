@@ -257,3 +257,12 @@ func applyEvents(t *testing.T, evs ...*envelope.Event) (*fakeDocs, *fakeKafka, *
 	}
 	return docs, k, c
 }
+
+// decodeBatch decodes the messages of a batch. As assemble does, one by one.
+func (c *consumer) decodeBatch(msgs []stream.Message) *decodedBatch {
+	items := make([]*item, len(msgs))
+	for i, m := range msgs {
+		items[i] = c.decode(m)
+	}
+	return &decodedBatch{msgs: msgs, items: items}
+}

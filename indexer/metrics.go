@@ -20,6 +20,8 @@ type metrics struct {
 	commitErrors prometheus.Counter
 	batches      prometheus.Counter
 	inFlight     prometheus.Gauge
+	stages       *prometheus.HistogramVec
+	delay        prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -65,8 +67,22 @@ func newMetrics() *metrics {
 			Name: "kubesearch_indexer_events_in_flight",
 			Help: "Events fetched and not yet committed: buffered, or in the batch being written.",
 		}),
+		// Where a change's time between its member and the index goes, stage by stage: freshness
+		// (member write → searchable) is the sum of the collector's watch, the batch's wait, these
+		// stages, and the refresh.
+		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kubesearch_indexer_batch_stage_seconds",
+			Help:    "Time of each stage of applying a batch: watermarks (loading those of new pairs), changes (publishing the change feed), write (the _bulk), syncs (collecting SYNC markers' older epochs), commit (urgent watermarks, offsets, the feed's bookmark), and refresh (the periodic refresh of the indices written to).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"stage"}),
+		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kubesearch_indexer_event_delay_seconds",
+			Help:    "From an event's observation by its collector (the envelope's observedAt, the collector's clock) to its batch written to the index, before the refresh that makes it searchable.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
 	}
 	m.registry.MustRegister(m.messages, m.failed, m.unversioned, m.superseded, m.changes, m.deadLetters, m.lag, m.commitErrors, m.batches, m.inFlight,
+		m.stages, m.delay,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -91,7 +91,7 @@ func indexerFlags(g flagGroups) func() indexer.Options {
 	g.add("Tuning", func(fs *pflag.FlagSet) {
 		fs.IntVar(&o.BatchSize, "batch-size", o.BatchSize, "most events per batch (one commit)")
 		fs.IntVar(&o.BatchBytes, "batch-bytes", o.BatchBytes, "most bytes of events per batch; a larger event makes a batch alone")
-		fs.DurationVar(&o.BatchInterval, "batch-interval", o.BatchInterval, "longest wait for a batch to fill")
+		fs.DurationVar(&o.BatchInterval, "batch-interval", o.BatchInterval, "how long a batch waits for more events before it is written while the indexer is idle (while it writes, the next batch fills meanwhile)")
 		fs.DurationVar(&o.WatermarkInterval, "watermark-interval", o.WatermarkInterval, "how often writes are made searchable and watermarks stored")
 		fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "longest OpenSearch request")
 	})
