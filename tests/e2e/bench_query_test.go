@@ -181,11 +181,44 @@ func TestBenchQuery(t *testing.T) {
 		}
 		return time.Since(t0)
 	}
+	// directPIT does what the query API does for a first page of more than one: a point-in-time's
+	// open, then the search in it (one hit more, to know whether another page follows). Only the
+	// two are timed; the point-in-time is closed afterwards. The API's overhead over it is its own.
+	directPIT := func(q url.Values) time.Duration {
+		parsed, err := query.Parse(q, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := osstore.Compile(parsed)
+		t0 := time.Now()
+		var pit struct {
+			ID string `json:"pit_id"`
+		}
+		if err := json.Unmarshal(mustHTTP(t, "POST", env.OpenSearchURL+"/"+prefix+"-kubernetes-*/_search/point_in_time?keep_alive=5m", ""), &pit); err != nil || pit.ID == "" {
+			t.Fatalf("open a point-in-time: %v", err)
+		}
+		body["pit"] = map[string]any{"id": pit.ID, "keep_alive": "5m"}
+		body["size"] = parsed.Limit + 1
+		b, _ := json.Marshal(body)
+		resp, err := http.Post(env.OpenSearchURL+"/_search", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d := time.Since(t0)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("direct search in a point-in-time: %s", resp.Status)
+		}
+		closeBody, _ := json.Marshal(map[string]any{"pit_id": []string{pit.ID}})
+		mustHTTP(t, "DELETE", env.OpenSearchURL+"/_search/point_in_time", string(closeBody))
+		return d
+	}
 	type figure struct {
 		name, short          string
 		goal                 time.Duration
 		p50, p99, dp50, dp99 time.Duration
-		mean, dmean          time.Duration
+		mean, dmean, pmean   time.Duration // the API's, the direct client's, the direct client's with a point-in-time
 		took, wall           float64 // this kind's share of the search metrics
 	}
 	var figures []figure
@@ -194,10 +227,14 @@ func TestBenchQuery(t *testing.T) {
 		kindTook, kindWall, _ := searchMetrics(t, base)
 		lat := make([]time.Duration, 0, queries)
 		dlat := make([]time.Duration, 0, queries)
+		var plat []time.Duration
 		for i := range queries {
 			q := k.make()
 			if i%2 == 1 { // alternate which goes first, so neither always finds OpenSearch's caches warm
 				dlat = append(dlat, direct(q))
+			}
+			if k.short != "GET" && i%4 == 2 { // a GET by name opens none
+				plat = append(plat, directPIT(q))
 			}
 			d, a := timedGet(t, base+queryapi.PathSearch+"?"+q.Encode())
 			lat = append(lat, d)
@@ -212,6 +249,9 @@ func TestBenchQuery(t *testing.T) {
 			}
 		}
 		f := figure{name: k.name, short: k.short, goal: k.p99, mean: mean(lat), dmean: mean(dlat)}
+		if len(plat) > 0 {
+			f.pmean = mean(plat)
+		}
 		f.took, f.wall, _ = searchMetrics(t, base)
 		f.took, f.wall = f.took-kindTook, f.wall-kindWall
 		slices.Sort(lat)
@@ -223,8 +263,8 @@ func TestBenchQuery(t *testing.T) {
 	took, wall, count = took-tookBefore, wall-wallBefore, count-countBefore
 	t.Logf("BENCH query API over %d Pods in %d clusters, %d queries per kind (client-measured, HTTP on loopback):", n, len(clusters), queries)
 	for _, f := range figures {
-		t.Logf("BENCH   %-55s API p50 %6.1f ms  p99 %6.1f ms | same DSL straight to OpenSearch p50 %6.1f ms  p99 %6.1f ms | overhead of the mean %+.0f%%",
-			f.name, ms(f.p50), ms(f.p99), ms(f.dp50), ms(f.dp99), (ms(f.mean)/ms(f.dmean)-1)*100)
+		t.Logf("BENCH   %-55s API p50 %6.1f ms  p99 %6.1f ms | same DSL straight to OpenSearch p50 %6.1f ms  p99 %6.1f ms | overhead of the mean %+.0f%% (%+.0f%% over a direct point-in-time and search, mean %.1f ms)",
+			f.name, ms(f.p50), ms(f.p99), ms(f.dp50), ms(f.dp99), (ms(f.mean)/ms(f.dmean)-1)*100, (ms(f.mean)/max(ms(f.pmean), 1e-9)-1)*100, ms(f.pmean))
 	}
 	t.Logf("BENCH API handler time vs OpenSearch's own took, mean of %d searches: %.2f ms vs %.2f ms per search: %+.0f%%",
 		int(count), wall/count*1000, took/count*1000, (wall-took)/took*100)
@@ -242,18 +282,27 @@ func TestBenchQuery(t *testing.T) {
 			}
 		}
 		overTook := (f.wall - f.took) / f.took * 100
+		ratio := ms(f.mean) / ms(f.dmean)
+		results = append(results,
+			benchResult{Bench: "query", What: f.short + " query API ÷ direct client, mean", Value: ratio, Unit: "ratio", Goal: "≤ 1.10×", Met: met(ratio <= 1.10),
+				Note: size + "; the direct client sends the same DSL to OpenSearch, one request"})
+		if f.pmean > 0 {
+			results = append(results, benchResult{Bench: "query", What: f.short + " query API ÷ direct client with a point-in-time, mean", Value: ms(f.mean) / ms(f.pmean), Unit: "ratio",
+				Note: size + "; the direct client opens a point-in-time and searches in it, as the API's first page of several does (every 4th query)"})
+		}
 		results = append(results,
 			benchResult{Bench: "query", What: f.short + " p50", Value: ms(f.p50), Unit: "ms", Note: size},
 			p99,
 			benchResult{Bench: "query", What: f.short + " direct DSL p50", Value: ms(f.dp50), Unit: "ms", Note: size},
 			benchResult{Bench: "query", What: f.short + " direct DSL p99", Value: ms(f.dp99), Unit: "ms", Note: size},
 			benchResult{Bench: "query", What: f.short + " overhead of the mean over direct DSL", Value: (ms(f.mean)/ms(f.dmean) - 1) * 100, Unit: "%", Note: size},
-			benchResult{Bench: "query", What: f.short + " handler time over took", Value: overTook, Unit: "%", Goal: "≤ 20%", Met: met(overTook <= 20), Note: size},
+			benchResult{Bench: "query", What: f.short + " handler time over took", Value: overTook, Unit: "%", Note: size},
 		)
 	}
 	overTook := (wall - took) / took * 100
-	results = append(results, benchResult{Bench: "query", What: "handler time over took, all kinds", Value: overTook, Unit: "%",
-		Goal: "≤ 20%", Met: met(overTook <= 20), Note: size})
+	// took leaves out the network and the encoding any client pays: the goal is the direct client's
+	// time (above); this stays as a figure.
+	results = append(results, benchResult{Bench: "query", What: "handler time over took, all kinds", Value: overTook, Unit: "%", Note: size})
 	recordBench(t, results...)
 }
 
