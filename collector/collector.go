@@ -473,6 +473,7 @@ const controlPlaneTimeout = 2 * time.Minute
 func (c *Collector) applyConfig(ctx context.Context, cfg config) map[string]verdict {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	cfg.digest = admittedDigest(cfg.digest, cfg.objects, c.verdicts)
 	if cfg.digest == c.digest {
 		return c.verdicts
 	}
@@ -492,6 +493,9 @@ func (c *Collector) applyConfig(ctx context.Context, cfg config) map[string]verd
 		if v.condition.Status != metav1.ConditionTrue {
 			c.log.Warn("ResourceRegistry object not collected", "registry", name, "reason", v.condition.Message)
 		}
+	}
+	if c.registries != nil {
+		c.registries.warnIgnored(cfg.objects, verdicts)
 	}
 	c.apply(ctx, c.held(c.plan), c.held(plan))
 	c.plan, c.digest, c.verdicts = plan, cfg.digest, verdicts
