@@ -166,11 +166,12 @@ func (k *karmadaRegistries) warnIgnored(objs []registryObject, verdicts map[stri
 	}
 }
 
-// admittedDigest is d with, for each object the plan in force (verdicts) refuses as it is, its
-// status.admitted as read: such a record decides what is collected (admitObjects), and whether an
-// object is refused changes only with what d covers, so a record written for an admitted object
-// (every admission writes one) is no change, while one planted in, or written by another replica
-// into, a refused object's status is.
+// admittedDigest is d (digestRegistryObjects and the rest of a check's reads) with, for each object
+// a plan (verdicts) refuses as it is, its status.admitted as read: such a record decides what is
+// collected (admitObjects), and whether an object is refused changes only with what d covers, so a
+// record written for an admitted object (every admission writes one) is no change, while one
+// planted in, or written by another replica into, a refused object's status is. The digest in
+// force is taken with the verdicts of its own plan, and each check's with those same verdicts.
 func admittedDigest(d [32]byte, objs []registryObject, verdicts map[string]verdict) [32]byte {
 	h := sha256.New()
 	h.Write(d[:])
@@ -430,8 +431,8 @@ func collectedGeneration(v verdict) int64 {
 
 // withAdmitted is the status.admitted record of the version v collects (registry.AdmittedGeneration,
 // as JSON values), and whether the object's status holds another. Nothing is collected, nothing to
-// record: a record there is left as it is, so that the generation it names comes back once what
-// refuses it (a conflict with another object) is gone, as it would in a collector that remembers it.
+// record: a record there is left as it is (it is not used while it is refused), so that the
+// generation it names comes back once what refuses it beside the others (a conflict) is gone.
 func withAdmitted(obj *unstructured.Unstructured, v verdict) (map[string]any, bool, error) {
 	if v.inEffect == nil {
 		return nil, false, nil
@@ -563,7 +564,9 @@ func (k *karmadaRegistries) drain(ctx context.Context, w watch.Interface, rv str
 // (registry.SpecDigest). A status written is no change: without this, every status a collector
 // writes is a full check of the control plane (the Cluster objects and a Secret per member) for
 // every collector watching, and replicas whose conditions differ would answer each other's
-// writes at once, forever.
+// writes at once, forever. A status.admitted another replica writes into a refused object's
+// status (from its memory: admitObjects) is no signal either: the next --reload-interval check
+// reads it, and the replicas' conditions agree from then on.
 type seenObjects map[types.UID]string
 
 // changes says whether ev may change what is collected, and remembers the object.
