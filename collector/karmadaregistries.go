@@ -54,6 +54,9 @@ type karmadaRegistries struct {
 	source string // the kubeconfig, for errors
 	client dynamic.NamespaceableResourceInterface
 	log    *slog.Logger
+	// pruned: the control plane dropped the last status.admitted written (a CRD from before it), so
+	// a record alone is not written again at every check, only beside a condition. report's only.
+	pruned bool
 }
 
 func newKarmadaRegistries(kubeconfig string, cfg *rest.Config, log *slog.Logger) (*karmadaRegistries, error) {
@@ -393,7 +396,7 @@ func (k *karmadaRegistries) report(ctx context.Context, objs []registryObject, v
 			k.log.Warn("ResourceRegistry status not written", "registry", o.obj.GetName(), "err", err)
 			continue
 		}
-		if !changed && !recordChanged {
+		if !changed && (!recordChanged || k.pruned) {
 			continue
 		}
 		obj := o.obj.DeepCopy()
@@ -407,8 +410,16 @@ func (k *karmadaRegistries) report(ctx context.Context, objs []registryObject, v
 				continue
 			}
 		}
-		_, err = k.client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: "kubesearch-collector"})
+		written, err := k.client.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: "kubesearch-collector"})
 		switch {
+		case err == nil && recordChanged:
+			_, kept, _ := unstructured.NestedFieldNoCopy(written.Object, "status", statusAdmitted)
+			if !kept && !k.pruned {
+				k.log.Warn("the control plane drops status."+statusAdmitted+" (its ResourceRegistry CRD predates it): a restarted collector or another replica will not keep a refused object's earlier generation; apply deploy/karmada/ there",
+					"registry", o.obj.GetName())
+			}
+			k.pruned = !kept
+			fallthrough
 		case err == nil:
 			k.log.Info("ResourceRegistry status written", "registry", o.obj.GetName(), "accepted", v.condition.Status, "message", v.condition.Message,
 				"collected", collectedGeneration(v))

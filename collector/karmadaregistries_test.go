@@ -703,3 +703,31 @@ func TestKarmadaRegistriesAdmittedDigest(t *testing.T) {
 		t.Error("a record written for a refused object left the digest as it was")
 	}
 }
+
+// TestKarmadaRegistriesAdmittedPruned: a control plane whose CRD predates status.admitted drops it
+// from every status written. The collector says so once, and does not write the record alone again
+// at every check (which it would forever, the record never read back), only beside a condition.
+func TestKarmadaRegistriesAdmittedPruned(t *testing.T) {
+	k, dyn := newFakeRegistries(storedRegistry("pods", 1, selectors("Pod")))
+	var logs strings.Builder
+	k.log = slog.New(slog.NewTextHandler(&logs, nil))
+	dyn.PrependReactor("update", registryObjects.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" {
+			obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured)
+			unstructured.RemoveNestedField(obj.Object, "status", statusAdmitted)
+		}
+		return false, nil, nil
+	})
+	objs, err := k.read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, verdicts := admitObjects(nil, objs, []registry.Cluster{kubeconfigClusterFor("member1")}, nil)
+	k.report(t.Context(), objs, verdicts)
+	if !strings.Contains(logs.String(), "drops status.admitted") {
+		t.Errorf("no warning that the record is dropped: %s", logs.String())
+	}
+	if w := reportAgain(t, k, dyn, verdicts); len(dyn.Actions()) != 1 {
+		t.Errorf("wrote the dropped record again (%d actions): %v", len(dyn.Actions()), w)
+	}
+}
