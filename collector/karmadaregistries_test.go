@@ -731,3 +731,24 @@ func TestKarmadaRegistriesAdmittedPruned(t *testing.T) {
 		t.Errorf("wrote the dropped record again (%d actions): %v", len(dyn.Actions()), w)
 	}
 }
+
+// TestKarmadaRegistriesAdmittedUndecodableEdit: an edit that does not even decode (a field
+// kubesearch does not know) keeps the recorded generation collected as an invalid one does, in a
+// collector that never saw it.
+func TestKarmadaRegistriesAdmittedUndecodableEdit(t *testing.T) {
+	spec := selectors("Pod")
+	spec["resourceSelector"] = []any{}
+	k, _ := newFakeRegistries(withAdmittedRecord(storedRegistry("pods", 2, spec), "uid-pods", 1, selectors("ConfigMap")))
+	objs, err := k.read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted, verdicts := admitObjects(nil, objs, []registry.Cluster{kubeconfigClusterFor("member1")}, nil)
+	if len(admitted) != 1 || admitted[0].Generation != 1 || admitted[0].Spec.ResourceSelectors[0].Kind != "ConfigMap" {
+		t.Fatalf("admitted %+v, want the recorded generation 1", admitted)
+	}
+	if c := verdicts["pods"].condition; !strings.Contains(c.Message, `unknown field "spec.resourceSelector"`) ||
+		!strings.Contains(c.Message, "generation 1, admitted before, is collected still") {
+		t.Errorf("condition %q", c.Message)
+	}
+}
