@@ -269,9 +269,12 @@ func New(opts Options) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.plan, c.digest, c.skipped, c.verdicts = plan, cfg.digest, cfg.members.skipped, verdicts
+	c.plan, c.digest, c.skipped, c.verdicts = plan, admittedDigest(cfg.digest, cfg.objects, verdicts), cfg.members.skipped, verdicts
 	for _, s := range c.skipped {
 		c.log.Warn("member cluster not collected", "cluster", s.Name, "reason", s.Reason)
+	}
+	if c.registries != nil {
+		c.registries.warnIgnored(cfg.objects, verdicts)
 	}
 	c.kafka = opts.Stream
 	if c.kafka == nil {
@@ -473,7 +476,7 @@ const controlPlaneTimeout = 2 * time.Minute
 func (c *Collector) applyConfig(ctx context.Context, cfg config) map[string]verdict {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cfg.digest == c.digest {
+	if admittedDigest(cfg.digest, cfg.objects, c.verdicts) == c.digest {
 		return c.verdicts
 	}
 	plan, verdicts, err := c.loadPlan(cfg)
@@ -493,8 +496,11 @@ func (c *Collector) applyConfig(ctx context.Context, cfg config) map[string]verd
 			c.log.Warn("ResourceRegistry object not collected", "registry", name, "reason", v.condition.Message)
 		}
 	}
+	if c.registries != nil {
+		c.registries.warnIgnored(cfg.objects, verdicts)
+	}
 	c.apply(ctx, c.held(c.plan), c.held(plan))
-	c.plan, c.digest, c.verdicts = plan, cfg.digest, verdicts
+	c.plan, c.digest, c.verdicts = plan, admittedDigest(cfg.digest, cfg.objects, verdicts), verdicts
 	return verdicts
 }
 

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -224,7 +226,7 @@ func TestKarmadaRegistriesInvalidEdit(t *testing.T) {
 		t.Errorf("after the fix: admitted %+v, verdict %+v", admitted, verdicts["pods"])
 	}
 
-	// Without a memory (a restart), the invalid object is not collected.
+	// With neither a memory nor a record in its status, the invalid object is not collected.
 	admitted, _ = admitObjects(nil, read(storedRegistry("pods", 2, selectors(""))), clusters, nil)
 	if len(admitted) != 0 {
 		t.Errorf("without an earlier generation: admitted %+v", admitted)
@@ -407,5 +409,346 @@ func TestKarmadaRegistriesStatusNotDecoded(t *testing.T) {
 	admitted, verdicts := admitObjects(nil, objs, []registry.Cluster{kubeconfigClusterFor("member1")}, nil)
 	if len(admitted) != 1 || verdicts["pods"].condition.Status != metav1.ConditionTrue {
 		t.Errorf("admitted %d, verdict %+v: want pods admitted", len(admitted), verdicts["pods"].condition)
+	}
+}
+
+// withAdmittedRecord sets an object's status.admitted as the collector writes it.
+func withAdmittedRecord(obj *unstructured.Unstructured, uid string, generation int64, spec map[string]any) *unstructured.Unstructured {
+	status, _ := obj.Object["status"].(map[string]any)
+	if status == nil {
+		status = map[string]any{}
+		obj.Object["status"] = status
+	}
+	status[statusAdmitted] = map[string]any{"uid": uid, "generation": generation, "spec": spec}
+	return obj
+}
+
+// editSpec stores a new generation of an object with spec, its status kept, as the control plane
+// does for an edit.
+func editSpec(t *testing.T, dyn *dynamicfake.FakeDynamicClient, name string, spec map[string]any) {
+	t.Helper()
+	obj, err := dyn.Resource(registryObjects).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.Object["spec"] = spec
+	obj.SetGeneration(obj.GetGeneration() + 1)
+	if _, err := dyn.Resource(registryObjects).Update(t.Context(), obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// storedAsJSON makes the fake hold its objects as the control plane answers them: decoded from
+// JSON, numbers included.
+func storedAsJSON(t *testing.T, dyn *dynamicfake.FakeDynamicClient, name string) {
+	t.Helper()
+	stored, err := dyn.Resource(registryObjects).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := stored.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := &unstructured.Unstructured{}
+	if err := back.UnmarshalJSON(data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(registryObjects).Update(t.Context(), back, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// admittedWritten is the status.admitted (as JSON) of each object a status write carried, by name.
+func admittedWritten(t *testing.T, dyn *dynamicfake.FakeDynamicClient) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, a := range dyn.Actions() {
+		u, ok := a.(k8stesting.UpdateAction)
+		if !ok || a.GetSubresource() != "status" {
+			continue
+		}
+		obj := u.GetObject().(*unstructured.Unstructured)
+		out[obj.GetName()] = admittedJSON(t, obj)
+	}
+	return out
+}
+
+func admittedJSON(t *testing.T, obj *unstructured.Unstructured) []byte {
+	t.Helper()
+	raw, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", statusAdmitted)
+	if !ok {
+		return nil
+	}
+	data, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func decodeRecord(t *testing.T, data []byte) registry.AdmittedGeneration {
+	t.Helper()
+	rec, err := registry.DecodeAdmitted(data, "status.admitted")
+	if err != nil {
+		t.Fatalf("status.admitted %s does not decode: %v", data, err)
+	}
+	return rec
+}
+
+// TestKarmadaRegistriesAdmittedInStatus: the generation a collector collects is recorded in the
+// object's status beside the condition, in one write, and not written again while it holds; a
+// collector without any memory of the object (a restarted one, another replica under a lease)
+// reads it there when an edit is refused, keeps that generation collected, and computes the
+// condition the remembering collector wrote, so it writes nothing.
+func TestKarmadaRegistriesAdmittedInStatus(t *testing.T) {
+	clusters := []registry.Cluster{kubeconfigClusterFor("member1")}
+	k, dyn := newFakeRegistries(storedRegistry("pods", 1, selectors("Pod")))
+	plan := func(objs []registryObject, last map[types.UID]registry.ResourceRegistry) ([]registry.ResourceRegistry, map[string]verdict) {
+		admitted, verdicts := admitObjects(nil, objs, clusters, last)
+		p, err := registry.NewPlan(admitted, clusters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		describeAdmitted(verdicts, p)
+		return admitted, verdicts
+	}
+	read := func() []registryObject {
+		objs, err := k.read(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return objs
+	}
+
+	// Admitted: condition and record in one write.
+	_, first := plan(read(), nil)
+	dyn.ClearActions()
+	k.report(t.Context(), read(), first)
+	raw := admittedWritten(t, dyn)["pods"]
+	if writes := statusWrites(t, dyn); len(dyn.Actions()) != 2 || len(writes) != 1 || raw == nil || writes["pods"].Status != metav1.ConditionTrue {
+		t.Fatalf("wrote conditions %v, admitted %s: want Accepted=True and the admitted generation in one write", writes, raw)
+	}
+	if rec := decodeRecord(t, raw); rec.UID != "uid-pods" || rec.Generation != 1 || len(rec.Spec.ResourceSelectors) != 1 || rec.Spec.ResourceSelectors[0].Kind != "Pod" {
+		t.Errorf("status.admitted %s, want uid-pods, generation 1 selecting Pods", raw)
+	}
+	// Read back as the control plane answers it (JSON): nothing to write again.
+	storedAsJSON(t, dyn, "pods")
+	if w := reportAgain(t, k, dyn, first); len(w) != 0 || len(dyn.Actions()) != 1 {
+		t.Errorf("wrote again although the status holds (%d actions): %v", len(dyn.Actions()), w)
+	}
+
+	// An invalid edit, judged by the collector that admitted generation 1 (it remembers it).
+	editSpec(t, dyn, "pods", selectors(""))
+	remembering, verdicts := plan(read(), remember(first))
+	if len(remembering) != 1 || remembering[0].Generation != 1 {
+		t.Fatalf("remembering collector collects %+v, want generation 1", remembering)
+	}
+	dyn.ClearActions()
+	k.report(t.Context(), read(), verdicts)
+	want := verdicts["pods"].condition
+	if w := statusWrites(t, dyn); w["pods"].Message != want.Message {
+		t.Fatalf("remembering collector wrote %v, want %q", w, want.Message)
+	}
+	if got := admittedWritten(t, dyn)["pods"]; !bytes.Equal(got, raw) {
+		t.Errorf("status.admitted %s written, want %s as it was: generation 1 is still the one collected", got, raw)
+	}
+	storedAsJSON(t, dyn, "pods")
+
+	// A collector that never saw generation 1: the status says what was admitted.
+	fresh, freshVerdicts := plan(read(), nil)
+	if len(fresh) != 1 || fresh[0].Generation != 1 || fresh[0].Spec.ResourceSelectors[0].Kind != "Pod" || fresh[0].UID != "uid-pods" {
+		t.Fatalf("fresh collector collects %+v, want generation 1 selecting Pods", fresh)
+	}
+	got := freshVerdicts["pods"].condition
+	if got.Status != want.Status || got.Reason != want.Reason || got.Message != want.Message || got.ObservedGeneration != want.ObservedGeneration {
+		t.Errorf("fresh collector's condition %+v, want the remembering one's %+v", got, want)
+	}
+	if !strings.Contains(got.Message, "generation 1, admitted before, is collected still") {
+		t.Errorf("condition %q", got.Message)
+	}
+	if w := reportAgain(t, k, dyn, freshVerdicts); len(dyn.Actions()) != 1 {
+		t.Errorf("the fresh collector rewrote the remembering one's status: %v (%d actions)", w, len(dyn.Actions()))
+	}
+
+	// Fixed: the new generation is collected and recorded.
+	editSpec(t, dyn, "pods", selectors("ConfigMap"))
+	_, fixed := plan(read(), nil)
+	dyn.ClearActions()
+	k.report(t.Context(), read(), fixed)
+	if rec := decodeRecord(t, admittedWritten(t, dyn)["pods"]); rec.Generation != 3 || rec.Spec.ResourceSelectors[0].Kind != "ConfigMap" {
+		t.Errorf("after the fix, status.admitted %+v, want generation 3 selecting ConfigMaps", rec)
+	}
+}
+
+// TestKarmadaRegistriesAdmittedNewerInMemory: a record not written yet (its write lost to a
+// conflict) is bridged by the collector's memory when that holds a newer generation than the
+// status, and written there, so that every collector reads it next.
+func TestKarmadaRegistriesAdmittedNewerInMemory(t *testing.T) {
+	clusters := []registry.Cluster{kubeconfigClusterFor("member1")}
+	k, dyn := newFakeRegistries(withAdmittedRecord(storedRegistry("pods", 3, selectors("")), "uid-pods", 1, selectors("Pod")))
+	objs, err := k.read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	remembered := registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "pods", UID: "uid-pods", Generation: 2},
+		Spec: registry.ResourceRegistrySpec{ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "ConfigMap"}}}}
+	admitted, verdicts := admitObjects(nil, objs, clusters, map[types.UID]registry.ResourceRegistry{"uid-pods": remembered})
+	if len(admitted) != 1 || admitted[0].Generation != 2 {
+		t.Fatalf("admitted %+v, want the remembered generation 2", admitted)
+	}
+	dyn.ClearActions()
+	k.report(t.Context(), objs, verdicts)
+	if rec := decodeRecord(t, admittedWritten(t, dyn)["pods"]); rec.Generation != 2 || rec.Spec.ResourceSelectors[0].Kind != "ConfigMap" {
+		t.Errorf("status.admitted written %+v, want generation 2", rec)
+	}
+
+	// An older memory than the status: the status.
+	remembered.Generation = 1
+	admitted, _ = admitObjects(nil, objs, clusters, map[types.UID]registry.ResourceRegistry{"uid-pods": remembered})
+	if len(admitted) != 1 || admitted[0].Spec.ResourceSelectors[0].Kind != "Pod" {
+		t.Errorf("admitted %+v, want the status's generation 1 (Pods)", admitted)
+	}
+}
+
+// TestKarmadaRegistriesAdmittedIgnored: a status.admitted that cannot be the object's earlier
+// generation is never collected, and the collector says why: recorded for another uid (an object
+// deleted and created again under its name, its status restored), of a generation the object has
+// not reached, or undecodable. One that decodes but is invalid (planted by whoever may write the
+// status) is judged as a spec is, and refused, the condition saying so: a status writer can make a
+// refused object collect only what the object itself could.
+func TestKarmadaRegistriesAdmittedIgnored(t *testing.T) {
+	clusters := []registry.Cluster{kubeconfigClusterFor("member1")}
+	undecodable := selectors("Pod")
+	undecodable["resourceSelector"] = []any{}
+	for _, tt := range []struct {
+		name      string
+		obj       *unstructured.Unstructured
+		logged    string // in the warning, "" for none
+		condition string
+	}{
+		{name: "another uid", obj: withAdmittedRecord(storedRegistry("pods", 2, selectors("")), "uid-before", 1, selectors("Pod")),
+			logged: `recorded for uid \"uid-before\", not this object's \"uid-pods\"`, condition: "not collected: spec.resourceSelectors[0].kind: Required value"},
+		{name: "a generation ahead", obj: withAdmittedRecord(storedRegistry("pods", 2, selectors("")), "uid-pods", 3, selectors("Pod")),
+			logged: "generation 3, which the object (generation 2) has not had", condition: "not collected: spec.resourceSelectors[0].kind"},
+		{name: "the current generation", obj: withAdmittedRecord(storedRegistry("pods", 2, selectors("")), "uid-pods", 2, selectors("Pod")),
+			condition: "not collected: spec.resourceSelectors[0].kind"},
+		{name: "undecodable", obj: withAdmittedRecord(storedRegistry("pods", 2, selectors("")), "uid-pods", 1, undecodable),
+			logged: `unknown field \"spec.resourceSelector\"`, condition: "not collected: spec.resourceSelectors[0].kind"},
+		{name: "not an object", obj: func() *unstructured.Unstructured {
+			o := storedRegistry("pods", 2, selectors(""))
+			o.Object["status"] = map[string]any{statusAdmitted: "generation 1"}
+			return o
+		}(), logged: "status.admitted", condition: "not collected: spec.resourceSelectors[0].kind"},
+		{name: "planted invalid", obj: withAdmittedRecord(storedRegistry("pods", 2, selectors("")), "uid-pods", 1, selectors("Pod", "")),
+			condition: "generation 2 not collected: spec.resourceSelectors[0].kind: Required value: e.g. Deployment; generation 1, admitted before, is not collected either: spec.resourceSelectors[1].kind: Required value"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs strings.Builder
+			k, dyn := newFakeRegistries(tt.obj)
+			k.log = slog.New(slog.NewTextHandler(&logs, nil))
+			objs, err := k.read(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			admitted, verdicts := admitObjects(nil, objs, clusters, nil)
+			if len(admitted) != 0 {
+				t.Errorf("admitted %+v, want nothing", admitted)
+			}
+			if c := verdicts["pods"].condition; c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, tt.condition) {
+				t.Errorf("condition %+v, want a refusal saying %q", c, tt.condition)
+			}
+			k.warnIgnored(objs, verdicts)
+			switch {
+			case tt.logged == "" && logs.Len() > 0:
+				t.Errorf("logged %s", logs.String())
+			case tt.logged != "" && (!strings.Contains(logs.String(), "status.admitted ignored") || !strings.Contains(logs.String(), tt.logged)):
+				t.Errorf("log %q, want the record ignored because %q", logs.String(), tt.logged)
+			}
+			// The record is left as it is: nothing collected, nothing to record.
+			dyn.ClearActions()
+			k.report(t.Context(), objs, verdicts)
+			if got, was := admittedWritten(t, dyn)["pods"], admittedJSON(t, tt.obj); !bytes.Equal(got, was) {
+				t.Errorf("status.admitted %s written over %s", got, was)
+			}
+		})
+	}
+}
+
+// TestKarmadaRegistriesAdmittedDigest: a record decides a plan only for an object the plan in force
+// refuses, so only such a record's change makes the next check plan again; a record written for an
+// admitted object (every admission writes one) does not.
+func TestKarmadaRegistriesAdmittedDigest(t *testing.T) {
+	clusters := []registry.Cluster{kubeconfigClusterFor("member1")}
+	read := func(objs ...*unstructured.Unstructured) []registryObject {
+		k, _ := newFakeRegistries(objs...)
+		out, err := k.read(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	var base [32]byte
+	good := read(storedRegistry("pods", 2, selectors("Pod")))
+	_, verdicts := admitObjects(nil, good, clusters, nil)
+	recorded := read(withAdmittedRecord(storedRegistry("pods", 2, selectors("Pod")), "uid-pods", 2, selectors("Pod")))
+	if admittedDigest(base, good, verdicts) != admittedDigest(base, recorded, verdicts) {
+		t.Error("the record written for an admitted object changed the digest")
+	}
+
+	bad := read(storedRegistry("pods", 2, selectors("")))
+	_, verdicts = admitObjects(nil, bad, clusters, nil)
+	planted := read(withAdmittedRecord(storedRegistry("pods", 2, selectors("")), "uid-pods", 1, selectors("Pod")))
+	if admittedDigest(base, bad, verdicts) == admittedDigest(base, planted, verdicts) {
+		t.Error("a record written for a refused object left the digest as it was")
+	}
+}
+
+// TestKarmadaRegistriesAdmittedPruned: a control plane whose CRD predates status.admitted drops it
+// from every status written. The collector says so once, and does not write the record alone again
+// at every check (which it would forever, the record never read back), only beside a condition.
+func TestKarmadaRegistriesAdmittedPruned(t *testing.T) {
+	k, dyn := newFakeRegistries(storedRegistry("pods", 1, selectors("Pod")))
+	var logs strings.Builder
+	k.log = slog.New(slog.NewTextHandler(&logs, nil))
+	dyn.PrependReactor("update", registryObjects.Resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" {
+			obj := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured)
+			unstructured.RemoveNestedField(obj.Object, "status", statusAdmitted)
+		}
+		return false, nil, nil
+	})
+	objs, err := k.read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, verdicts := admitObjects(nil, objs, []registry.Cluster{kubeconfigClusterFor("member1")}, nil)
+	k.report(t.Context(), objs, verdicts)
+	if !strings.Contains(logs.String(), "drops status.admitted") {
+		t.Errorf("no warning that the record is dropped: %s", logs.String())
+	}
+	if w := reportAgain(t, k, dyn, verdicts); len(dyn.Actions()) != 1 {
+		t.Errorf("wrote the dropped record again (%d actions): %v", len(dyn.Actions()), w)
+	}
+}
+
+// TestKarmadaRegistriesAdmittedUndecodableEdit: an edit that does not even decode (a field
+// kubesearch does not know) keeps the recorded generation collected as an invalid one does, in a
+// collector that never saw it.
+func TestKarmadaRegistriesAdmittedUndecodableEdit(t *testing.T) {
+	spec := selectors("Pod")
+	spec["resourceSelector"] = []any{}
+	k, _ := newFakeRegistries(withAdmittedRecord(storedRegistry("pods", 2, spec), "uid-pods", 1, selectors("ConfigMap")))
+	objs, err := k.read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted, verdicts := admitObjects(nil, objs, []registry.Cluster{kubeconfigClusterFor("member1")}, nil)
+	if len(admitted) != 1 || admitted[0].Generation != 1 || admitted[0].Spec.ResourceSelectors[0].Kind != "ConfigMap" {
+		t.Fatalf("admitted %+v, want the recorded generation 1", admitted)
+	}
+	if c := verdicts["pods"].condition; !strings.Contains(c.Message, `unknown field "spec.resourceSelector"`) ||
+		!strings.Contains(c.Message, "generation 1, admitted before, is collected still") {
+		t.Errorf("condition %q", c.Message)
 	}
 }

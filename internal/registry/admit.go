@@ -181,6 +181,16 @@ func FromObject(data []byte, source string) (ResourceRegistry, error) {
 	return r, nil
 }
 
+// DecodeAdmitted decodes an AdmittedGeneration from JSON (an object's status.admitted), strictly, as
+// FromObject decodes the spec: whoever may write the status may write anything there.
+func DecodeAdmitted(data []byte, source string) (AdmittedGeneration, error) {
+	var a AdmittedGeneration
+	if err := decodeStrict(data, &a, source); err != nil {
+		return AdmittedGeneration{}, err
+	}
+	return a, nil
+}
+
 // SpecDigest is what of a registry object decides what is collected, for telling whether a reload has
 // anything to do: name, uid, creation time (Admit's order), the Secret data annotation and the spec.
 // Status and the rest of metadata are left out, so writing a status does not count as a change.

@@ -90,7 +90,8 @@ func TestLoadList(t *testing.T) {
 	if !reflect.DeepEqual(r.Spec.TargetCluster.FieldSelector, wantFields) {
 		t.Errorf("fieldSelector = %+v", r.Spec.TargetCluster.FieldSelector)
 	}
-	if len(r.Status.Conditions) != 1 {
+	// Exported from kubesearch's store: the status carries kubesearch's admitted generation too.
+	if len(r.Status.Conditions) != 1 || r.Status.Admitted == nil || r.Status.Admitted.Generation != 1 {
 		t.Errorf("status not decoded: %+v", r.Status)
 	}
 }

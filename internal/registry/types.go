@@ -3,6 +3,7 @@ package registry
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The types below copy Karmada's search.karmada.io/v1alpha1 ResourceRegistry field for field (with
@@ -101,9 +102,24 @@ type LocalSecretReference struct {
 	Name      string `json:"name"`
 }
 
-// ResourceRegistryStatus is Karmada's status; kept for decoding only.
+// ResourceRegistryStatus is Karmada's status, and kubesearch's extension of it (Admitted); kept for
+// decoding only: a file's status is never read.
 type ResourceRegistryStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Admitted is not Karmada's (its status has conditions only): the collector records there the
+	// generation of an object it collects, so that whichever collector reads the object next (a
+	// restarted one, another replica) keeps that generation collected when an edit after it is
+	// refused. Objects exported from kubesearch's store carry it.
+	Admitted *AdmittedGeneration `json:"admitted,omitempty"`
+}
+
+// AdmittedGeneration is one generation of a ResourceRegistry object as the collector admitted it:
+// the object's uid (a status restored or copied onto another object is not its), the generation
+// and its spec.
+type AdmittedGeneration struct {
+	UID        types.UID            `json:"uid"`
+	Generation int64                `json:"generation"`
+	Spec       ResourceRegistrySpec `json:"spec"`
 }
 
 // resourceRegistryList is Karmada's list type, and also the shape of a `kind: List` document.

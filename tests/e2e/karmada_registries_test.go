@@ -30,9 +30,11 @@ import (
 // standalone --karmada-kubeconfig --karmada-registries` runs as the aggregated API server of
 // search.karmada.io (the APIService), storing the objects in the project's CRD
 // (deploy/karmada); its members are Cluster objects. Created, a registry is collected within
-// seconds and its status says Accepted with the members it selects; edited to fewer members, the
-// others' documents are purged; an invalid edit keeps the generation admitted before; an invalid
-// new one is Accepted=False naming the field and changes nothing; deleted, its documents are purged. The query API serves the objects to the control
+// seconds and its status says Accepted with the members it selects, and records the generation
+// collected (status.admitted); edited to fewer members, the others' documents are purged; an
+// invalid edit keeps the generation admitted before, also across a restart of the process (which
+// reads it from the status); an invalid new one is Accepted=False naming the field and changes
+// nothing; deleted, its documents are purged. The query API serves the objects to the control
 // plane's front proxy only.
 func TestKarmadaRegistries(t *testing.T) {
 	env := testbed.Get(t)
@@ -57,10 +59,11 @@ func TestKarmadaRegistries(t *testing.T) {
 	port := freePort(t)
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
 	// No --registry: the control plane's objects are the whole configuration (none yet).
-	p := startProcess(t, "standalone", "standalone", "--karmada-kubeconfig", plane.Kubeconfig, "--karmada-registries",
+	args := []string{"standalone", "--karmada-kubeconfig", plane.Kubeconfig, "--karmada-registries",
 		"--data-dir", filepath.Join(dir, "data"), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--anonymous=false", "--token-auth-file", tokens, "--tls-cert-file", certFile, "--tls-private-key-file", keyFile,
-		"--requestheader-client-ca-file", plane.FrontProxyCA, "--requestheader-allowed-names", "front-proxy-client")
+		"--requestheader-client-ca-file", plane.FrontProxyCA, "--requestheader-allowed-names", "front-proxy-client"}
+	p := startProcess(t, "standalone", args...)
 	defer func() {
 		if err := p.stop(30 * time.Second); err != nil {
 			t.Errorf("standalone: %v\n%s", err, p.output())
@@ -99,21 +102,51 @@ func TestKarmadaRegistries(t *testing.T) {
 			return err == nil && slices.Equal(got, want), nil
 		})
 	}
-	accepted := func(ctx context.Context, name string) (metav1.Condition, string, error) {
+	// stored is an object as the control plane answers it, with the part of its status kubesearch
+	// writes: the condition Accepted and status.admitted (the generation collected).
+	type stored struct {
+		APIVersion string `json:"apiVersion"`
+		Metadata   struct {
+			UID        string `json:"uid"`
+			Generation int64  `json:"generation"`
+		} `json:"metadata"`
+		Status struct {
+			Conditions []metav1.Condition `json:"conditions"`
+			Admitted   *struct {
+				UID        string `json:"uid"`
+				Generation int64  `json:"generation"`
+				Spec       struct {
+					TargetCluster struct {
+						ClusterNames []string `json:"clusterNames"`
+					} `json:"targetCluster"`
+				} `json:"spec"`
+			} `json:"admitted"`
+		} `json:"status"`
+	}
+	get := func(ctx context.Context, name string) (stored, error) {
+		var obj stored
 		out, err := admin(ctx, "get", "resourceregistries.search.karmada.io", name, "-o", "json")
 		if err != nil {
-			return metav1.Condition{}, "", err
+			return obj, err
 		}
-		var obj struct {
-			APIVersion string `json:"apiVersion"`
-			Metadata   struct {
-				Generation int64 `json:"generation"`
-			} `json:"metadata"`
-			Status struct {
-				Conditions []metav1.Condition `json:"conditions"`
-			} `json:"status"`
-		}
-		if err := json.Unmarshal([]byte(out), &obj); err != nil {
+		return obj, json.Unmarshal([]byte(out), &obj)
+	}
+	// collected waits until status.admitted names generation (of the object's current uid) and
+	// returns the clusters its spec names.
+	collected := func(t *testing.T, name string, generation func(current int64) int64) []string {
+		t.Helper()
+		var obj stored
+		pollUntil(t, "status.admitted of the generation collected", 30*time.Second, func(ctx context.Context) (bool, error) {
+			var err error
+			obj, err = get(ctx, name)
+			return err == nil && obj.Status.Admitted != nil && obj.Status.Admitted.UID == obj.Metadata.UID &&
+				obj.Status.Admitted.Generation == generation(obj.Metadata.Generation), nil
+		})
+		return obj.Status.Admitted.Spec.TargetCluster.ClusterNames
+	}
+	accepted := func(ctx context.Context, name string) (metav1.Condition, string, error) {
+		obj, err := get(ctx, name)
+		if err != nil {
 			return metav1.Condition{}, "", err
 		}
 		for _, c := range obj.Status.Conditions {
@@ -166,6 +199,11 @@ spec:
 		if want := "selects resources of 2 member clusters"; !strings.Contains(c.Message, want) {
 			t.Errorf("message %q, want %q", c.Message, want)
 		}
+		// Beside the condition, the generation collected: the current one.
+		current := func(g int64) int64 { return g }
+		if got := collected(t, registry, current); len(got) != 2 {
+			t.Errorf("status.admitted names clusters %v, want both members", got)
+		}
 	})
 
 	t.Run("edited to one member, the other's documents are purged", func(t *testing.T) {
@@ -200,6 +238,31 @@ spec:
 		}
 		kept = append(kept, first+"/probe-late")
 		waitIndexed("the earlier generation still collecting", kept)
+		// The status records the generation before the invalid edit as the one collected.
+		previous := func(g int64) int64 { return g - 1 }
+		if got := collected(t, registry, previous); !slices.Equal(got, []string{first}) {
+			t.Errorf("status.admitted names clusters %v, want [%s] (the generation before the invalid edit)", got, first)
+		}
+	})
+
+	t.Run("restarted while the edit is refused, it keeps collecting the earlier generation", func(t *testing.T) {
+		// The restarted process has no memory of the earlier generation: only the status has it.
+		if err := p.stop(30 * time.Second); err != nil {
+			t.Fatalf("SIGTERM: %v\n%s", err, p.output())
+		}
+		p = startProcess(t, "standalone", args...)
+		waitReadyz(t, client, base)
+		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, names[first]))
+		after := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-restarted", Namespace: ns}}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), after, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, first+"/probe-restarted")
+		waitIndexed("the earlier generation collected after the restart", kept)
+		c, _, err := accepted(t.Context(), registry)
+		if err != nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "admitted before, is collected still") {
+			t.Errorf("condition after the restart %+v (%v), want Accepted=False saying the earlier generation is collected still", c, err)
+		}
 	})
 
 	t.Run("an invalid registry is refused in its status and changes nothing", func(t *testing.T) {
