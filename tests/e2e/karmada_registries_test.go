@@ -64,6 +64,7 @@ func TestKarmadaRegistries(t *testing.T) {
 		"--anonymous=false", "--token-auth-file", tokens, "--tls-cert-file", certFile, "--tls-private-key-file", keyFile,
 		"--requestheader-client-ca-file", plane.FrontProxyCA, "--requestheader-allowed-names", "front-proxy-client"}
 	p := startProcess(t, "standalone", args...)
+	top := t // the test's: a process a subtest starts for the subtests after it must outlive it
 	defer func() {
 		if err := p.stop(30 * time.Second); err != nil {
 			t.Errorf("standalone: %v\n%s", err, p.output())
@@ -160,9 +161,17 @@ func TestKarmadaRegistries(t *testing.T) {
 		t.Helper()
 		file := filepath.Join(dir, name+".yaml")
 		writeFile(t, file, yaml)
-		if out, err := admin(t.Context(), "apply", "-f", file); err != nil {
-			t.Fatalf("kubectl apply through the control plane: %v\n%s", err, out)
-		}
+		// The aggregation layer answers 503 while it holds the APIService unavailable: after the
+		// server behind it restarted, until a check of its own finds it back (it may still act on
+		// a check made while the server was down). That is retried; any other failure is not.
+		var out string
+		pollUntil(t, "kubectl apply through the control plane", time.Minute, func(ctx context.Context) (bool, error) {
+			var err error
+			if out, err = admin(ctx, "apply", "-f", file); err != nil && !strings.Contains(out+err.Error(), "ServiceUnavailable") {
+				return false, fmt.Errorf("%w\n%s", err, out)
+			}
+			return err == nil, nil
+		})
 	}
 	registry := "cms-" + suffix
 	selectorYAML := func(clusters string) string {
@@ -250,7 +259,7 @@ spec:
 		if err := p.stop(30 * time.Second); err != nil {
 			t.Fatalf("SIGTERM: %v\n%s", err, p.output())
 		}
-		p = startProcess(t, "standalone", args...)
+		p = startProcess(top, "standalone", args...)
 		waitReadyz(t, client, base)
 		cs := kubernetes.NewForConfigOrDie(env.RESTConfig(t, names[first]))
 		after := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-restarted", Namespace: ns}}
