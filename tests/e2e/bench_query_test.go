@@ -219,7 +219,7 @@ func TestBenchQuery(t *testing.T) {
 		goal                 time.Duration
 		p50, p99, dp50, dp99 time.Duration
 		mean, dmean, pmean   time.Duration // the API's, the direct client's, the direct client's with a point-in-time
-		took, wall           float64 // this kind's share of the search metrics
+		took, wall           float64       // this kind's share of the search metrics
 	}
 	var figures []figure
 	tookBefore, wallBefore, countBefore := searchMetrics(t, base)
