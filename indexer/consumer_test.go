@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -265,4 +267,134 @@ func (c *consumer) decodeBatch(msgs []stream.Message) *decodedBatch {
 		items[i] = c.decode(m)
 	}
 	return &decodedBatch{msgs: msgs, items: items}
+}
+
+// feedReader hands over the messages sent to it and reports the offsets committed.
+type feedReader struct {
+	msgs      chan stream.Message
+	committed chan int64
+}
+
+func (f *feedReader) Fetch(ctx context.Context) (stream.Message, error) {
+	select {
+	case m := <-f.msgs:
+		return m, nil
+	case <-ctx.Done():
+		return stream.Message{}, ctx.Err()
+	}
+}
+
+func (f *feedReader) Commit(_ context.Context, msgs ...stream.Message) error {
+	for _, m := range msgs {
+		f.committed <- m.Offset
+	}
+	return nil
+}
+
+// heldRefresh is fakeDocs whose first refresh waits for release.
+type heldRefresh struct {
+	*fakeDocs
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (h *heldRefresh) Refresh(ctx context.Context, _ ...string) error {
+	h.once.Do(func() {
+		close(h.entered)
+		<-h.release
+	})
+	return ctx.Err()
+}
+
+// savedRVs records the resourceVersions of the watermarks stored, in order.
+type savedRVs struct {
+	fakeProgress
+	mu  sync.Mutex
+	rvs []int64
+}
+
+func (s *savedRVs) SaveWatermarks(_ context.Context, ws []store.Watermark) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range ws {
+		s.rvs = append(s.rvs, w.ResourceVersion)
+	}
+	return nil
+}
+
+func (s *savedRVs) last() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.rvs) == 0 {
+		return -1
+	}
+	return s.rvs[len(s.rvs)-1]
+}
+
+// TestRunWritesWhileRefreshing: the periodic refresh does not hold the batches back: an event that
+// arrives while a refresh is in flight is written and committed before the refresh ends, and the
+// watermark that refresh stores is what was written when it began, not the later event.
+func TestRunWritesWhileRefreshing(t *testing.T) {
+	docs := &heldRefresh{fakeDocs: &fakeDocs{}, entered: make(chan struct{}), release: make(chan struct{})}
+	r := &feedReader{msgs: make(chan stream.Message, 10), committed: make(chan int64, 10)}
+	saved := &savedRVs{}
+	c := newDecodeConsumer()
+	c.reader, c.dlq, c.docs, c.progress, c.wm = r, &fakeKafka{}, docs, saved, newWatermarks()
+	c.now, c.backoff, c.next = time.Now, defaultBackoff, map[int]int64{}
+	c.batchSize, c.batchBytes, c.batchInterval, c.wmInterval = 10, 1<<20, time.Millisecond, 5*time.Millisecond
+	offset := int64(0)
+	send := func(ev *envelope.Event) int64 {
+		v, err := ev.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		offset++
+		r.msgs <- stream.Message{Topic: "events", Offset: offset, Value: v}
+		return offset
+	}
+	committed := func(want int64) {
+		t.Helper()
+		for {
+			select {
+			case o := <-r.committed:
+				if o == want {
+					return
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("offset %d not committed", want)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.run(ctx, t.Context()) }()
+
+	marker := ev(envelope.Sync, "", 100, "10")
+	marker.V, marker.ObservedAt = envelope.Version, time.Now()
+	count := 0
+	marker.Count = &count
+	committed(send(marker))
+	committed(send(objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p1", "u1", "12", 100)))
+	select {
+	case <-docs.entered: // the tick's refresh of the write at 12 is in flight
+	case <-time.After(10 * time.Second):
+		saved.mu.Lock()
+		t.Fatalf("no refresh started; written %v, stored %v", docs.written, saved.rvs)
+	}
+	committed(send(objectEvent(envelope.Modified, "m1", "Pod", "pods", "shop", "p2", "u2", "15", 100))) // would wait for the refresh if it were in line
+	close(docs.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for saved.last() != 15 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	saved.mu.Lock()
+	defer saved.mu.Unlock()
+	// 10 (the SYNC, urgent), then 12 (the held refresh, begun before 15 was written), then 15.
+	if want := []int64{10, 12, 15}; !slices.Equal(saved.rvs, want) {
+		t.Errorf("watermarks stored %v, want %v", saved.rvs, want)
+	}
 }

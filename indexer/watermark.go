@@ -224,6 +224,52 @@ func (w *watermarks) refreshed(kinds []string) {
 	}
 }
 
+// writtenMarks is what was written of each scope of some kinds at one moment (writtenOf), for a
+// refresh that started then.
+type writtenMarks []writtenMark
+
+type writtenMark struct {
+	pair    *pairState
+	scope   *scopeState
+	epoch   int64
+	written int64
+}
+
+// writtenOf returns what is written now of every scope of kinds with writes not yet searchable.
+func (w *watermarks) writtenOf(kinds []string) writtenMarks {
+	var out writtenMarks
+	for _, p := range w.pairs {
+		if !slices.Contains(kinds, p.kind) {
+			continue
+		}
+		for _, s := range p.scopes {
+			if s.written != s.ResourceVersion {
+				out = append(out, writtenMark{pair: p, scope: s, epoch: s.Epoch, written: s.written})
+			}
+		}
+	}
+	return out
+}
+
+// refreshedUpTo records that the writes of marks are searchable: a refresh that started when they
+// were taken is done. A scope moved since only as far as then: a later write waits for the next
+// refresh, and a scope whose epoch changed (a SYNC set its watermark itself) or that lists is left
+// as it is. A pair or scope removed meanwhile (a PURGE) is no longer reached from w, so moving it
+// changes nothing.
+func (w *watermarks) refreshedUpTo(marks writtenMarks) {
+	for _, m := range marks {
+		s := m.scope
+		if s.Epoch != m.epoch || s.Listing || m.written <= s.ResourceVersion || m.written > s.written {
+			continue
+		}
+		s.ResourceVersion = m.written
+		m.pair.dirty = true
+		if s.Ceiling > 0 && s.ResourceVersion > s.Ceiling {
+			s.Ceiling = 0 // the new numbering passed the old: every old position is below it
+		}
+	}
+}
+
 // toStore returns the watermarks that changed since stored (only the urgent ones if urgentOnly).
 func (w *watermarks) toStore(urgentOnly bool) []store.Watermark {
 	var out []store.Watermark

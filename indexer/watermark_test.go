@@ -206,3 +206,43 @@ func TestWatermarkForgetPartition(t *testing.T) {
 		t.Errorf("missing after forgetting partition 3: %v", missing)
 	}
 }
+
+// TestWatermarkRefreshedUpTo: a refresh that ran beside the writes moves a scope only as far as what
+// was written when it started; a scope a SYNC moved, or that lists, meanwhile stays as they left it.
+func TestWatermarkRefreshedUpTo(t *testing.T) {
+	w := newWatermarks()
+	w.load(store.Pair{Cluster: "m1", Group: "", Resource: "pods"}, nil)
+	w.synced(ev(envelope.Sync, "", 100, "10"), 0)
+	w.written(ev(envelope.Modified, "", 100, "12"), 0)
+	marks := w.writtenOf(w.unrefreshed())
+	w.written(ev(envelope.Modified, "", 100, "15"), 0) // while the refresh runs
+	w.refreshedUpTo(marks)
+	if got := wmOf(w).ResourceVersion; got != 12 {
+		t.Errorf("after a refresh started at 12 with 15 written meanwhile: rv %d, want 12", got)
+	}
+	if got := w.unrefreshed(); len(got) != 1 {
+		t.Errorf("the write made during the refresh is not searchable yet: unrefreshed %v, want [Pod]", got)
+	}
+	w.refreshedUpTo(w.writtenOf(w.unrefreshed()))
+	if got := wmOf(w).ResourceVersion; got != 15 {
+		t.Errorf("after the next refresh: rv %d, want 15", got)
+	}
+
+	// A re-list of a member that went back (its numbering restarted) while a refresh ran.
+	w.written(ev(envelope.Modified, "", 100, "20"), 0)
+	marks = w.writtenOf(w.unrefreshed())
+	w.synced(ev(envelope.Sync, "", 200, "3"), 0)
+	w.refreshedUpTo(marks)
+	if got := wmOf(w).ResourceVersion; got != 3 {
+		t.Errorf("a SYNC during the refresh: rv %d, want the SYNC's 3, not the earlier epoch's 20", got)
+	}
+
+	// A list started while a refresh ran: the scope waits for its SYNC.
+	w.written(ev(envelope.Modified, "", 200, "4"), 0)
+	marks = w.writtenOf(w.unrefreshed())
+	w.written(ev(envelope.Added, "", 300, "9"), 0)
+	w.refreshedUpTo(marks)
+	if got := wmOf(w); got.ResourceVersion != 3 || !got.Listing {
+		t.Errorf("a list begun during the refresh: rv %d listing %v, want 3 and listing", got.ResourceVersion, got.Listing)
+	}
+}
