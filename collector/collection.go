@@ -95,9 +95,9 @@ func (lw *listWatch) Watch(options metav1.ListOptions) (watch.Interface, error) 
 // the list's resourceVersion; the reflector hands that to store.Replace, which closes the epoch.
 //
 // Pages are read as bytes and their items decoded one at a time: a page decoded whole (as the dynamic
-// client does) costs about ten times its JSON in memory, and was the collector's peak. The next page
-// is fetched while one is published (fetchPages): the member serves it meanwhile, so a list takes
-// about as long as the slower of the two, not their sum.
+// client does) costs about ten times its JSON in memory, and was the collector's peak. The next
+// pages are fetched while one is published (fetchPages): the member serves them meanwhile, so a
+// list takes about as long as the slower of the two, not their sum.
 func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 	c := lw.c
 	epoch, err := c.store.beginList()
@@ -111,7 +111,12 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 	c.status.listProgress(0, 0)
 	apiVersion := c.scope.gvr.GroupVersion().String()
 	fetchCtx, stopFetch := context.WithCancel(ctx)
-	pages := make(chan listPage) // unbuffered: one page published, at most one fetched ahead
+	// One page published, one waiting, one being fetched: the member, which a list waits on (the
+	// publisher keeps up), is never left idle while a page is published more slowly than the next is
+	// served — a GC, a Publish waiting for Kafka, the scheduler of two busy cores. Unbuffered, the
+	// fetcher stood still from a page's arrival until the one before it was published: 2–7% of a
+	// 3,000-Pod list's time, traced by hand on the test bed.
+	pages := make(chan listPage, 1)
 	var fetcher sync.WaitGroup
 	fetcher.Go(func() {
 		defer close(pages)
@@ -194,8 +199,8 @@ type listPage struct {
 	err  error
 }
 
-// fetchPages fetches the pages of a list one after another into pages, each once the previous one
-// is taken, until the last page, an error (sent as the last page), or ctx's end.
+// fetchPages fetches the pages of a list one after another into pages, each as soon as the previous
+// one is queued, until the last page, an error (sent as the last page), or ctx's end.
 func (lw *listWatch) fetchPages(ctx context.Context, options metav1.ListOptions, pages chan<- listPage) {
 	c := lw.c
 	cont := ""
