@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,9 +95,9 @@ func (lw *listWatch) Watch(options metav1.ListOptions) (watch.Interface, error) 
 // the list's resourceVersion; the reflector hands that to store.Replace, which closes the epoch.
 //
 // Pages are read as bytes and their items decoded one at a time: a page decoded whole (as the dynamic
-// client does) costs about ten times its JSON in memory, and was the collector's peak. The next page
-// is fetched while one is published (fetchPages): the member serves it meanwhile, so a list takes
-// about as long as the slower of the two, not their sum.
+// client does) costs about ten times its JSON in memory, and was the collector's peak. The next
+// pages are fetched while one is published (fetchPages): the member serves them meanwhile, so a
+// list takes about as long as the slower of the two, not their sum.
 func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 	c := lw.c
 	epoch, err := c.store.beginList()
@@ -110,7 +111,12 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 	c.status.listProgress(0, 0)
 	apiVersion := c.scope.gvr.GroupVersion().String()
 	fetchCtx, stopFetch := context.WithCancel(ctx)
-	pages := make(chan listPage) // unbuffered: one page published, at most one fetched ahead
+	// One page published, one waiting, one being fetched: the member, which a list waits on (the
+	// publisher keeps up), is never left idle while a page is published more slowly than the next is
+	// served — a GC, a Publish waiting for Kafka, the scheduler of two busy cores. Unbuffered, the
+	// fetcher stood still from a page's arrival until the one before it was published: 2–7% of a
+	// 3,000-Pod list's time, traced by hand on the test bed.
+	pages := make(chan listPage, 1)
 	var fetcher sync.WaitGroup
 	fetcher.Go(func() {
 		defer close(pages)
@@ -133,10 +139,11 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 		page := pg.body
 		if rv == "" {
 			// Every page of a paginated list is served at the first page's resourceVersion.
-			rv = gjson.GetBytes(page, "metadata.resourceVersion").String()
+			// Cloned: a part of the page would keep all of it.
+			rv = strings.Clone(gjson.Get(page, "metadata.resourceVersion").String())
 		}
 		var itemErr error
-		gjson.GetBytes(page, "items").ForEach(func(_, item gjson.Result) bool {
+		gjson.Get(page, "items").ForEach(func(_, item gjson.Result) bool {
 			if it, ok := readRawItem(item.Raw, apiVersion, c.scope.kind, c.store.scope.redact); ok {
 				if itemErr = c.store.listedRaw(it); itemErr != nil {
 					return false
@@ -182,16 +189,18 @@ func (lw *listWatch) ListWithContext(ctx context.Context, options metav1.ListOpt
 	return list, nil
 }
 
-// listPage is one page of a list as fetchPages hands it over: its bytes and continue token, or
-// why it could not be fetched.
+// listPage is one page of a list as fetchPages hands it over: its JSON and continue token, or why
+// it could not be fetched. The JSON is a string, made once from the bytes read, so that gjson reads
+// the page where it is: gjson.GetBytes copies what it finds, and a copy of a page's items (1.2 MiB
+// for 100 Pods) lived beside the page while it was published.
 type listPage struct {
-	body []byte
+	body string
 	cont string
 	err  error
 }
 
-// fetchPages fetches the pages of a list one after another into pages, each once the previous one
-// is taken, until the last page, an error (sent as the last page), or ctx's end.
+// fetchPages fetches the pages of a list one after another into pages, each as soon as the previous
+// one is queued, until the last page, an error (sent as the last page), or ctx's end.
 func (lw *listWatch) fetchPages(ctx context.Context, options metav1.ListOptions, pages chan<- listPage) {
 	c := lw.c
 	cont := ""
@@ -206,14 +215,16 @@ func (lw *listWatch) fetchPages(ctx context.Context, options metav1.ListOptions,
 		if options.FieldSelector != "" {
 			req = req.Param("fieldSelector", options.FieldSelector)
 		}
-		page, err := req.DoRaw(ctx)
-		pg := listPage{body: page}
+		raw, err := req.DoRaw(ctx)
+		var pg listPage
 		if err != nil {
-			pg = listPage{err: statusError(page, err)}
+			pg = listPage{err: statusError(raw, err)}
 		} else {
-			// metadata comes first in a list: found without reading the items.
-			cont = gjson.GetBytes(page, "metadata.continue").String()
-			pg.cont = cont
+			page := string(raw) // the bytes are garbage from here on
+			// metadata comes first in a list: found without reading the items. Cloned: a part of
+			// the page would keep all of it.
+			cont = strings.Clone(gjson.Get(page, "metadata.continue").String())
+			pg = listPage{body: page, cont: cont}
 		}
 		select {
 		case pages <- pg:
@@ -229,11 +240,11 @@ func (lw *listWatch) fetchPages(ctx context.Context, options metav1.ListOptions,
 // listTotal is the size of the whole list as the member reports it after a page: the objects read so
 // far plus the page's remainingItemCount, which apiservers set on pages of unfiltered lists only; 0
 // when unknown. After the last page it is what was read.
-func listTotal(page []byte, read int, last bool) int64 {
+func listTotal(page string, read int, last bool) int64 {
 	if last {
 		return int64(read)
 	}
-	if rem := gjson.GetBytes(page, "metadata.remainingItemCount"); rem.Exists() {
+	if rem := gjson.Get(page, "metadata.remainingItemCount"); rem.Exists() {
 		return int64(read) + rem.Int()
 	}
 	return 0

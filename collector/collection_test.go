@@ -1,11 +1,15 @@
 package collector
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/kubesearch/kubesearch/internal/envelope"
 	"github.com/kubesearch/kubesearch/internal/registry"
 )
 
@@ -101,5 +106,88 @@ func TestReflectorBackoffStaysShortThroughALongOutage(t *testing.T) {
 		}
 		waited += d
 		clk.Step(d)
+	}
+}
+
+// blockingSink records events, holding the first Publish until release is closed.
+type blockingSink struct {
+	recordingSink
+	release chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingSink) Publish(ctx context.Context, ev *envelope.Event) error {
+	b.once.Do(func() { <-b.release })
+	return b.recordingSink.Publish(ctx, ev)
+}
+
+// A list keeps its member busy: while one page is published, the next waits and the one after is
+// already asked for (a page published slowly — a GC, Kafka, two busy cores — left the member idle),
+// and the objects are still published in the member's order, once each, before the list returns.
+func TestListFetchesAhead(t *testing.T) {
+	const pages, perPage = 5, 2
+	asked := make(chan int, pages)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page := 0
+		if c := r.URL.Query().Get("continue"); c != "" {
+			page, _ = strconv.Atoi(c)
+		}
+		asked <- page
+		var items []string
+		for i := range perPage {
+			n := page*perPage + i
+			items = append(items, fmt.Sprintf(`{"metadata":{"name":"cm-%02d","namespace":"shop","uid":"u%d","resourceVersion":"%d"},"data":{"k":"v"}}`, n, n, 100+n))
+		}
+		cont := ""
+		if page+1 < pages {
+			cont = strconv.Itoa(page + 1)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"500","continue":%q},"items":[%s]}`, cont, strings.Join(items, ","))
+	}))
+	defer srv.Close()
+	disc, err := discovery.NewDiscoveryClientForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &blockingSink{release: make(chan struct{})}
+	sc := scope{cluster: "member1", gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespace: "shop"}
+	st := newStatusEntry(registry.ResourceStatus{}, nil)
+	ep := envelope.NewEpochs(func() time.Time { return time.Unix(1_700_000_000, 0) }, nil)
+	c := &collection{
+		scope: sc, raw: disc.RESTClient(), pageSize: perPage, log: slog.New(slog.DiscardHandler), status: st,
+		metrics: newMetrics(func() float64 { return 0 }), store: newStore(t.Context(), sc, sink, ep, st),
+	}
+	listed := make(chan error, 1)
+	go func() {
+		_, err := (&listWatch{c: c}).ListWithContext(t.Context(), metav1.ListOptions{})
+		listed <- err
+	}()
+	// Page 0 is being published (its first object held), page 1 waits: page 2 is asked for.
+	for want := range 3 {
+		select {
+		case got := <-asked:
+			if got != want {
+				t.Fatalf("page %d asked for, want page %d", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			close(sink.release)
+			t.Fatalf("page %d was not asked for while page 0 was published", want)
+		}
+	}
+	close(sink.release)
+	if err := <-listed; err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range sink.take() {
+		got = append(got, ev.Name)
+	}
+	var want []string
+	for n := range pages * perPage {
+		want = append(want, fmt.Sprintf("cm-%02d", n))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("published %v, want %v", got, want)
 	}
 }

@@ -68,9 +68,12 @@ type Options struct {
 	TopicPartitions int
 	// MaxMessageBytes must not exceed the broker's message.max.bytes.
 	MaxMessageBytes int
-	// PublishBuffer bounds the events waiting for Kafka; PublishBatch is the most written at once.
-	PublishBuffer int
-	PublishBatch  int
+	// PublishBuffer bounds the events waiting for Kafka, PublishBufferBytes their size (what
+	// bounds the memory: events are as large as their objects); PublishBatch is the most written at
+	// once, in at most half of PublishBufferBytes.
+	PublishBuffer      int
+	PublishBufferBytes int
+	PublishBatch       int
 
 	// PageSize is the limit of each list request. A page is the collector's largest allocation (its
 	// objects decoded at once), so it bounds the memory; 100 halves the peak of 500 at no loss of speed.
@@ -118,6 +121,7 @@ func (o *Options) SetDefaults() {
 	def(&o.TopicPartitions, stream.DefaultPartitions)
 	def(&o.MaxMessageBytes, stream.DefaultMaxMessageBytes)
 	def(&o.PublishBuffer, 1000)
+	def(&o.PublishBufferBytes, defaultPublishBufferBytes)
 	def(&o.PublishBatch, 500)
 	def(&o.Burst, 100)
 	if o.PageSize == 0 {
@@ -162,7 +166,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--lease: needs Kafka; a process with an in-process stream has no replicas"))
 	}
 	for name, v := range map[string]int{"--topic-partitions": o.TopicPartitions, "--publish-buffer": o.PublishBuffer,
-		"--publish-batch": o.PublishBatch, "--burst": o.Burst} {
+		"--publish-buffer-bytes": o.PublishBufferBytes, "--publish-batch": o.PublishBatch, "--burst": o.Burst} {
 		if v < 1 {
 			errs = append(errs, fmt.Errorf("%s: must be at least 1, got %d", name, v))
 		}
@@ -295,7 +299,7 @@ func New(opts Options) (*Collector, error) {
 	}
 	c.pub = newPublisher(c.kafka, publisherOptions{
 		Topic: opts.Topic, Partitions: opts.TopicPartitions,
-		MaxMessageBytes: opts.MaxMessageBytes, Buffer: opts.PublishBuffer, Batch: opts.PublishBatch,
+		MaxMessageBytes: opts.MaxMessageBytes, Buffer: opts.PublishBuffer, BufferBytes: opts.PublishBufferBytes, Batch: opts.PublishBatch,
 	}, c.log)
 	c.metrics = newMetrics(func() float64 { return float64(len(c.pub.queue)) })
 	c.pub.metrics = c.metrics

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubesearch/kubesearch/internal/envelope"
@@ -16,8 +17,11 @@ import (
 
 // publisher writes events to Kafka in the order they were handed in. Callers block once the bounded
 // buffer is full — while Kafka is slow or down, the reflectors stop reading from their members instead
-// of the collector growing without bound. A failed write is retried with backoff until it succeeds or
-// the publisher is aborted. An event Kafka refuses for its size, which no retry would change, is
+// of the collector growing without bound. The buffer is bounded in bytes as well as in events: the
+// events not yet acknowledged (waiting or being written) hold at most bufferBytes, since a bound in
+// events alone bounds memory only by the size of the largest objects (1,000 Pods of 10 KB are
+// 10 MiB; 1,000 objects near Kafka's limit, 2 GiB). A failed write is retried with backoff until it
+// succeeds or the publisher is aborted. An event Kafka refuses for its size, which no retry would change, is
 // published in a smaller form (oversize.go): its object truncated and annotated, or for an ADDED or
 // MODIFIED that even so does not fit, a DELETED without object — then it is also logged as an error,
 // dead-lettered and reported to dropped, since the object leaves the index. Only an event of which
@@ -31,10 +35,16 @@ type publisher struct {
 	maxBytes   int // the flag
 	limit      int // min(maxBytes, the topic's max.message.bytes); set by run before the first write
 	batch      int
-	queue      chan pending
-	done       chan struct{} // closed when run returns
-	log        *slog.Logger
-	metrics    *metrics
+	// batchBytes bounds a write (half of bufferBytes), so the next batch fills while one is written.
+	batchBytes int
+	// inFlight holds a weight for every byte of the events handed to Publish and not yet written
+	// or dropped (bufferBytes in all).
+	inFlight    *semaphore.Weighted
+	bufferBytes int64
+	queue       chan pending
+	done        chan struct{} // closed when run returns
+	log         *slog.Logger
+	metrics     *metrics
 
 	// dropped, when set (before run), learns of every event that can never be published, so the
 	// collection's status can say so. It is called from run's goroutine: it must return quickly and
@@ -51,6 +61,8 @@ type droppedEvent struct {
 
 type pending struct {
 	msg stream.Message
+	// weight is what the event holds of inFlight until it is written or dropped.
+	weight int64
 	// Who the event is about, for metrics, logs and dead letters (the event itself is not kept: its
 	// object would double the buffer's memory).
 	cluster, group, resource, namespace, name, uid string
@@ -68,12 +80,23 @@ type publisherOptions struct {
 	// MaxMessageBytes bounds an event's size as the writer counts it (stream.Message.Size); the
 	// topic's own max.message.bytes lowers it when smaller.
 	MaxMessageBytes int
-	Buffer          int
-	Batch           int
+	// Buffer bounds the events not yet written, BufferBytes their size (stream.Message.Size; an
+	// event larger than BufferBytes waits until it is the only one); Batch bounds the events of one
+	// write, and half of BufferBytes its size.
+	Buffer      int
+	BufferBytes int
+	Batch       int
 	// DeadLetterTopic receives the events Kafka refuses for their size; default "<Topic>.dlq", the
 	// indexer's dead-letter topic, so an operator reads every kind of dead letter in one place.
 	DeadLetterTopic string
 }
+
+// defaultPublishBufferBytes is the default of Options.PublishBufferBytes, about what the default
+// 1,000 events take for Pods of 8 KB (pruned): enough to go on listing while the publisher starts
+// (it ensures the topics and learns their limit, about 0.2 s on the test bed) and while Kafka
+// acknowledges a write of half of it. With 4 MiB, a 3,000-Pod list stood still after 480 events
+// until the first write was acknowledged (make bench-collector, traced).
+const defaultPublishBufferBytes = 8 << 20
 
 const (
 	// reasonTooLarge is the stream.HeaderReason of an event Kafka refuses for its size.
@@ -84,9 +107,13 @@ const (
 )
 
 func newPublisher(client stream.Broker, o publisherOptions, log *slog.Logger) *publisher {
+	if o.BufferBytes <= 0 {
+		o.BufferBytes = defaultPublishBufferBytes
+	}
 	p := &publisher{
 		client: client, topic: o.Topic, dlqTopic: o.DeadLetterTopic, partitions: o.Partitions,
 		maxBytes: o.MaxMessageBytes, limit: o.MaxMessageBytes, batch: o.Batch,
+		batchBytes: max(1, o.BufferBytes/2), inFlight: semaphore.NewWeighted(int64(o.BufferBytes)), bufferBytes: int64(o.BufferBytes),
 		queue: make(chan pending, o.Buffer),
 		done:  make(chan struct{}),
 		log:   log,
@@ -114,10 +141,15 @@ func (p *publisher) Publish(ctx context.Context, ev *envelope.Event) error {
 		cluster: ev.Cluster, group: ev.Group, resource: ev.Resource, namespace: ev.Namespace, name: ev.Name, uid: ev.UID,
 		typ: ev.Type, at: time.Now(),
 	}
+	item.weight = min(int64(item.msg.Size()), p.bufferBytes)
+	if err := p.inFlight.Acquire(ctx, item.weight); err != nil {
+		return err
+	}
 	select {
 	case p.queue <- item:
 		return nil
 	case <-ctx.Done():
+		p.inFlight.Release(item.weight)
 		return ctx.Err()
 	}
 }
@@ -156,12 +188,17 @@ func (p *publisher) run(ctx context.Context) error {
 		return err
 	}
 	batch := make([]pending, 0, p.batch)
+	var next *pending // taken from the queue for the next batch: it would have made this one too large
 	for {
-		item, ok := <-p.queue
-		if !ok {
+		var item pending
+		ok := true
+		if next != nil {
+			item, next = *next, nil
+		} else if item, ok = <-p.queue; !ok {
 			return nil
 		}
 		batch = batch[:0]
+		size := 0
 		var barrier chan struct{}
 	fill:
 		for {
@@ -170,12 +207,17 @@ func (p *publisher) run(ctx context.Context) error {
 				break
 			}
 			batch = append(batch, item)
-			if len(batch) >= p.batch {
+			size += item.msg.Size()
+			if len(batch) >= p.batch || size >= p.batchBytes {
 				break
 			}
 			select {
 			case item, ok = <-p.queue:
 				if !ok {
+					break fill
+				}
+				if item.flushed == nil && size+item.msg.Size() > p.batchBytes {
+					next = &item
 					break fill
 				}
 			default:
@@ -185,6 +227,11 @@ func (p *publisher) run(ctx context.Context) error {
 		if err := p.write(ctx, batch); err != nil {
 			return err
 		}
+		var written int64
+		for _, it := range batch {
+			written += it.weight
+		}
+		p.inFlight.Release(written)
 		if barrier != nil {
 			close(barrier)
 		}

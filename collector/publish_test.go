@@ -238,6 +238,120 @@ func TestPublisherRetryKeepsPartitionOrder(t *testing.T) {
 	assertKeyOrder(t, k.read(t, "events"), want)
 }
 
+// The buffer is bounded in bytes, whatever room its count leaves: while Kafka holds a write,
+// Publish blocks once the events not yet acknowledged (the write's included) fill BufferBytes, and a
+// write takes at most half of it. Every event then goes out in the order handed in, an event larger
+// than the whole buffer included (alone).
+func TestPublisherBoundsBytesInFlight(t *testing.T) {
+	k := newPubHarness(t)
+	held := make(chan struct{})
+	arrived := make(chan int32, 100)
+	k.c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.c.KeepControl()
+		preq := req.(*kmsg.ProduceRequest)
+		if len(preq.Topics) != 1 || preq.Topics[0].Topic != "events" {
+			return nil, nil, false
+		}
+		var b kmsg.RecordBatch
+		if err := b.ReadFrom(preq.Topics[0].Partitions[0].Records); err == nil {
+			arrived <- b.NumRecords
+		}
+		<-held // kfake runs control functions one at a time: every write waits here
+		return nil, nil, false
+	})
+	const size = 2 << 10
+	p, _ := k.publisher(t, publisherOptions{MaxMessageBytes: 1 << 20, Buffer: 100, BufferBytes: 5 << 10, Batch: 100})
+	var want []string
+	publish := func(ctx context.Context, ev *envelope.Event) error {
+		err := p.Publish(ctx, ev)
+		if err == nil {
+			want = append(want, ev.Name)
+		}
+		return err
+	}
+	if err := publish(t.Context(), sizedPubEvent(t, "member1", "cm-0", size, false)); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-arrived; n != 1 {
+		t.Fatalf("the first write holds %d events, want 1", n)
+	}
+	// cm-0 is being written; cm-1 fits beside it, cm-2 does not, though 98 more events would.
+	if err := publish(t.Context(), sizedPubEvent(t, "member1", "cm-1", size, false)); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if err := publish(short, sizedPubEvent(t, "member1", "cm-2", size, false)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Publish beyond the bytes in flight: %v, want it blocked until its context ends", err)
+	}
+	close(held)
+	for i := 3; i < 9; i++ {
+		if err := publish(t.Context(), sizedPubEvent(t, "member1", fmt.Sprintf("cm-%d", i), size, false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := publish(t.Context(), sizedPubEvent(t, "member1", "larger-than-the-buffer", 8<<10, false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(t.Context(), sizedPubEvent(t, "member1", "cm-9", size, false)); err != nil {
+		t.Fatal(err)
+	}
+	p.close()
+	k.waitRun(t, 30*time.Second)
+	close(arrived)
+	for n := range arrived {
+		if n != 1 {
+			t.Errorf("a write held %d events of %d bytes; half of the 5 KiB buffer holds 1", n, size)
+		}
+	}
+	if got := eventNames(t, k.read(t, "events")); !slices.Equal(got, want) {
+		t.Fatalf("the topic holds %v, want %v", got, want)
+	}
+}
+
+// Writes are filled up to their size bound, in order: an event that would make a write too large
+// begins the next one.
+func TestPublisherBatchesBySize(t *testing.T) {
+	k := newPubHarness(t)
+	var records []int32
+	var mu sync.Mutex
+	k.c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.c.KeepControl()
+		preq := req.(*kmsg.ProduceRequest)
+		if len(preq.Topics) == 1 && preq.Topics[0].Topic == "events" {
+			var b kmsg.RecordBatch
+			if err := b.ReadFrom(preq.Topics[0].Partitions[0].Records); err == nil {
+				mu.Lock()
+				records = append(records, b.NumRecords)
+				mu.Unlock()
+			}
+		}
+		return nil, nil, false
+	})
+	// Buffered before run starts: the writes are cut by size alone. 16 KiB of buffer, writes of
+	// 8 KiB: three events of 2.5 KiB each, then a fourth begins the next write.
+	p, _ := k.newPublisher(t, publisherOptions{MaxMessageBytes: 1 << 20, Buffer: 100, BufferBytes: 16 << 10, Batch: 100})
+	var want []string
+	for i := range 6 {
+		ev := sizedPubEvent(t, "member1", fmt.Sprintf("cm-%d", i), 5<<9, false)
+		want = append(want, ev.Name)
+		if err := p.Publish(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.start(t, p)
+	p.close()
+	k.waitRun(t, 30*time.Second)
+	if got := eventNames(t, k.read(t, "events")); !slices.Equal(got, want) {
+		t.Fatalf("the topic holds %v, want %v", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(records, []int32{3, 3}) {
+		t.Errorf("writes of %v events, want [3 3]", records)
+	}
+}
+
 // flush returns once everything handed in before it is acknowledged or dropped, and with ctx's error
 // while Kafka does not answer; close still ends run after a flush.
 func TestPublisherFlush(t *testing.T) {

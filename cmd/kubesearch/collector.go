@@ -71,6 +71,7 @@ func collectorFlags(g flagGroups) func() collector.Options {
 		fs.Float64Var(&qps, "qps", float64(o.QPS), "requests per second to each member cluster")
 		fs.IntVar(&o.Burst, "burst", o.Burst, "request burst to each member cluster")
 		fs.IntVar(&o.PublishBuffer, "publish-buffer", o.PublishBuffer, "events buffered for Kafka before collection blocks")
+		fs.IntVar(&o.PublishBufferBytes, "publish-buffer-bytes", o.PublishBufferBytes, "bytes of events buffered for Kafka before collection blocks (what bounds the collector's memory; a write takes at most half)")
 		fs.IntVar(&o.PublishBatch, "publish-batch", o.PublishBatch, "most events written to Kafka at once")
 	})
 	g.add("Serving", func(fs *pflag.FlagSet) {

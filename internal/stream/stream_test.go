@@ -79,7 +79,7 @@ func TestEnsureTopicIsIdempotent(t *testing.T) {
 }
 
 // newTestClient is a client of an in-process Kafka (kfake) with one broker.
-func newTestClient(t *testing.T, opts ...kfake.Opt) *Client {
+func newTestClient(t testing.TB, opts ...kfake.Opt) *Client {
 	t.Helper()
 	kc, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	if err != nil {

@@ -20,7 +20,11 @@ type WriterOptions struct {
 	// max.message.bytes, which the broker measures the request's record batch against. Default 1 MiB,
 	// the broker's default limit.
 	BatchBytes int
-	// Compress compresses record batches (lz4): worth it for JSON events, not for a few small records.
+	// Compress compresses record batches (snappy): worth it for JSON events, not for a few small
+	// records. Not lz4: kafka-go's lz4 writer compresses in 4 MiB blocks whatever the batch's size,
+	// two buffers of 4 MiB per writer pooled and reallocated after every GC, which made lz4 the
+	// largest item of the collector's heap while it listed (make bench-collector: 24 MiB of its
+	// peak RSS). Snappy's buffers grow with the batch, and it costs about as much CPU.
 	Compress bool
 }
 
@@ -41,8 +45,15 @@ func (c *Client) NewWriter(o WriterOptions) Writer {
 		Balancer: &kafka.Hash{},
 		// kafka-go's default is no acknowledgement at all.
 		RequiredAcks: kafka.RequireAll,
-		// The default 1 s makes every synchronous write wait a second; callers batch themselves.
-		BatchTimeout: 5 * time.Millisecond,
+		// Callers batch themselves and wait for each Write: a Write is sent whole at once. kafka-go
+		// sends a partition's batch when it is full (BatchSize, BatchBytes) or BatchTimeout after its
+		// first message, so the last, partial batch of every Write waited out the timeout: its default
+		// 1 s made synchronous writes crawl, and even 5 ms was most of a small Write's time (a watch
+		// event, a SYNC; see BenchmarkWriteLatency). A Write appends all of its messages to a
+		// partition's batches under the partition's lock, which the timer must take before it sends a
+		// batch, so a timeout this short sends the partial batch right after the Write appended its
+		// last message, and never splits it.
+		BatchTimeout: time.Nanosecond,
 		BatchSize:    o.BatchSize,
 		BatchBytes:   int64(o.BatchBytes),
 		MaxAttempts:  3,
@@ -50,7 +61,7 @@ func (c *Client) NewWriter(o WriterOptions) Writer {
 		Transport:    c.transport,
 	}
 	if o.Compress {
-		w.Compression = kafka.Lz4
+		w.Compression = kafka.Snappy
 	}
 	return &kafkaWriter{w: w, topic: o.Topic}
 }
