@@ -16,7 +16,6 @@ import (
 
 	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/store"
-	"github.com/kubesearch/kubesearch/mappings"
 )
 
 // The write rule is osstore's (write.go) as OpenSearch applies it, so replaying the same ops on
@@ -352,12 +351,12 @@ func (s *Store) deleteMatching(ctx context.Context, q bq.Query, report store.Gon
 func (s *Store) goneOf(r index.IndexReader, ids []string) ([]store.Gone, error) {
 	out := make([]store.Gone, 0, len(ids))
 	for _, id := range ids {
-		source, obj, err := storedObject(r, id)
+		d, obj, err := storedObject(r, id)
 		if err != nil {
 			return nil, err
 		}
 		st := s.docs[id]
-		g := store.Gone{Cluster: gjson.GetBytes(source, document.FieldCluster).Str, Resource: gjson.GetBytes(source, document.FieldResource).Str,
+		g := store.Gone{Cluster: d.field(document.FieldCluster).Str, Resource: d.field(document.FieldResource).Str,
 			UID: gjson.GetBytes(obj, "metadata.uid").Str, Object: document.Identity(obj)}
 		if st != nil {
 			g.Epoch, g.ResourceVersion = st.epoch, st.rv
@@ -400,20 +399,15 @@ func (s *Store) Priors(ctx context.Context, ops []store.Op) ([]store.Prior, erro
 	return out, nil
 }
 
-// storedObject reads the document id's source, and the object it stores.
-func storedObject(r index.IndexReader, id string) (source, obj []byte, err error) {
-	d, err := r.Document(id)
-	if err != nil || d == nil {
-		return nil, nil, fmt.Errorf("%w: embedded index: read document %q: %v", store.ErrUnavailable, id, err)
+// storedObject reads what the index keeps of the document id, and its object.
+func storedObject(r index.IndexReader, id string) (*storedDoc, []byte, error) {
+	d, err := readStored(r, id)
+	if err != nil {
+		return nil, nil, err
 	}
-	d.VisitFields(func(f index.Field) {
-		if f.Name() == fieldSource {
-			source = f.Value()
-		}
-	})
-	obj, err = mappings.StoredObject(source)
+	obj, err := d.object()
 	if err != nil {
 		return nil, nil, fmt.Errorf("document %s: %w", strings.ReplaceAll(id, "\x00", "/"), err)
 	}
-	return source, obj, nil
+	return d, obj, nil
 }
