@@ -83,6 +83,8 @@ type ranker struct {
 	keys   []index.DocValueReader // per sort key, its column; nil when dv reads it
 	ties   index.DocValueReader   // uids, for ties
 	facets *facetCounter          // nil: none counted
+	// matches are the pass's matches, kept when a facet is counted from the terms after it.
+	matches *matchSet
 	err    error                  // of a read during a comparison, which cannot return one
 
 	cur     hit    // the match being read
@@ -122,7 +124,11 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets,
 	// values costs next to nothing.
 	fields := []string{fieldCluster}
 	if facets && len(q.Facets) > 0 {
-		k.facets = newFacetCounter(q.Facets)
+		k.matches = newMatchSet(r)
+		k.facets = newFacetCounter(q.Facets, k.matches != nil)
+		if !slices.Contains(k.facets.byTerms, true) {
+			k.matches = nil
+		}
 		fields = append(fields, k.facets.fields()...)
 	}
 	if whole {
@@ -382,6 +388,9 @@ func (k *ranker) pass(cq bq.Query, keep func()) (int64, error) {
 	var n int64
 	err := visit(k.ctx, k.r, cq, false, func(dm *search.DocumentMatch) error {
 		n++
+		if k.matches != nil {
+			k.matches.add(dm.IndexInternalID)
+		}
 		if err := k.read(dm); err != nil {
 			return err
 		}
@@ -423,6 +432,11 @@ func (k *ranker) top(cq bq.Query, n int, after *hit) ([]*hit, int64, error) {
 	})
 	if err != nil {
 		return nil, 0, err
+	}
+	if k.facets != nil {
+		if err := k.facets.finish(k.r, k.matches); err != nil {
+			return nil, 0, err
+		}
 	}
 	out := t.hits
 	slices.SortFunc(out, k.compare)
@@ -504,6 +518,8 @@ func (s *scorer) close() { _ = s.sr.Close() }
 type facetCounter struct {
 	facets []query.Facet
 	counts []map[string]*int64
+	// byTerms says which facets are counted after the pass, from the terms (facets.go).
+	byTerms []bool
 
 	// of the current match
 	resource, group, key []byte
@@ -511,18 +527,45 @@ type facetCounter struct {
 	nLabels              int
 }
 
-func newFacetCounter(facets []query.Facet) *facetCounter {
-	c := &facetCounter{facets: facets, counts: make([]map[string]*int64, len(facets))}
-	for i := range c.counts {
+// newFacetCounter counts facets; terms says the pass keeps its matches, so that the facets of a
+// field of few values can be counted from its terms.
+func newFacetCounter(facets []query.Facet, terms bool) *facetCounter {
+	c := &facetCounter{facets: facets, counts: make([]map[string]*int64, len(facets)), byTerms: make([]bool, len(facets))}
+	for i, f := range facets {
 		c.counts[i] = map[string]*int64{}
+		c.byTerms[i] = terms && termField(f) != ""
 	}
 	return c
+}
+
+// finish counts the facets counted after the pass, from matches: from the terms, or, when their
+// field holds too many, from the doc values of every match.
+func (c *facetCounter) finish(r index.IndexReader, matches *matchSet) error {
+	for i, f := range c.facets {
+		if !c.byTerms[i] {
+			continue
+		}
+		field, m := termField(f), c.counts[i]
+		ok, err := matches.countTerms(field, m)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := matches.visitDocValues(r, field, func(term []byte) { add(m, term) }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // fields are the doc values the facets read, besides the cluster every pass reads.
 func (c *facetCounter) fields() []string {
 	var out []string
-	for _, f := range c.facets {
+	for i, f := range c.facets {
+		if c.byTerms[i] {
+			continue
+		}
 		switch f.Dimension {
 		case query.FacetNamespace:
 			out = append(out, fieldNamespace)
@@ -563,6 +606,9 @@ func (c *facetCounter) read(field string, term []byte) {
 // group apart, so buckets order as OpenSearch's multi_terms.
 func (c *facetCounter) count(h *hit) {
 	for i, f := range c.facets {
+		if c.byTerms[i] {
+			continue
+		}
 		m := c.counts[i]
 		switch f.Dimension {
 		case query.FacetCluster:
