@@ -83,9 +83,10 @@ type ranker struct {
 	keys   []index.DocValueReader // per sort key, its column; nil when dv reads it
 	ties   index.DocValueReader   // uids, for ties
 	facets *facetCounter          // nil: none counted
+	err    error                  // of a read during a comparison, which cannot return one
+
 	// matches are the pass's matches, kept when a facet is counted from the terms after it.
 	matches *matchSet
-	err    error                  // of a read during a comparison, which cannot return one
 
 	cur     hit    // the match being read
 	loaded  []bool // per sort key, whether cur's is read
