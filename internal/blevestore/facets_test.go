@@ -9,9 +9,10 @@ import (
 	"github.com/kubesearch/kubesearch/internal/store"
 )
 
-// TestFacetsFromTermsAgree: the cluster and namespace facets counted from the terms are those
-// counted from every match's doc values, across segments holding deleted and overwritten
-// documents, under selectors and scopes, beside the facets always counted per match.
+// TestFacetsFromTermsAgree: the namespace facets counted from the terms are those counted from
+// every match's doc values, across segments holding deleted and overwritten documents, under
+// selectors, in orders that read the namespace and orders that do not, beside the facets always
+// counted per match.
 func TestFacetsFromTermsAgree(t *testing.T) {
 	s := newStore(t, t.TempDir())
 	defer s.Close()
@@ -34,10 +35,11 @@ func TestFacetsFromTermsAgree(t *testing.T) {
 	defer func(v uint64) { termsPerMatch = v }(termsPerMatch)
 	for _, params := range []string{
 		"facets=cluster,namespace,resource,labels",
-		"facets=namespace,cluster&resources=pods&fieldSelector=spec.nodeName=node-1",
-		"facets=cluster,namespace,label:app&labelSelector=app&facetSize=2",
-		"facets=namespace&clusters=west&namespaces=team-1,shop",
-		"facets=cluster,namespace&names=nothing-has-this-name",
+		"facets=cluster,namespace,resource,labels&sort=creationTimestamp:desc",
+		"facets=namespace,cluster&resources=pods&fieldSelector=spec.nodeName=node-1&sort=name",
+		"facets=cluster,namespace,label:app&labelSelector=app&facetSize=2&sort=cluster",
+		"facets=namespace&clusters=west&namespaces=team-1,shop&sort=lastChangedAt",
+		"facets=cluster,namespace&names=nothing-has-this-name&sort=name",
 	} {
 		answer := func(perMatch uint64) []store.FacetResult {
 			termsPerMatch = perMatch

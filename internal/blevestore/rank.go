@@ -126,7 +126,11 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets,
 	fields := []string{fieldCluster}
 	if facets && len(q.Facets) > 0 {
 		k.matches = newMatchSet(r)
-		k.facets = newFacetCounter(q.Facets, k.matches != nil)
+		var read []string // per match anyway: the cluster, and the sort keys after it as far as they decide
+		for _, s := range k.sorts {
+			read = append(read, sortField(s))
+		}
+		k.facets = newFacetCounter(q.Facets, k.matches != nil, append(read, fieldCluster))
 		if !slices.Contains(k.facets.byTerms, true) {
 			k.matches = nil
 		}
@@ -529,12 +533,15 @@ type facetCounter struct {
 }
 
 // newFacetCounter counts facets; terms says the pass keeps its matches, so that the facets of a
-// field of few values can be counted from its terms.
-func newFacetCounter(facets []query.Facet, terms bool) *facetCounter {
+// field of few values can be counted from its terms, unless the pass reads the field of every
+// match anyway (read): the cluster, a sort key (reading a key apart from the others costs more
+// than reading it with them).
+func newFacetCounter(facets []query.Facet, terms bool, read []string) *facetCounter {
 	c := &facetCounter{facets: facets, counts: make([]map[string]*int64, len(facets)), byTerms: make([]bool, len(facets))}
 	for i, f := range facets {
 		c.counts[i] = map[string]*int64{}
-		c.byTerms[i] = terms && termField(f) != ""
+		field := termField(f)
+		c.byTerms[i] = terms && field != "" && !slices.Contains(read, field)
 	}
 	return c
 }
