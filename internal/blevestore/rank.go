@@ -85,9 +85,6 @@ type ranker struct {
 	facets *facetCounter          // nil: none counted
 	err    error                  // of a read during a comparison, which cannot return one
 
-	// matches are the pass's matches, kept when a facet is counted from the terms after it.
-	matches *matchSet
-
 	cur     hit    // the match being read
 	loaded  []bool // per sort key, whether cur's is read
 	visitor func(field string, term []byte)
@@ -125,15 +122,7 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets,
 	// values costs next to nothing.
 	fields := []string{fieldCluster}
 	if facets && len(q.Facets) > 0 {
-		k.matches = newMatchSet(r)
-		var read []string // per match anyway: the cluster, and the sort keys after it as far as they decide
-		for _, s := range k.sorts {
-			read = append(read, sortField(s))
-		}
-		k.facets = newFacetCounter(q.Facets, k.matches != nil, append(read, fieldCluster))
-		if !slices.Contains(k.facets.byTerms, true) {
-			k.matches = nil
-		}
+		k.facets = newFacetCounter(q.Facets)
 		fields = append(fields, k.facets.fields()...)
 	}
 	if whole {
@@ -393,9 +382,6 @@ func (k *ranker) pass(cq bq.Query, keep func()) (int64, error) {
 	var n int64
 	err := visit(k.ctx, k.r, cq, false, func(dm *search.DocumentMatch) error {
 		n++
-		if k.matches != nil {
-			k.matches.add(dm.IndexInternalID)
-		}
 		if err := k.read(dm); err != nil {
 			return err
 		}
@@ -437,11 +423,6 @@ func (k *ranker) top(cq bq.Query, n int, after *hit) ([]*hit, int64, error) {
 	})
 	if err != nil {
 		return nil, 0, err
-	}
-	if k.facets != nil {
-		if err := k.facets.finish(k.r, k.matches); err != nil {
-			return nil, 0, err
-		}
 	}
 	out := t.hits
 	slices.SortFunc(out, k.compare)
@@ -523,8 +504,6 @@ func (s *scorer) close() { _ = s.sr.Close() }
 type facetCounter struct {
 	facets []query.Facet
 	counts []map[string]*int64
-	// byTerms says which facets are counted after the pass, from the terms (facets.go).
-	byTerms []bool
 
 	// of the current match
 	resource, group, key []byte
@@ -532,48 +511,18 @@ type facetCounter struct {
 	nLabels              int
 }
 
-// newFacetCounter counts facets; terms says the pass keeps its matches, so that the facets of a
-// field of few values can be counted from its terms, unless the pass reads the field of every
-// match anyway (read): the cluster, a sort key (reading a key apart from the others costs more
-// than reading it with them).
-func newFacetCounter(facets []query.Facet, terms bool, read []string) *facetCounter {
-	c := &facetCounter{facets: facets, counts: make([]map[string]*int64, len(facets)), byTerms: make([]bool, len(facets))}
-	for i, f := range facets {
+func newFacetCounter(facets []query.Facet) *facetCounter {
+	c := &facetCounter{facets: facets, counts: make([]map[string]*int64, len(facets))}
+	for i := range c.counts {
 		c.counts[i] = map[string]*int64{}
-		field := termField(f)
-		c.byTerms[i] = terms && field != "" && !slices.Contains(read, field)
 	}
 	return c
-}
-
-// finish counts the facets counted after the pass, from matches: from the terms, or, when their
-// field holds too many, from the doc values of every match.
-func (c *facetCounter) finish(r index.IndexReader, matches *matchSet) error {
-	for i, f := range c.facets {
-		if !c.byTerms[i] {
-			continue
-		}
-		field, m := termField(f), c.counts[i]
-		ok, err := matches.countTerms(field, m)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			if err := matches.visitDocValues(r, field, func(term []byte) { add(m, term) }); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // fields are the doc values the facets read, besides the cluster every pass reads.
 func (c *facetCounter) fields() []string {
 	var out []string
-	for i, f := range c.facets {
-		if c.byTerms[i] {
-			continue
-		}
+	for _, f := range c.facets {
 		switch f.Dimension {
 		case query.FacetNamespace:
 			out = append(out, fieldNamespace)
@@ -614,9 +563,6 @@ func (c *facetCounter) read(field string, term []byte) {
 // group apart, so buckets order as OpenSearch's multi_terms.
 func (c *facetCounter) count(h *hit) {
 	for i, f := range c.facets {
-		if c.byTerms[i] {
-			continue
-		}
 		m := c.counts[i]
 		switch f.Dimension {
 		case query.FacetCluster:
