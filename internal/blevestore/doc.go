@@ -17,7 +17,10 @@
 //     continue token, which carries the last item's place, until the keep-alive passes, the last
 //     page, or Release. A later page is the top after that place; a query read to the end
 //     (Drain), or past a few pages, ranks its whole order once in the snapshot. Items are the
-//     stored objects written as OpenSearch's filtered _source writes them (source.go).
+//     stored objects written as OpenSearch's filtered _source writes them (source.go), written so
+//     once when the document is (stored.go): of a document only its object and the few fields
+//     read besides it are stored. Folders of earlier versions, which stored whole documents, are
+//     read as they are.
 //   - Writes (write.go) keep OpenSearch's external versioning and osstore's epoch rule, with
 //     tombstones; DeleteOlder and DeleteAll collect garbage as osstore's gc.go. Every batch is
 //     committed to disk before Write returns, so Refresh has nothing left to do.

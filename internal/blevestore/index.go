@@ -30,14 +30,22 @@ import (
 //   - the object (flat_object): every leaf as the term "path=value" in fieldLeaf, and its path in
 //     fieldLeafPath, so a field selector on any path is a term query and a leaf's presence one too;
 //   - fieldPresent names the typed fields a document has a value in (OpenSearch's exists);
-//   - the document itself is stored, unindexed, in fieldSource.
+//   - what is read of the document is stored, unindexed: the object as items answer it, written
+//     once here (fieldObject, source.go), and the cluster, resource and epoch as the document has
+//     them (fieldHead). The rest of the document — its typed fields and text, most of it — is
+//     indexed from and never read again, so it is not kept.
+//
+// Indices written by earlier versions stored the whole document in fieldSource instead: their
+// documents are read from it as before (stored.go), until they are written again.
 const (
 	fieldIndex    = "_index" // the OpenSearch index the document would be in: the kind, lower-cased
 	fieldVersion  = "_version"
 	fieldPresent  = "_present"
 	fieldLeaf     = "_leaf"
 	fieldLeafPath = "_leafpath"
-	fieldSource   = "_source"
+	fieldObject   = "_object"
+	fieldHead     = "_head"
+	fieldSource   = "_source" // the earlier format's whole document; also a document without an object
 )
 
 // fieldType is how a top-level field of a document is indexed.
@@ -263,8 +271,36 @@ func build(id, kind string, doc []byte, version int64) (*bdoc.Document, stored, 
 	keyword(fieldPresent, present, false)
 	keyword(fieldIndex, []string{indexOf(kind)}, true)
 	keyword(fieldVersion, []string{enc(version)}, true)
-	d.AddField(bdoc.NewTextFieldCustom(fieldSource, nil, doc, index.StoreField, nil))
+	obj, err := mappings.StoredObject(doc)
+	if err != nil {
+		// Kept whole, as it was: reading it fails as it always did (search.go).
+		d.AddField(bdoc.NewTextFieldCustom(fieldSource, nil, doc, index.StoreField, nil))
+		return d, st, nil
+	}
+	d.AddField(bdoc.NewTextFieldCustom(fieldObject, nil, item(obj, false), index.StoreField, nil))
+	d.AddField(bdoc.NewTextFieldCustom(fieldHead, nil, head(root), index.StoreField, nil))
 	return d, st, nil
+}
+
+// headFields are what fieldHead keeps of a document: what a page's epochs and garbage
+// collection's reports read besides the object.
+var headFields = []string{document.FieldCluster, document.FieldResource, document.FieldEpoch}
+
+// head is the JSON object of root's headFields, their values as root has them.
+func head(root gjson.Result) []byte {
+	out := []byte{'{'}
+	for i, v := range gjson.GetMany(root.Raw, headFields...) {
+		if !v.Exists() {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, headFields[i])
+		out = append(out, ':')
+		out = append(out, v.Raw...)
+	}
+	return append(out, '}')
 }
 
 func keys(m map[string]bool) []string {

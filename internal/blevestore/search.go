@@ -7,21 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
-	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/search"
 	bq "github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
-	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/internal/store"
-	"github.com/kubesearch/kubesearch/mappings"
 )
 
 // A search reads one snapshot of the index (a bleve index reader). A first page is one pass over
@@ -303,94 +299,23 @@ func compact(hits []*hit) []index.IndexInternalID {
 func (s *Store) fill(res *store.Result, r index.IndexReader, page []index.IndexInternalID, q *query.Query) error {
 	src := newSources(r)
 	for _, iid := range page {
-		source, err := src.read(iid)
+		d, err := src.read(iid)
 		if err != nil {
 			return err
 		}
-		obj, err := mappings.StoredObject(source)
+		obj, err := d.object()
 		if err != nil {
 			id, _ := r.ExternalID(iid)
 			return fmt.Errorf("document %s: %w", strings.ReplaceAll(id, "\x00", "/"), err)
 		}
-		// The epoch as the write rule reads it (index.go), from the source being read anyway: its
-		// doc values column would be read a compressed chunk at a time, for every page again.
-		var epoch int64
-		if vals, err := longs(fieldEpoch, gjson.GetBytes(source, fieldEpoch)); err == nil && len(vals) > 0 {
-			epoch = vals[0]
+		it := obj // written as items answer it when it was stored (read into its own buffer)
+		if q.MetadataOnly || d.source != nil {
+			it = item(obj, q.MetadataOnly)
 		}
-		res.Items = append(res.Items, json.RawMessage(item(obj, q.MetadataOnly)))
-		res.Epochs = append(res.Epochs, epoch)
+		res.Items = append(res.Items, json.RawMessage(it))
+		res.Epochs = append(res.Epochs, d.epoch())
 	}
 	return nil
-}
-
-// sources reads the stored documents of a snapshot by internal id. Scorch's Document looks its
-// external id up in every segment's _id terms first, four fifths of a page's reading (measured):
-// here the segment is found from the id's document number, as scorch numbers them (each segment's
-// documents, deleted ones included, after the previous segments').
-type sources struct {
-	r       index.IndexReader
-	segs    []*scorch.SegmentSnapshot
-	offsets []uint64
-	buf     []byte
-}
-
-func newSources(r index.IndexReader) *sources {
-	s := &sources{r: r}
-	if is, ok := r.(*scorch.IndexSnapshot); ok {
-		var off uint64
-		for _, seg := range is.Segments() {
-			s.segs = append(s.segs, seg)
-			s.offsets = append(s.offsets, off)
-			off += uint64(seg.FullSize())
-		}
-	}
-	return s
-}
-
-// read is the stored source of iid's document, valid until the next read.
-func (s *sources) read(iid index.IndexInternalID) ([]byte, error) {
-	if s.segs == nil {
-		return s.readByID(iid)
-	}
-	num := iid.Value()
-	i := sort.Search(len(s.offsets), func(x int) bool { return s.offsets[x] > num }) - 1
-	if i < 0 {
-		return nil, fmt.Errorf("%w: embedded index: document number %d in no segment", store.ErrUnavailable, num)
-	}
-	found := false
-	// The value lives in a buffer the segment reuses once the visit returns: copied.
-	err := s.segs[i].VisitDocument(num-s.offsets[i], func(name string, _ byte, val []byte, _ []uint64) bool {
-		if name != fieldSource {
-			return true
-		}
-		s.buf, found = append(s.buf[:0], val...), true
-		return false
-	})
-	if err != nil || !found {
-		id, _ := s.r.ExternalID(iid)
-		return nil, fmt.Errorf("%w: embedded index: read document %q: %v", store.ErrUnavailable, id, err)
-	}
-	return s.buf, nil
-}
-
-// readByID reads through the index API, for a reader that is not a scorch snapshot.
-func (s *sources) readByID(iid index.IndexInternalID) ([]byte, error) {
-	id, err := s.r.ExternalID(iid)
-	if err != nil {
-		return nil, fmt.Errorf("%w: embedded index: %v", store.ErrUnavailable, err)
-	}
-	d, err := s.r.Document(id)
-	if err != nil || d == nil {
-		return nil, fmt.Errorf("%w: embedded index: read document %q: %v", store.ErrUnavailable, id, err)
-	}
-	var source []byte
-	d.VisitFields(func(f index.Field) {
-		if f.Name() == fieldSource {
-			source = f.Value()
-		}
-	})
-	return source, nil
 }
 
 // facetResult is the top buckets of a terms aggregation: by count, highest first, ties by key;

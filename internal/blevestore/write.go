@@ -7,14 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/search"
 	bq "github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
+	segment "github.com/blevesearch/scorch_segment_api/v2"
 	"github.com/tidwall/gjson"
 
 	"github.com/kubesearch/kubesearch/internal/document"
 	"github.com/kubesearch/kubesearch/internal/store"
-	"github.com/kubesearch/kubesearch/mappings"
 )
 
 // The write rule is osstore's (write.go) as OpenSearch applies it, so replaying the same ops on
@@ -123,7 +124,12 @@ func newerThan(o store.Op, epoch, rv int64) bool {
 	return o.Version > rv
 }
 
-// loadDocs rebuilds the write rule's view of every document from the index.
+// loadDocs rebuilds the write rule's view of every document from the index: each one's id from
+// the _id terms and its versions from the doc values. Reading the id through ExternalID would
+// read it from the document's stored fields, which lie beside its source: it touched every
+// stored page of the index, so a process that had just opened the store held its whole folder
+// resident (RSS about the folder's size, measured by BenchmarkStoresReopen). The _id dictionary
+// is a small part of it.
 func (s *Store) loadDocs() error {
 	adv, err := s.idx.Advanced()
 	if err != nil {
@@ -134,29 +140,13 @@ func (s *Store) loadDocs() error {
 		return fmt.Errorf("blevestore: read index: %w", err)
 	}
 	defer r.Close()
-	ids, err := r.DocIDReaderAll()
-	if err != nil {
-		return fmt.Errorf("blevestore: read index: %w", err)
-	}
-	defer ids.Close()
 	dv, err := r.DocValueReader([]string{fieldVersion, fieldEpoch, fieldRV})
 	if err != nil {
 		return fmt.Errorf("blevestore: read index: %w", err)
 	}
-	for {
-		iid, err := ids.Next()
-		if err != nil {
-			return fmt.Errorf("blevestore: read index: %w", err)
-		}
-		if iid == nil {
-			return nil
-		}
-		id, err := r.ExternalID(iid)
-		if err != nil {
-			return fmt.Errorf("blevestore: read index: %w", err)
-		}
+	load := func(id string, iid index.IndexInternalID) error {
 		st := &stored{}
-		err = dv.VisitDocValues(iid, func(field string, term []byte) {
+		err := dv.VisitDocValues(iid, func(field string, term []byte) {
 			n, _ := dec(term)
 			switch field {
 			case fieldVersion:
@@ -171,7 +161,78 @@ func (s *Store) loadDocs() error {
 			return fmt.Errorf("blevestore: read index: %w", err)
 		}
 		s.docs[id] = st
+		return nil
 	}
+	if is, ok := r.(*scorch.IndexSnapshot); ok {
+		return loadIDs(is, load)
+	}
+	ids, err := r.DocIDReaderAll()
+	if err != nil {
+		return fmt.Errorf("blevestore: read index: %w", err)
+	}
+	defer ids.Close()
+	for {
+		iid, err := ids.Next()
+		if err != nil {
+			return fmt.Errorf("blevestore: read index: %w", err)
+		}
+		if iid == nil {
+			return nil
+		}
+		id, err := r.ExternalID(iid)
+		if err != nil {
+			return fmt.Errorf("blevestore: read index: %w", err)
+		}
+		if err := load(id, iid); err != nil {
+			return err
+		}
+	}
+}
+
+// loadIDs calls fn with the id and internal id of every live document of is, read segment by
+// segment from the _id terms (a document's id has one posting in its segment, kept in the
+// dictionary itself). Internal ids number each segment's documents, deleted ones included, after
+// the previous segments', as scorch numbers them.
+func loadIDs(is *scorch.IndexSnapshot, fn func(id string, iid index.IndexInternalID) error) error {
+	var (
+		base uint64
+		pl   segment.PostingsList
+		it   segment.PostingsIterator
+	)
+	for _, seg := range is.Segments() {
+		dict, err := seg.Segment().Dictionary("_id")
+		if err != nil {
+			return fmt.Errorf("blevestore: read index: %w", err)
+		}
+		terms := dict.AutomatonIterator(nil, nil, nil)
+		for {
+			e, err := terms.Next()
+			if err != nil {
+				return fmt.Errorf("blevestore: read index: %w", err)
+			}
+			if e == nil {
+				break
+			}
+			if pl, err = dict.PostingsList([]byte(e.Term), seg.Deleted(), pl); err != nil {
+				return fmt.Errorf("blevestore: read index: %w", err)
+			}
+			it = pl.Iterator(false, false, false, it)
+			for {
+				p, err := it.Next()
+				if err != nil {
+					return fmt.Errorf("blevestore: read index: %w", err)
+				}
+				if p == nil {
+					break
+				}
+				if err := fn(e.Term, index.NewIndexInternalID(nil, base+p.Number())); err != nil {
+					return err
+				}
+			}
+		}
+		base += seg.Segment().Count()
+	}
+	return nil
 }
 
 func (s *Store) expireTombstones() {
@@ -290,12 +351,12 @@ func (s *Store) deleteMatching(ctx context.Context, q bq.Query, report store.Gon
 func (s *Store) goneOf(r index.IndexReader, ids []string) ([]store.Gone, error) {
 	out := make([]store.Gone, 0, len(ids))
 	for _, id := range ids {
-		source, obj, err := storedObject(r, id)
+		d, obj, err := storedObject(r, id)
 		if err != nil {
 			return nil, err
 		}
 		st := s.docs[id]
-		g := store.Gone{Cluster: gjson.GetBytes(source, document.FieldCluster).Str, Resource: gjson.GetBytes(source, document.FieldResource).Str,
+		g := store.Gone{Cluster: d.field(document.FieldCluster).Str, Resource: d.field(document.FieldResource).Str,
 			UID: gjson.GetBytes(obj, "metadata.uid").Str, Object: document.Identity(obj)}
 		if st != nil {
 			g.Epoch, g.ResourceVersion = st.epoch, st.rv
@@ -338,20 +399,15 @@ func (s *Store) Priors(ctx context.Context, ops []store.Op) ([]store.Prior, erro
 	return out, nil
 }
 
-// storedObject reads the document id's source, and the object it stores.
-func storedObject(r index.IndexReader, id string) (source, obj []byte, err error) {
-	d, err := r.Document(id)
-	if err != nil || d == nil {
-		return nil, nil, fmt.Errorf("%w: embedded index: read document %q: %v", store.ErrUnavailable, id, err)
+// storedObject reads what the index keeps of the document id, and its object.
+func storedObject(r index.IndexReader, id string) (*storedDoc, []byte, error) {
+	d, err := readStored(r, id)
+	if err != nil {
+		return nil, nil, err
 	}
-	d.VisitFields(func(f index.Field) {
-		if f.Name() == fieldSource {
-			source = f.Value()
-		}
-	})
-	obj, err = mappings.StoredObject(source)
+	obj, err := d.object()
 	if err != nil {
 		return nil, nil, fmt.Errorf("document %s: %w", strings.ReplaceAll(id, "\x00", "/"), err)
 	}
-	return source, obj, nil
+	return d, obj, nil
 }

@@ -1,6 +1,7 @@
 package blevestore
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -255,5 +256,40 @@ func TestFieldsMatchDocument(t *testing.T) {
 		if got := types[name]; got != want[spec.typ] {
 			t.Errorf("%s: indexed as %s, mapped as %q", name, want[spec.typ], got)
 		}
+	}
+}
+
+// TestReopenKeepsWriteRule: the write rule's view rebuilt at open is every live document's
+// versions as they were written, across segments holding overwritten and deleted documents.
+func TestReopenKeepsWriteRule(t *testing.T) {
+	dir := t.TempDir()
+	s := newStore(t, dir)
+	ops := fleet(t)
+	for _, o := range ops {
+		write(t, s, o) // a segment each
+	}
+	over := ops[0]
+	over.Epoch, over.Version = 2, 1 // a newer epoch overwrites whatever the resourceVersion
+	write(t, s, over)
+	gone := ops[1]
+	gone.Delete, gone.Doc, gone.Version = true, nil, gone.Version+1
+	write(t, s, gone)
+	want := map[string]stored{}
+	for id, st := range s.docs {
+		if !st.deleted {
+			want[id] = stored{version: st.version, epoch: st.epoch, rv: st.rv}
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = newStore(t, dir)
+	defer s.Close()
+	got := map[string]stored{}
+	for id, st := range s.docs {
+		got[id] = *st
+	}
+	if len(want) != len(ops)-1 || !maps.Equal(got, want) {
+		t.Errorf("after reopen:\n got %v\nwant %v", got, want)
 	}
 }
