@@ -194,9 +194,9 @@ func TestBenchStores(t *testing.T) {
 		line := fmt.Sprintf("BENCH %-48s", k.name)
 		p50 := map[string]float64{}
 		for _, b := range backends {
-			p50[b.name] = ms(lat[b.name][len(lat[b.name])/2])
 			l := lat[b.name]
 			slices.Sort(l)
+			p50[b.name] = ms(l[len(l)/2])
 			line += fmt.Sprintf(" | %s p50 %6.1f ms p99 %6.1f ms", b.name, ms(l[len(l)/2]), ms(l[len(l)*99/100]))
 			results = append(results,
 				benchResult{Bench: "stores", What: k.short + ", " + b.name + " p50", Value: ms(l[len(l)/2]), Unit: "ms", Note: size},
