@@ -317,22 +317,7 @@ func TestKarmadaRegistriesLongMessageRoundTrips(t *testing.T) {
 			t.Errorf("prefix %q: message of %d bytes, valid UTF-8 %v: want valid, at most 32 KiB", prefix, len(msg), utf8.ValidString(msg))
 		}
 		k.report(ctx, objs, verdicts)
-		// The control plane stores the status as JSON and answers it so.
-		stored, err := dyn.Resource(registryObjects).Get(ctx, "long", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := stored.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		back := &unstructured.Unstructured{}
-		if err := back.UnmarshalJSON(data); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := dyn.Resource(registryObjects).Update(ctx, back, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		storedAsJSON(t, dyn, "long")
 		if w := reportAgain(t, k, dyn, verdicts); len(w) != 0 {
 			t.Errorf("prefix %q: the status read back differs from the verdict: written again", prefix)
 		}
