@@ -232,6 +232,9 @@ func (p *publisher) run(ctx context.Context) error {
 			written += it.weight
 		}
 		p.inFlight.Release(written)
+		// The next batch reuses the array: without this its entries would keep the objects just
+		// written (up to a batch's bytes) alive beside the ones the buffer admits in their place.
+		clear(batch)
 		if barrier != nil {
 			close(barrier)
 		}

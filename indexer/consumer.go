@@ -195,7 +195,9 @@ func (c *consumer) assemble(in <-chan stream.Message, out chan<- *decodedBatch, 
 			if !send(full, items[:n:n]) {
 				return false
 			}
-			items = items[n:]
+			// A fresh array for what is left: items[n:] would keep the batch just sent, decoded
+			// documents and all, alive for as long as the next batch lasts.
+			items = append([]*item(nil), items[n:]...)
 		}
 		switch b.len() {
 		case 0:
