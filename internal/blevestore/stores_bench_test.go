@@ -1,6 +1,7 @@
 package blevestore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -194,7 +195,7 @@ func cpuTime(b *testing.B) time.Duration {
 // BenchmarkStoresReopen is what a process holding the store costs once it opened a folder of
 // BLEVESTORE_BENCH_PODS Pods (BenchmarkStores' corpus) and answered a first search counting them,
 // as bench-stores measures the standalone process after its cold start: the resident set of a
-// child process (this test binary, TestStoresReopenChild) on the corpus, less that of one on an
+// child process (this test binary, see TestMain) on the corpus, less that of one on an
 // empty folder, per 10k Pods.
 func BenchmarkStoresReopen(b *testing.B) {
 	c := newStoresCorpus(b)
@@ -210,10 +211,10 @@ func BenchmarkStoresReopen(b *testing.B) {
 	b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
 }
 
-// reopenRSS runs TestStoresReopenChild on dir and returns its resident set in bytes.
+// reopenRSS runs this test binary as reopenChild on dir and returns its resident set in bytes.
 func reopenRSS(b *testing.B, dir string) int64 {
 	b.Helper()
-	cmd := exec.CommandContext(b.Context(), os.Args[0], "-test.run=^TestStoresReopenChild$", "-test.v")
+	cmd := exec.CommandContext(b.Context(), os.Args[0])
 	cmd.Env = append(os.Environ(), "BLEVESTORE_REOPEN_DIR="+dir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -232,30 +233,39 @@ func reopenRSS(b *testing.B, dir string) int64 {
 	return kb << 10
 }
 
-// TestStoresReopenChild is BenchmarkStoresReopen's child process: it opens the folder
-// BLEVESTORE_REOPEN_DIR names, counts the Pods of a cluster, and prints its resident set.
-func TestStoresReopenChild(t *testing.T) {
-	dir := os.Getenv("BLEVESTORE_REOPEN_DIR")
-	if dir == "" {
-		t.Skip("BenchmarkStoresReopen's child process")
+// TestMain runs the tests, or, with BLEVESTORE_REOPEN_DIR set, BenchmarkStoresReopen's child process
+// instead (reopenChild): a process of its own, so that its resident set is the store's alone.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("BLEVESTORE_REOPEN_DIR"); dir != "" {
+		if err := reopenChild(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "reopen child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
+	os.Exit(m.Run())
+}
+
+// reopenChild opens the folder dir, counts the Pods of a cluster, and prints its resident set.
+func reopenChild(dir string) error {
+	ctx := context.Background()
 	s, err := New(Options{Dir: dir, TokenKey: testKey})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer s.Close()
 	q, err := query.Parse(url.Values{"clusters": {"bench-1"}, "limit": {"1"}}, time.Now())
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	res, err := s.Search(t.Context(), q)
+	res, err := s.Search(ctx, q)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	s.Release(t.Context(), res.Continue)
+	s.Release(ctx, res.Continue)
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		t.Skip(err)
+		return err
 	}
 	for line := range strings.Lines(string(status)) {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
@@ -268,4 +278,5 @@ func TestStoresReopenChild(t *testing.T) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	fmt.Printf("REOPEN heap in use %d MiB, heap sys %d MiB, heap released %d MiB\n", ms.HeapInuse>>20, ms.HeapSys>>20, ms.HeapReleased>>20)
+	return nil
 }
