@@ -193,14 +193,7 @@ func TestKarmadaRegistriesStatus(t *testing.T) {
 // status says both; once the object is valid again, its new generation is in.
 func TestKarmadaRegistriesInvalidEdit(t *testing.T) {
 	clusters := []registry.Cluster{kubeconfigClusterFor("member1")}
-	read := func(objs ...*unstructured.Unstructured) []registryObject {
-		k, _ := newFakeRegistries(objs...)
-		out, err := k.read(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	read := func(objs ...*unstructured.Unstructured) []registryObject { return readObjects(t, objs...) }
 	_, first := admitObjects(nil, read(storedRegistry("pods", 1, selectors("Pod"))), clusters, nil)
 
 	admitted, verdicts := admitObjects(nil, read(storedRegistry("pods", 2, selectors(""))), clusters, remember(first))
@@ -665,14 +658,7 @@ func TestKarmadaRegistriesAdmittedIgnored(t *testing.T) {
 // admitted object (every admission writes one) does not.
 func TestKarmadaRegistriesAdmittedDigest(t *testing.T) {
 	clusters := []registry.Cluster{kubeconfigClusterFor("member1")}
-	read := func(objs ...*unstructured.Unstructured) []registryObject {
-		k, _ := newFakeRegistries(objs...)
-		out, err := k.read(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	read := func(objs ...*unstructured.Unstructured) []registryObject { return readObjects(t, objs...) }
 	var base [32]byte
 	good := read(storedRegistry("pods", 2, selectors("Pod")))
 	_, verdicts := admitObjects(nil, good, clusters, nil)
@@ -736,4 +722,15 @@ func TestKarmadaRegistriesAdmittedUndecodableEdit(t *testing.T) {
 		!strings.Contains(c.Message, "generation 1, admitted before, is collected still") {
 		t.Errorf("condition %q", c.Message)
 	}
+}
+
+// readObjects is what a collector reading objs from the control plane makes of them.
+func readObjects(t *testing.T, objs ...*unstructured.Unstructured) []registryObject {
+	t.Helper()
+	k, _ := newFakeRegistries(objs...)
+	out, err := k.read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
