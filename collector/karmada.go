@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -144,6 +145,11 @@ func (k *karmadaMembers) member(ctx context.Context, obj *unstructured.Unstructu
 		bad = append(bad, fmt.Sprintf("%s: %v", spec.Child("insecureSkipTLSVerification"), err))
 	}
 	c.InsecureSkipTLSVerify = insecure
+	header, _, err := unstructured.NestedStringMap(obj.Object, "spec", "proxyHeader")
+	if err != nil {
+		bad = append(bad, fmt.Sprintf("%s: %v", spec.Child("proxyHeader"), err))
+	}
+	c.ProxyHeader = proxyHeader(header)
 	prefix := "Karmada Cluster " + name + ": "
 	switch mode {
 	case "Push":
@@ -188,12 +194,29 @@ func (k *karmadaMembers) member(ctx context.Context, obj *unstructured.Unstructu
 		// The paths are the clusters file's (clusters[0].caData): name the Karmada fields instead.
 		secret := "Secret " + ns + "/" + sname
 		fields := strings.NewReplacer("clusters[0].name", "metadata.name", "clusters[0].labels", "metadata.labels",
-			"clusters[0].server", "spec.apiEndpoint", "clusters[0].proxyURL", "spec.proxyURL",
+			"clusters[0].server", "spec.apiEndpoint", "clusters[0].proxyURL", "spec.proxyURL", "clusters[0].proxyHeader", "spec.proxyHeader",
 			"clusters[0].caData", secret+" data.caBundle", "clusters[0].caFile", secret+" data.caBundle",
 			"clusters[0].token", secret+" data.token", "clusters[0].insecureSkipTLSVerify", "spec.insecureSkipTLSVerification")
 		return registry.Cluster{}, prefix + strings.ReplaceAll(fields.Replace(err.Error()), "\n", "; ") + "; not collected", nil
 	}
 	return c, "", nil
+}
+
+// proxyHeader reads a Cluster's spec.proxyHeader as Karmada does: a value holding commas is that
+// many values of the header (`k1: v1,v2`), each trimmed, empty ones dropped.
+func proxyHeader(m map[string]string) http.Header {
+	if len(m) == 0 {
+		return nil
+	}
+	h := make(http.Header, len(m))
+	for name, value := range m {
+		for v := range strings.SplitSeq(value, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				h.Add(name, v)
+			}
+		}
+	}
+	return h
 }
 
 // digest hashes everything the plan and the status are built from, credentials included, so a
@@ -205,9 +228,15 @@ func (r karmadaRead) digest(h io.Writer) {
 			labels = append(labels, k+"="+v)
 		}
 		slices.Sort(labels)
-		fmt.Fprintf(h, "cluster\x00%s\x00%q\x00%s\x00%s\x00%s\x00%s\x00%x\x00%x\x00%s\x00%t\x00",
+		// The proxy's headers are often a credential too: hashed, in a stable order.
+		proxyHeader := make([]string, 0, len(c.ProxyHeader))
+		for name, values := range c.ProxyHeader {
+			proxyHeader = append(proxyHeader, fmt.Sprintf("%s=%q", name, values))
+		}
+		slices.Sort(proxyHeader)
+		fmt.Fprintf(h, "cluster\x00%s\x00%q\x00%s\x00%s\x00%s\x00%s\x00%x\x00%x\x00%s\x00%x\x00%t\x00",
 			c.Name, labels, c.Provider, c.Region, c.Zone, c.Server, sha256.Sum256([]byte(c.Token)), sha256.Sum256(c.CAData),
-			c.ProxyURL, c.InsecureSkipTLSVerify)
+			c.ProxyURL, sha256.Sum256([]byte(strings.Join(proxyHeader, "\x00"))), c.InsecureSkipTLSVerify)
 	}
 	for _, s := range r.skipped {
 		fmt.Fprintf(h, "skipped\x00%s\x00%s\x00", s.Name, s.Reason)

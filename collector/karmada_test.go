@@ -3,6 +3,8 @@ package collector
 import (
 	"crypto/sha256"
 	"errors"
+	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -64,7 +66,8 @@ func TestKarmadaMembersRead(t *testing.T) {
 	}
 	k, _ := newFakeKarmada(t, []*unstructured.Unstructured{
 		karmadaCluster("member1", map[string]any{"env": "prod"},
-			push(map[string]any{"provider": "aws", "region": "eu-west-1", "zone": "eu-west-1a", "proxyURL": "http://proxy:3128"})),
+			push(map[string]any{"provider": "aws", "region": "eu-west-1", "zone": "eu-west-1a", "proxyURL": "http://proxy:3128",
+				"proxyHeader": map[string]any{"proxy-authorization": "Basic a2FybWFkYQ==", "X-Tenant": "blue, green,"}})),
 		karmadaCluster("member2", nil, push(map[string]any{"insecureSkipTLSVerification": true, "secretRef": secretRef("badca")})),
 		karmadaCluster("pulled", nil, map[string]any{"syncMode": "Pull"}),
 		karmadaCluster("noendpoint", nil, map[string]any{"syncMode": "Push", "secretRef": secretRef("good")}),
@@ -73,6 +76,9 @@ func TestKarmadaMembersRead(t *testing.T) {
 		karmadaCluster("notoken", nil, push(map[string]any{"secretRef": secretRef("notoken")})),
 		karmadaCluster("http", nil, push(map[string]any{"apiEndpoint": "http://127.0.0.1:6443"})),
 		karmadaCluster("nomode", nil, map[string]any{"apiEndpoint": "https://127.0.0.1:6443", "secretRef": secretRef("good")}),
+		karmadaCluster("noproxy", nil, push(map[string]any{"proxyHeader": map[string]any{"X-Tenant": "blue"}})),
+		karmadaCluster("badheader", nil, push(map[string]any{"proxyURL": "http://proxy:3128",
+			"proxyHeader": map[string]any{"Proxy-Authorization": "Basic s3cr3t\nX-Injected: 1"}})),
 	},
 		memberSecret("good", map[string][]byte{"token": []byte("t0k3n"), "caBundle": caPEM}),
 		memberSecret("badca", map[string][]byte{"token": []byte("t0k3n"), "caBundle": []byte("not a PEM")}),
@@ -85,7 +91,8 @@ func TestKarmadaMembersRead(t *testing.T) {
 
 	want := []registry.Cluster{
 		{Name: "member1", Labels: map[string]string{"env": "prod"}, Provider: "aws", Region: "eu-west-1", Zone: "eu-west-1a",
-			Server: "https://127.0.0.1:6443", Token: "t0k3n", CAData: caPEM, ProxyURL: "http://proxy:3128"},
+			Server: "https://127.0.0.1:6443", Token: "t0k3n", CAData: caPEM, ProxyURL: "http://proxy:3128",
+			ProxyHeader: http.Header{"Proxy-Authorization": {"Basic a2FybWFkYQ=="}, "X-Tenant": {"blue", "green"}}},
 		// insecureSkipTLSVerification: the bundle (bad here) is ignored, as Karmada ignores it.
 		{Name: "member2", Server: "https://127.0.0.1:6443", Token: "t0k3n", InsecureSkipTLSVerify: true},
 	}
@@ -95,7 +102,7 @@ func TestKarmadaMembersRead(t *testing.T) {
 	for i := range want {
 		g, w := got.clusters[i], want[i]
 		if g.Name != w.Name || g.Provider != w.Provider || g.Region != w.Region || g.Zone != w.Zone || g.Server != w.Server ||
-			g.Token != w.Token || string(g.CAData) != string(w.CAData) || g.ProxyURL != w.ProxyURL ||
+			g.Token != w.Token || string(g.CAData) != string(w.CAData) || g.ProxyURL != w.ProxyURL || !reflect.DeepEqual(g.ProxyHeader, w.ProxyHeader) ||
 			g.InsecureSkipTLSVerify != w.InsecureSkipTLSVerify || len(g.Labels) != len(w.Labels) || g.Labels["env"] != w.Labels["env"] {
 			t.Errorf("cluster %d:\ngot  %+v\nwant %+v", i, g, w)
 		}
@@ -113,6 +120,8 @@ func TestKarmadaMembersRead(t *testing.T) {
 		"nosecret":   "Secret karmada-cluster/gone not found",
 		"notoken":    "data.token: Required value",
 		"pulled":     "spec.syncMode is Pull",
+		"noproxy":    "spec.proxyHeader: Forbidden: needs proxyURL",
+		"badheader":  `spec.proxyHeader[Proxy-Authorization]: Invalid value: "(value hidden)"`,
 	}
 	if len(got.skipped) != len(wantSkipped) {
 		t.Errorf("skipped: got %v, want %d", got.skipped, len(wantSkipped))
@@ -123,7 +132,7 @@ func TestKarmadaMembersRead(t *testing.T) {
 			t.Errorf("skipped %s unexpectedly: %s", s.Name, s.Reason)
 			continue
 		}
-		if !strings.Contains(s.Reason, want) || !strings.Contains(s.Reason, "Karmada Cluster "+s.Name+":") {
+		if !strings.Contains(s.Reason, want) || !strings.Contains(s.Reason, "Karmada Cluster "+s.Name+":") || strings.Contains(s.Reason, "s3cr3t") {
 			t.Errorf("skipped %s: reason %q, want it to name the object and contain %q", s.Name, s.Reason, want)
 		}
 	}

@@ -4,17 +4,22 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+
+	"golang.org/x/net/http/httpguts"
 
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
 	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/yaml"
 )
@@ -52,6 +57,10 @@ type Cluster struct {
 	Token  string `json:"-"`
 	// ProxyURL is the proxy every request to the member goes through (http, https or socks5).
 	ProxyURL string `json:"-"`
+	// ProxyHeader is sent to an http or https ProxyURL in the CONNECT request that opens the tunnel
+	// to the member (a Karmada Cluster's spec.proxyHeader: often a Proxy-Authorization), never to
+	// the member itself.
+	ProxyHeader http.Header `json:"-"`
 }
 
 // clustersFile is the shape of a clusters file.
@@ -144,7 +153,7 @@ func validateCluster(c *Cluster, path *field.Path) field.ErrorList {
 	allErrs = append(allErrs, metav1validation.ValidateLabels(c.Labels, path.Child("labels"))...)
 
 	direct := c.Server != "" || c.CAFile != "" || c.TokenFile != "" || c.InsecureSkipTLSVerify ||
-		len(c.CAData) > 0 || c.Token != "" || c.ProxyURL != ""
+		len(c.CAData) > 0 || c.Token != "" || c.ProxyURL != "" || len(c.ProxyHeader) > 0
 	switch {
 	case c.Kubeconfig != "" && direct:
 		for _, f := range []struct {
@@ -152,7 +161,7 @@ func validateCluster(c *Cluster, path *field.Path) field.ErrorList {
 			set  bool
 		}{{"server", c.Server != ""}, {"caFile", c.CAFile != ""}, {"tokenFile", c.TokenFile != ""},
 			{"insecureSkipTLSVerify", c.InsecureSkipTLSVerify}, {"caData", len(c.CAData) > 0},
-			{"token", c.Token != ""}, {"proxyURL", c.ProxyURL != ""}} {
+			{"token", c.Token != ""}, {"proxyURL", c.ProxyURL != ""}, {"proxyHeader", len(c.ProxyHeader) > 0}} {
 			if f.set {
 				allErrs = append(allErrs, field.Forbidden(path.Child(f.name),
 					"cannot be combined with kubeconfig; reach a cluster through one or the other"))
@@ -212,6 +221,31 @@ func validateDirect(c *Cluster, path *field.Path) field.ErrorList {
 			allErrs = append(allErrs, field.Invalid(path.Child("proxyURL"), c.ProxyURL, err.Error()))
 		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" || u.Host == "":
 			allErrs = append(allErrs, field.Invalid(path.Child("proxyURL"), u.Redacted(), "must be an http, https or socks5 URL with a host"))
+		case u.Scheme == "socks5" && len(c.ProxyHeader) > 0:
+			allErrs = append(allErrs, field.Forbidden(path.Child("proxyHeader"), "a socks5 proxy takes no headers: they are sent in an http or https proxy's CONNECT"))
+		}
+	} else if len(c.ProxyHeader) > 0 {
+		allErrs = append(allErrs, field.Forbidden(path.Child("proxyHeader"), "needs proxyURL: the headers are sent to the proxy"))
+	}
+	allErrs = append(allErrs, validateProxyHeader(c.ProxyHeader, path.Child("proxyHeader"))...)
+	return allErrs
+}
+
+// validateProxyHeader checks names and values as HTTP defines them. A value is never echoed: a
+// proxy header is often a credential (Proxy-Authorization), and errors end up in logs and /status.
+func validateProxyHeader(h http.Header, path *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	names := slices.Sorted(maps.Keys(h))
+	for _, name := range names {
+		if !httpguts.ValidHeaderFieldName(name) {
+			allErrs = append(allErrs, field.Invalid(path.Key(name), "(value hidden)", "not a valid HTTP header name"))
+			continue
+		}
+		for _, v := range h[name] {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				allErrs = append(allErrs, field.Invalid(path.Key(name), "(value hidden)", "a value holds a character HTTP headers cannot carry (a control character or line break)"))
+				break
+			}
 		}
 	}
 	return allErrs
@@ -303,12 +337,37 @@ func (c Cluster) RESTConfig() (*rest.Config, error) {
 		}
 		cfg.Proxy = http.ProxyURL(u)
 	}
+	if len(c.ProxyHeader) > 0 {
+		cfg.Wrap(proxyConnectHeader(c.Name, c.ProxyHeader.Clone()))
+	}
 	return cfg, nil
 }
+
+// proxyConnectHeader puts h on the CONNECT requests of the transport client-go builds for the
+// member. rest.Config has no field for it; its WrapTransport sees the *http.Transport itself, which
+// is the member's own (client-go never shares a transport whose config has a Proxy), so it is set
+// once, before the transport's first request.
+func proxyConnectHeader(cluster string, h http.Header) transport.WrapperFunc {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		t, ok := rt.(*http.Transport)
+		if !ok {
+			return failingTransport{fmt.Errorf("cluster %q: proxyHeader: the member's transport is a %T, not an *http.Transport: its CONNECT headers cannot be set", cluster, rt)}
+		}
+		t.ProxyConnectHeader = h
+		return t
+	}
+}
+
+// failingTransport answers every request with err: a member that cannot be reached as configured
+// fails loudly (in its status) rather than reaching its proxy without the headers it requires.
+type failingTransport struct{ err error }
+
+func (f failingTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
 
 // sameConnection reports whether a and b reach their cluster the same way.
 func sameConnection(a, b Cluster) bool {
 	return a.Kubeconfig == b.Kubeconfig && a.Context == b.Context && a.Server == b.Server &&
 		a.CAFile == b.CAFile && a.TokenFile == b.TokenFile && a.InsecureSkipTLSVerify == b.InsecureSkipTLSVerify &&
-		bytes.Equal(a.CAData, b.CAData) && a.Token == b.Token && a.ProxyURL == b.ProxyURL
+		bytes.Equal(a.CAData, b.CAData) && a.Token == b.Token && a.ProxyURL == b.ProxyURL &&
+		maps.EqualFunc(a.ProxyHeader, b.ProxyHeader, slices.Equal)
 }

@@ -10,11 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/kubesearch/kubesearch/internal/testproxy"
 )
 
 func TestLoadClusters(t *testing.T) {
@@ -348,6 +351,99 @@ contexts:
 			}
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+// A member behind a forward proxy that requires headers: the CONNECT carries spec.proxyHeader's
+// headers (values split at commas, as Karmada does) and the member never sees them; without them the
+// proxy's 407 is the error.
+func TestRESTConfigThroughProxy(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Proxy-Authorization") != "" || r.Header.Get("X-Tenant") != "" {
+			http.Error(w, "the proxy's headers reached the member", http.StatusBadRequest)
+			return
+		}
+		fmt.Fprint(w, `{"gitVersion":"v1.37.2"}`)
+	}))
+	t.Cleanup(srv.Close)
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	required := http.Header{"Proxy-Authorization": {"Basic a2FybWFkYTpzM2NyZXQ="}, "X-Tenant": {"blue", "green"}}
+	proxy := testproxy.New(t, required)
+
+	get := func(c Cluster) error {
+		cfg, err := c.RESTConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, cfg.Host+"/version", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d: %s", resp.StatusCode, body)
+		}
+		return nil
+	}
+	member := Cluster{Name: "m", Server: srv.URL, CAData: caPEM, Token: "t", ProxyURL: proxy.URL}
+	if err := get(member); err == nil || !strings.Contains(err.Error(), "Proxy Authentication Required") {
+		t.Fatalf("without the headers: %v, want the proxy's 407", err)
+	}
+	member.ProxyHeader = required.Clone()
+	if err := get(member); err != nil {
+		t.Fatalf("with the headers: %v", err)
+	}
+	connects, refused := proxy.Connects()
+	if len(connects) != 2 || refused != 1 {
+		t.Fatalf("%d CONNECTs, %d refused; want 2, 1", len(connects), refused)
+	}
+	if got := connects[1]; got.Get("Proxy-Authorization") != required.Get("Proxy-Authorization") || !slices.Equal(got.Values("X-Tenant"), []string{"blue", "green"}) {
+		t.Errorf("CONNECT headers %v", got)
+	}
+}
+
+func TestRESTConfigProxyHeaderErrors(t *testing.T) {
+	base := Cluster{Name: "m", Server: "https://x", Token: "t", InsecureSkipTLSVerify: true}
+	tests := []struct {
+		name  string
+		edit  func(c *Cluster)
+		want  string
+		never string // a value the error must not echo
+	}{
+		{"without a proxy", func(c *Cluster) { c.ProxyHeader = http.Header{"X-A": {"1"}} },
+			"cluster.proxyHeader: Forbidden: needs proxyURL", ""},
+		{"socks5", func(c *Cluster) { c.ProxyURL, c.ProxyHeader = "socks5://p:1080", http.Header{"X-A": {"1"}} },
+			"cluster.proxyHeader: Forbidden: a socks5 proxy takes no headers", ""},
+		{"bad name", func(c *Cluster) { c.ProxyURL, c.ProxyHeader = "http://p:3128", http.Header{"Bad Name": {"1"}} },
+			`cluster.proxyHeader[Bad Name]: Invalid value: "(value hidden)": not a valid HTTP header name`, ""},
+		{"line break in a value", func(c *Cluster) {
+			c.ProxyURL, c.ProxyHeader = "http://p:3128", http.Header{"Proxy-Authorization": {"Basic s3cr3t\r\nX-Injected: 1"}}
+		}, "cluster.proxyHeader[Proxy-Authorization]: Invalid value: \"(value hidden)\": a value holds a character", "s3cr3t"},
+		{"beside a kubeconfig", func(c *Cluster) {
+			*c = Cluster{Name: "m", Kubeconfig: "testdata/clusters/kubeconfig", ProxyHeader: http.Header{"X-A": {"1"}}}
+		}, "cluster.proxyHeader: Forbidden: cannot be combined with kubeconfig", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base
+			tt.edit(&c)
+			_, err := c.RESTConfig()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("RESTConfig error = %v, want one containing %q", err, tt.want)
+			}
+			if tt.never != "" && strings.Contains(err.Error(), tt.never) {
+				t.Errorf("the error echoes the header's value: %v", err)
 			}
 		})
 	}

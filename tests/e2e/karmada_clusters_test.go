@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,10 +20,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubesearch/kubesearch/internal/testproxy"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
 
@@ -33,7 +36,9 @@ var karmadaClustersGVR = schema.GroupVersionResource{Group: "cluster.karmada.io"
 // Karmada's API) pointing at two of the test bed's members, with their token and CA in Secrets:
 // both members' objects are searchable under the Cluster objects' names; a Pull-mode Cluster is
 // reported in the fleet status as not collected, with why; deleting a Cluster object purges its
-// member's documents, as removing a cluster from a clusters file does.
+// member's documents, as removing a cluster from a clusters file does. One member is reached
+// through a forward proxy that requires headers (spec.proxyURL, spec.proxyHeader); a Cluster
+// through it without them is reported with the proxy's 407.
 func TestKarmadaClusters(t *testing.T) {
 	env := testbed.Get(t)
 	plane := env.Karmada(t)
@@ -47,6 +52,18 @@ func TestKarmadaClusters(t *testing.T) {
 
 	const secretNS = "karmada-cluster"
 	names := createKarmadaMembers(t, env, dyn, core, suffix, members)
+	// k2 is behind a proxy that admits only CONNECTs with its headers; Karmada's proxyHeader gives
+	// several values of a header as one, comma-separated.
+	proxy := testproxy.New(t, http.Header{"Proxy-Authorization": {"Basic a2FybWFkYTpzM2NyZXQ="}, "X-Tenant": {"blue", "green"}})
+	proxied := fmt.Sprintf("k2-%s", suffix)
+	patch := fmt.Sprintf(`{"spec":{"proxyURL":%q,"proxyHeader":{"Proxy-Authorization":"Basic a2FybWFkYTpzM2NyZXQ=","X-Tenant":"blue,green"}}}`, proxy.URL)
+	if _, err := dyn.Resource(karmadaClustersGVR).Patch(t.Context(), proxied, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The same member through the same proxy without the headers: never collected, and says why.
+	noHeader := "noheader-" + suffix
+	createKarmadaCluster(t, dyn, noHeader, map[string]any{"syncMode": "Push", "apiEndpoint": env.RESTConfig(t, members[1]).Host,
+		"secretRef": map[string]any{"namespace": secretNS, "name": proxied}, "provider": "testbed", "proxyURL": proxy.URL})
 	pull := "pull-" + suffix
 	createKarmadaCluster(t, dyn, pull, map[string]any{"syncMode": "Pull", "apiEndpoint": "https://10.255.0.1:6443"})
 	// A Cluster whose Secret does not exist: reported, and the others collected all the same.
@@ -92,12 +109,22 @@ spec:
 	eventually(t, fmt.Sprintf("both members' ConfigMaps indexed under their Cluster objects' names %v", want), time.Minute, func() bool {
 		return slices.Equal(indexed(), want)
 	})
+	connects, refused := proxy.Connects()
+	var admitted int
+	for _, h := range connects {
+		if h.Get("X-Tenant") != "" {
+			admitted++
+		}
+	}
+	if admitted == 0 || refused == 0 {
+		t.Errorf("the proxy admitted %d CONNECTs with the headers and refused %d without; want both", admitted, refused)
+	}
 
 	t.Run("Pull-mode and bad Clusters are reported as not collected", func(t *testing.T) {
 		var body string
-		eventually(t, "the fleet status names "+pull+" and "+orphan, 30*time.Second, func() bool {
+		eventually(t, "the fleet status names "+pull+", "+orphan+" and "+noHeader+"'s proxy refusal", 30*time.Second, func() bool {
 			body = string(get(t, base, "/v1alpha1/fleet", nil).raw)
-			return strings.Contains(body, pull) && strings.Contains(body, orphan)
+			return strings.Contains(body, pull) && strings.Contains(body, orphan) && strings.Contains(body, "Proxy Authentication Required")
 		})
 		for _, why := range []string{
 			"Karmada Cluster " + pull + ": spec.syncMode is Pull",
