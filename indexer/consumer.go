@@ -725,13 +725,10 @@ func (c *consumer) storeWatermarks(ctx context.Context) {
 // them behind.
 func (c *consumer) refreshWatermarks(ctx context.Context) {
 	if kinds := c.wm.unrefreshed(); len(kinds) > 0 {
-		t := c.now()
-		if err := c.docs.Refresh(ctx, kinds...); err != nil {
-			c.log.Warn("refresh failed; watermarks wait for the next one", "err", err)
-			return
-		}
-		c.since("refresh", t)
-		c.wm.refreshed(kinds)
+		r := refreshDone{kinds: kinds, written: c.wm.writtenOf(kinds), start: c.now()}
+		r.err = c.docs.Refresh(ctx, kinds...)
+		c.finishRefresh(ctx, r)
+		return
 	}
 	c.storeWatermarks(ctx)
 }

@@ -205,25 +205,6 @@ func (w *watermarks) unrefreshed() []string {
 	return kinds
 }
 
-// refreshed records that every write so far to the indices of kinds is searchable.
-func (w *watermarks) refreshed(kinds []string) {
-	for _, p := range w.pairs {
-		if !slices.Contains(kinds, p.kind) {
-			continue
-		}
-		for _, s := range p.scopes {
-			if s.written != s.ResourceVersion {
-				s.ResourceVersion = s.written
-				p.dirty = true
-			}
-			if s.Ceiling > 0 && s.ResourceVersion > s.Ceiling {
-				s.Ceiling = 0 // the new numbering passed the old: every old position is below it
-				p.dirty = true
-			}
-		}
-	}
-}
-
 // writtenMarks is what was written of each scope of some kinds at one moment (writtenOf), for a
 // refresh that started then.
 type writtenMarks []writtenMark
@@ -253,13 +234,14 @@ func (w *watermarks) writtenOf(kinds []string) writtenMarks {
 
 // refreshedUpTo records that the writes of marks are searchable: a refresh that started when they
 // were taken is done. A scope moved since only as far as then: a later write waits for the next
-// refresh, and a scope whose epoch changed (a SYNC set its watermark itself) or that lists is left
-// as it is. A pair or scope removed meanwhile (a PURGE) is no longer reached from w, so moving it
-// changes nothing.
+// refresh, and a scope whose epoch changed (a SYNC set its watermark itself) is left as it is. A
+// scope that began to list keeps its written mark (written does not move while a list runs), so
+// the writes before the list move it as they would have. A pair or scope removed meanwhile (a
+// PURGE) is no longer reached from w, so moving it changes nothing.
 func (w *watermarks) refreshedUpTo(marks writtenMarks) {
 	for _, m := range marks {
 		s := m.scope
-		if s.Epoch != m.epoch || s.Listing || m.written <= s.ResourceVersion || m.written > s.written {
+		if s.Epoch != m.epoch || m.written <= s.ResourceVersion || m.written > s.written {
 			continue
 		}
 		s.ResourceVersion = m.written

@@ -55,7 +55,7 @@ func TestWatermarkLifecycle(t *testing.T) {
 	if got := w.unrefreshed(); len(got) != 1 || got[0] != "Pod" {
 		t.Errorf("unrefreshed: got %v, want [Pod]", got)
 	}
-	w.refreshed([]string{"Pod"})
+	refreshAll(w, "Pod")
 	step("refreshed", 14, false)
 	if got := w.unrefreshed(); len(got) != 0 {
 		t.Errorf("unrefreshed after refresh: %v", got)
@@ -66,7 +66,7 @@ func TestWatermarkLifecycle(t *testing.T) {
 
 	w.written(ev(envelope.Added, "", 200, "20"), 0)
 	w.written(ev(envelope.Added, "", 200, "16"), 0)
-	w.refreshed([]string{"Pod"})
+	refreshAll(w, "Pod")
 	step("re-list in progress: the watermark does not move", 14, true)
 
 	w.synced(ev(envelope.Sync, "", 100, "11"), 0)
@@ -86,10 +86,10 @@ func TestWatermarkLifecycle(t *testing.T) {
 	}
 	ceiling("the old numbering's highest position is kept", 25)
 	w.written(ev(envelope.Modified, "", 300, "24"), 0)
-	w.refreshed([]string{"Pod"})
+	refreshAll(w, "Pod")
 	ceiling("below the old numbering's highest", 25)
 	w.written(ev(envelope.Modified, "", 300, "26"), 0)
-	w.refreshed([]string{"Pod"})
+	refreshAll(w, "Pod")
 	ceiling("the new numbering passed the old", 0)
 	step("past the old numbering", 26, false)
 
@@ -111,12 +111,12 @@ func TestWatermarkScopes(t *testing.T) {
 	}
 	w.synced(ev(envelope.Sync, "b", 101, "40"), 0)
 	w.written(ev(envelope.Modified, "a", 100, "70"), 0)
-	w.refreshed([]string{"Pod"})
+	refreshAll(w, "Pod")
 	if got := wmOf(w); got.Listing || got.ResourceVersion != 40 || got.Epoch != 101 || len(got.Scopes) != 2 {
 		t.Errorf("got %+v, want rv 40 (b's), epoch 101", got)
 	}
 	w.written(ev(envelope.Modified, "b", 101, "80"), 0)
-	w.refreshed([]string{"Pod"})
+	refreshAll(w, "Pod")
 	if got := wmOf(w); got.ResourceVersion != 70 {
 		t.Errorf("got rv %d, want 70 (a's)", got.ResourceVersion)
 	}
@@ -145,7 +145,7 @@ func TestWatermarkProvisionalScopes(t *testing.T) {
 		t.Errorf("got %+v, want the one cluster-wide scope at 9", got)
 	}
 	w.written(ev(envelope.Modified, "c", 100, "12"), 0)
-	w.refreshed([]string{"Pod"})
+	refreshAll(w, "Pod")
 	if got := wmOf(w); got.ResourceVersion != 12 || len(got.Scopes) != 1 {
 		t.Errorf("events of any namespace belong to the cluster-wide scope: got %+v", got)
 	}
@@ -184,7 +184,7 @@ func TestWatermarkStoredRoundTrip(t *testing.T) {
 	w2 := newWatermarks()
 	w2.load(store.Pair{Cluster: "m1", Group: "", Resource: "pods"}, &stored)
 	w2.written(ev(envelope.Modified, "a", 100, "60"), 0)
-	w2.refreshed([]string{"Pod"})
+	refreshAll(w2, "Pod")
 	got := w2.pairs[store.Pair{Cluster: "m1", Group: "", Resource: "pods"}].watermark()
 	if got.ResourceVersion != 0 || !got.Listing {
 		t.Errorf("after reload: %+v, want 0 and listing while b never listed", got)
@@ -208,7 +208,8 @@ func TestWatermarkForgetPartition(t *testing.T) {
 }
 
 // TestWatermarkRefreshedUpTo: a refresh that ran beside the writes moves a scope only as far as what
-// was written when it started; a scope a SYNC moved, or that lists, meanwhile stays as they left it.
+// was written when it started; a scope a SYNC moved meanwhile stays as the SYNC left it, and one
+// that began to list moves by the writes before its list only.
 func TestWatermarkRefreshedUpTo(t *testing.T) {
 	w := newWatermarks()
 	w.load(store.Pair{Cluster: "m1", Group: "", Resource: "pods"}, nil)
@@ -237,12 +238,23 @@ func TestWatermarkRefreshedUpTo(t *testing.T) {
 		t.Errorf("a SYNC during the refresh: rv %d, want the SYNC's 3, not the earlier epoch's 20", got)
 	}
 
-	// A list started while a refresh ran: the scope waits for its SYNC.
+	// A list started while a refresh ran: the write before it is searchable, the list's own objects
+	// wait for its SYNC, also through the next refresh.
 	w.written(ev(envelope.Modified, "", 200, "4"), 0)
 	marks = w.writtenOf(w.unrefreshed())
 	w.written(ev(envelope.Added, "", 300, "9"), 0)
 	w.refreshedUpTo(marks)
-	if got := wmOf(w); got.ResourceVersion != 3 || !got.Listing {
-		t.Errorf("a list begun during the refresh: rv %d listing %v, want 3 and listing", got.ResourceVersion, got.Listing)
+	if got := wmOf(w); got.ResourceVersion != 4 || !got.Listing {
+		t.Errorf("a list begun during the refresh: rv %d listing %v, want 4 and listing", got.ResourceVersion, got.Listing)
 	}
+	refreshAll(w, "Pod")
+	if got := wmOf(w); got.ResourceVersion != 4 || !got.Listing {
+		t.Errorf("the list's objects refreshed before its SYNC: rv %d listing %v, want 4 and listing", got.ResourceVersion, got.Listing)
+	}
+}
+
+// refreshAll is a refresh of kinds with no write beside it: what the consumer's refresh does when
+// nothing is written while it runs.
+func refreshAll(w *watermarks, kinds ...string) {
+	w.refreshedUpTo(w.writtenOf(kinds))
 }
