@@ -353,7 +353,7 @@ func proxyConnectHeader(cluster string, h http.Header) transport.WrapperFunc {
 		if !ok {
 			return failingTransport{fmt.Errorf("cluster %q: proxyHeader: the member's transport is a %T, not an *http.Transport: its CONNECT headers cannot be set", cluster, rt)}
 		}
-		t.ProxyConnectHeader = h
+		t.ProxyConnectHeader = h.Clone() // one map per transport: a config may build several
 		return t
 	}
 }
