@@ -328,32 +328,41 @@ contexts:
 		{Name: "through-kubeconfig", Kubeconfig: kubeconfig, Context: "test"},
 	} {
 		t.Run(c.Name, func(t *testing.T) {
-			cfg, err := c.RESTConfig()
-			if err != nil {
+			if err := getVersion(t, c); err != nil {
 				t.Fatal(err)
-			}
-			client, err := rest.HTTPClientFor(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, cfg.Host+"/version", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
 		})
 	}
+}
+
+// getVersion asks the cluster for /version with the client its RESTConfig makes.
+func getVersion(t *testing.T, c Cluster) error {
+	t.Helper()
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, cfg.Host+"/version", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d: %s", resp.StatusCode, body)
+	}
+	return nil
 }
 
 // A member behind a forward proxy that requires headers: the CONNECT carries spec.proxyHeader's
@@ -372,36 +381,12 @@ func TestRESTConfigThroughProxy(t *testing.T) {
 	required := http.Header{"Proxy-Authorization": {"Basic a2FybWFkYTpzM2NyZXQ="}, "X-Tenant": {"blue", "green"}}
 	proxy := testproxy.New(t, required)
 
-	get := func(c Cluster) error {
-		cfg, err := c.RESTConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		client, err := rest.HTTPClientFor(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, cfg.Host+"/version", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d: %s", resp.StatusCode, body)
-		}
-		return nil
-	}
 	member := Cluster{Name: "m", Server: srv.URL, CAData: caPEM, Token: "t", ProxyURL: proxy.URL}
-	if err := get(member); err == nil || !strings.Contains(err.Error(), "Proxy Authentication Required") {
+	if err := getVersion(t, member); err == nil || !strings.Contains(err.Error(), "Proxy Authentication Required") {
 		t.Fatalf("without the headers: %v, want the proxy's 407", err)
 	}
 	member.ProxyHeader = required.Clone()
-	if err := get(member); err != nil {
+	if err := getVersion(t, member); err != nil {
 		t.Fatalf("with the headers: %v", err)
 	}
 	connects, refused := proxy.Connects()
