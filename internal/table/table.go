@@ -16,6 +16,10 @@ type Printer struct {
 	row     func(obj []byte, now time.Time) (metav1.TableRow, error)
 	// status renders the Status column's cell alone; nil when the resource has no such column.
 	status func(obj []byte) (string, error)
+	// keys computes the sort keys (keys.go); nil for a printer without keyed columns.
+	keys func(obj []byte) ([]Key, error)
+	// keyedApart are the columns whose key is not their cell's (kind.keys), for the tests.
+	keyedApart []string
 }
 
 // Columns are the column definitions of the resource, in the order of the cells of Row.
@@ -120,6 +124,9 @@ type kind[T any] struct {
 	// statusMembers, if set, are all the Status cell reads of the object (status.go): Status
 	// decodes only those.
 	statusMembers []member
+	// keys, by column name, are the sort keys of the columns whose cell reads the time or does
+	// not compare as its text (keys.go); any other column's key is its cell's.
+	keys map[string]func(*T) (string, bool)
 }
 
 type column[T any] struct {
@@ -181,6 +188,41 @@ func (k kind[T]) printer() *Printer {
 			return s, nil
 		}
 		break
+	}
+	type keyed struct {
+		id  string
+		key func(*T) (string, bool)
+	}
+	var keyers []keyed
+	for _, c := range k.columns {
+		if unkeyed(c.def.Name) {
+			continue
+		}
+		key := k.keys[c.def.Name]
+		if key != nil {
+			p.keyedApart = append(p.keyedApart, c.def.Name)
+		} else {
+			cell := c.cell
+			// The zero time: a column whose cell reads the time has its own key function, and
+			// TestSortKeysIgnoreTheTime holds every other cell to the same text at any time.
+			key = func(o *T) (string, bool) { return cellKey(cell(o, time.Time{})) }
+		}
+		keyers = append(keyers, keyed{ColumnID(c.def.Name), key})
+	}
+	if len(keyers) > 0 {
+		p.keys = func(obj []byte) ([]Key, error) {
+			o, err := decode(obj)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]Key, 0, len(keyers))
+			for _, kc := range keyers {
+				if v, ok := kc.key(o); ok {
+					out = append(out, Key{Column: kc.id, Value: v})
+				}
+			}
+			return out, nil
+		}
 	}
 	return p
 }
