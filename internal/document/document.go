@@ -254,6 +254,7 @@ func build(ev *envelope.Event, objectValid bool) ([]byte, error) {
 	}
 	w.kindFields(ev.Group, kind, &v, &st, &text)
 	w.status(ev)
+	w.columns(ev)
 
 	l := w.list(FieldText)
 	for _, s := range text.items {
@@ -291,6 +292,32 @@ func (w *docWriter) status(ev *envelope.Event) {
 	if s, ok, err := p.Status(ev.Object); err == nil && ok && s != "" {
 		w.str(FieldStatus, s)
 	}
+}
+
+// columns writes the object's sort keys, one per column of its kind's Table (table.SortKeys), as
+// the object {"ready": …, "restarts": …} keyed by table.ColumnID, so the search page's own
+// columns of a kind sort on the server. Custom resources (their columns are their CRD's), kinds
+// without a printer, and an object the printer cannot decode write none: such documents sort last.
+func (w *docWriter) columns(ev *envelope.Event) {
+	p, ok := table.Lookup(ev.Group, ev.Resource)
+	if !ok {
+		return
+	}
+	keys, err := p.SortKeys(ev.Object)
+	if err != nil || len(keys) == 0 {
+		return
+	}
+	w.key(FieldColumns)
+	w.b = append(w.b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.b = AppendString(w.b, k.Column)
+		w.b = append(w.b, ':')
+		w.b = AppendString(w.b, k.Value)
+	}
+	w.b = append(w.b, '}')
 }
 
 // check compares the object with the envelope and returns the kind to index under.

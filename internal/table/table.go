@@ -2,6 +2,7 @@ package table
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -60,44 +61,34 @@ func For(group, resource string) *Printer {
 // Lookup returns the printer of a built-in resource and true, or false for a resource without one:
 // a client that cannot read CRDs prints those its own way (kubectl search: NAME and AGE).
 func Lookup(group, resource string) (*Printer, bool) {
-	var p *Printer
-	switch group + "/" + resource {
-	case "/pods":
-		p = pods()
-	case "apps/deployments":
-		p = deployments()
-	case "apps/replicasets":
-		p = replicaSets()
-	case "apps/statefulsets":
-		p = statefulSets()
-	case "apps/daemonsets":
-		p = daemonSets()
-	case "batch/jobs":
-		p = jobs()
-	case "batch/cronjobs":
-		p = cronJobs()
-	case "/services":
-		p = services()
-	case "networking.k8s.io/ingresses":
-		p = ingresses()
-	case "/configmaps":
-		p = configMaps()
-	case "/secrets":
-		p = secrets()
-	case "/namespaces":
-		p = namespaces()
-	case "/nodes":
-		p = nodes()
-	case "/events":
-		p = events()
-	case "events.k8s.io/events":
-		p = eventsV1()
-	case "/persistentvolumeclaims":
-		p = persistentVolumeClaims()
-	case "/serviceaccounts":
-		p = serviceAccounts()
+	if f, ok := builtIn[group+"/"+resource]; ok {
+		return f(), true
 	}
-	return p, p != nil
+	return nil, false
+}
+
+// BuiltIn are the resources with a printer of their own, "group/resource" ("/pods" for the core
+// group), sorted.
+func BuiltIn() []string { return slices.Sorted(maps.Keys(builtIn)) }
+
+var builtIn = map[string]func() *Printer{
+	"/pods":                       pods,
+	"apps/deployments":            deployments,
+	"apps/replicasets":            replicaSets,
+	"apps/statefulsets":           statefulSets,
+	"apps/daemonsets":             daemonSets,
+	"batch/jobs":                  jobs,
+	"batch/cronjobs":              cronJobs,
+	"/services":                   services,
+	"networking.k8s.io/ingresses": ingresses,
+	"/configmaps":                 configMaps,
+	"/secrets":                    secrets,
+	"/namespaces":                 namespaces,
+	"/nodes":                      nodes,
+	"/events":                     events,
+	"events.k8s.io/events":        eventsV1,
+	"/persistentvolumeclaims":     persistentVolumeClaims,
+	"/serviceaccounts":            serviceAccounts,
 }
 
 // Default is kube-apiserver's table for a resource without a printer: the name and the creation time
