@@ -78,10 +78,26 @@ func (p *Printer) SortColumns() []string {
 // SortKeys computes the object's sort keys, one per SortColumns member that has one, by the cell
 // functions that print its Table row. It fails where Row fails.
 func (p *Printer) SortKeys(obj []byte) ([]Key, error) {
+	ix, err := p.Index(obj)
+	return ix.Keys, err
+}
+
+// Indexed is what the document builder stores of an object's Table: its Status cell (HasStatus
+// false for a kind without that column) and its sort keys.
+type Indexed struct {
+	Status    string
+	HasStatus bool
+	Keys      []Key
+}
+
+// Index computes the Status cell and the sort keys with one decode of the object (of a Pod, only
+// what they read), as Status and SortKeys would each. It fails where Row fails.
+func (p *Printer) Index(obj []byte) (Indexed, error) {
 	if p.keys == nil {
-		return nil, nil
+		s, ok, err := p.Status(obj)
+		return Indexed{Status: s, HasStatus: ok}, err
 	}
-	return p.keys(obj)
+	return p.keys(obj, false)
 }
 
 // cellKey is the key of a cell that does not read the time.

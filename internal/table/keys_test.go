@@ -202,3 +202,73 @@ func TestColumnID(t *testing.T) {
 }
 
 func ipHex(s string) string { k, _ := textKey(s); return k }
+
+// BenchmarkPodSortKeys is the sort keys of a Pod, which the document builder computes for every
+// Pod it indexes: a whole decode, as BenchmarkPodRow's, then the keyed cells.
+func BenchmarkPodSortKeys(b *testing.B) {
+	var input struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	readJSON(b, "testdata/pods.json", &input)
+	p := For("", "pods")
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := p.SortKeys(input.Items[i%len(input.Items)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A Pod's keys are computed from the object narrowed to what its keyed columns read (decoding a
+// whole Pod is most of the cost): they equal the whole object's, for every golden Pod. And Index's
+// Status cell, from the same decode, is Status's, for every golden object.
+func TestIndexOfNarrowedObjects(t *testing.T) {
+	var input struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	readJSON(t, "testdata/pods.json", &input)
+	p := For("", "pods")
+	for i, obj := range input.Items {
+		narrowed, err := p.SortKeys(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err := p.keys(obj, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(narrowed, whole.Keys) {
+			t.Errorf("pod %d: keys %v narrowed, %v whole", i, narrowed, whole.Keys)
+		}
+	}
+	if len(input.Items) < 10 {
+		t.Errorf("%d golden Pods: too few", len(input.Items))
+	}
+	inputs, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range inputs {
+		var input struct {
+			Group          string            `json:"group"`
+			Resource       string            `json:"resource"`
+			CustomResource bool              `json:"customResource"`
+			Items          []json.RawMessage `json:"items"`
+		}
+		readJSON(t, in, &input)
+		if input.CustomResource {
+			continue
+		}
+		p := For(input.Group, input.Resource)
+		for i, obj := range input.Items {
+			ix, err := p.Index(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, ok, err := p.Status(obj)
+			if err != nil || s != ix.Status || ok != ix.HasStatus {
+				t.Errorf("%s item %d: Index's status %q (%v), Status's %q (%v, %v)", in, i, ix.Status, ix.HasStatus, s, ok, err)
+			}
+		}
+	}
+}

@@ -23,6 +23,7 @@ func pods() *Printer {
 		prepare:       summarizePod,
 		conditions:    podConditions,
 		statusMembers: podStatusMembers,
+		keyMembers:    podKeyMembers,
 		keys: map[string]func(*podRow) (string, bool){
 			// Ready containers, then all of them: 0/3 < 1/1 < 1/3 < 2/2.
 			"Ready": func(p *podRow) (string, bool) { return numKey(int64(p.ready), int64(p.total)), true },

@@ -17,8 +17,9 @@ type Printer struct {
 	row     func(obj []byte, now time.Time) (metav1.TableRow, error)
 	// status renders the Status column's cell alone; nil when the resource has no such column.
 	status func(obj []byte) (string, error)
-	// keys computes the sort keys (keys.go); nil for a printer without keyed columns.
-	keys func(obj []byte) ([]Key, error)
+	// keys computes the sort keys (keys.go), of the object narrowed to what they read unless
+	// whole; nil for a printer without keyed columns.
+	keys func(obj []byte, whole bool) (Indexed, error)
 	// keyedApart are the columns whose key is not their cell's (kind.keys), for the tests.
 	keyedApart []string
 }
@@ -118,6 +119,9 @@ type kind[T any] struct {
 	// keys, by column name, are the sort keys of the columns whose cell reads the time or does
 	// not compare as its text (keys.go); any other column's key is its cell's.
 	keys map[string]func(*T) (string, bool)
+	// keyMembers, if set, are all the keyed columns read of the object (status.go): SortKeys
+	// decodes only those, as Status does its members.
+	keyMembers []member
 }
 
 type column[T any] struct {
@@ -161,11 +165,19 @@ func (k kind[T]) printer() *Printer {
 		}
 		return row, nil
 	}}
+	var statusCell func(*T, time.Time) any
 	for _, c := range k.columns {
-		if c.def.Name != StatusColumn {
-			continue
+		if c.def.Name == StatusColumn {
+			statusCell = c.cell
+			break
 		}
-		cell := c.cell
+	}
+	// A Status cell is text and never reads the time (no kind prints an age there).
+	statusOf := func(o *T) string {
+		s, _ := statusCell(o, time.Time{}).(string)
+		return s
+	}
+	if statusCell != nil {
 		p.status = func(obj []byte) (string, error) {
 			if k.statusMembers != nil {
 				obj = narrow(obj, k.statusMembers)
@@ -174,11 +186,8 @@ func (k kind[T]) printer() *Printer {
 			if err != nil {
 				return "", err
 			}
-			// A Status cell is text and never reads the time (no kind prints an age there).
-			s, _ := cell(o, time.Time{}).(string)
-			return s, nil
+			return statusOf(o), nil
 		}
-		break
 	}
 	type keyed struct {
 		id  string
@@ -201,15 +210,23 @@ func (k kind[T]) printer() *Printer {
 		keyers = append(keyers, keyed{ColumnID(c.def.Name), key})
 	}
 	if len(keyers) > 0 {
-		p.keys = func(obj []byte) ([]Key, error) {
+		// One decode for the keys and the Status cell: keyMembers hold statusMembers.
+		p.keys = func(obj []byte, whole bool) (Indexed, error) {
+			if k.keyMembers != nil && !whole {
+				obj = narrow(obj, k.keyMembers)
+			}
 			o, err := decode(obj)
 			if err != nil {
-				return nil, err
+				return Indexed{}, err
 			}
-			out := make([]Key, 0, len(keyers))
+			var out Indexed
+			if statusCell != nil {
+				out.Status, out.HasStatus = statusOf(o), true
+			}
+			out.Keys = make([]Key, 0, len(keyers))
 			for _, kc := range keyers {
 				if v, ok := kc.key(o); ok {
-					out = append(out, Key{Column: kc.id, Value: v})
+					out.Keys = append(out.Keys, Key{Column: kc.id, Value: v})
 				}
 			}
 			return out, nil
