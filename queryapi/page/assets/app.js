@@ -199,7 +199,7 @@ async function runSearch(opts) {
   const f = parseBox(state.text);
   // A column sort orders one resource by a column of its Table: the box no longer naming that
   // resource alone, it falls back to the default order rather than failing every search.
-  if (isColumnSort(state.sort) && oneResource(f) !== state.sortResource) state.sort = "";
+  if (isColumnSort(state.sort) && (!oneResource(f) || oneResource(f) !== state.sortResource)) state.sort = "";
   const p = searchParams(f);
   p.set("limit", String(PAGE_SIZE));
   if (state.sort) p.set("sort", state.sort);
