@@ -156,6 +156,10 @@ func Parse(v url.Values, now time.Time) (*Query, error) {
 type parser struct {
 	v    url.Values
 	errs Errors
+	// columns are the sort columns of the one resource searched, looked up once (looked) for
+	// every column a sort names; printed: the resource has a printer.
+	columns         []string
+	looked, printed bool
 }
 
 func (p *parser) fail(param, format string, args ...any) {
@@ -427,19 +431,22 @@ func (p *parser) column(field, id string, resources []Resource) bool {
 		return false
 	}
 	r := resources[0]
-	var printer *table.Printer
-	for _, b := range table.BuiltIn() {
-		group, name, _ := strings.Cut(b, "/")
-		if name == r.Resource && (r.AnyGroup || group == r.Group) {
-			printer, _ = table.Lookup(group, name)
-			break
+	if !p.looked {
+		p.looked = true
+		for _, b := range table.BuiltIn() {
+			group, name, _ := strings.Cut(b, "/")
+			if name == r.Resource && (r.AnyGroup || group == r.Group) {
+				printer, _ := table.Lookup(group, name)
+				p.columns, p.printed = printer.SortColumns(), true
+				break
+			}
 		}
 	}
-	if printer == nil {
+	if !p.printed {
 		p.fail(ParamSort, "%q: %s has no sortable columns: only the built-in kinds' columns are indexed (a custom resource's are its CRD's)", field, r)
 		return false
 	}
-	known := printer.SortColumns()
+	known := p.columns
 	if len(known) == 0 {
 		p.fail(ParamSort, "%q: %s has no columns besides NAME and AGE (sort=%s, sort=%s)", field, r, SortName, SortCreationTimestamp)
 		return false
