@@ -19,8 +19,10 @@ import (
 // mapping's _meta). Bump it with any change of the mapping; a test keeps the file and this constant
 // in step. Version 2 keys documents by (cluster, uid) (store.DocID) instead of uid alone: the roll
 // to it re-keys the documents it copies. Version 3 adds the keyword "status" (sort=status): the roll
-// to it rebuilds every document, which fills it.
-const Version = 3
+// to it rebuilds every document, which fills it. Version 4 adds the object "columns", one keyword
+// sort key per printer column of the object's kind (sort=columns.<id>): its roll rebuilds every
+// document too.
+const Version = 4
 
 // baseName is the unprefixed start of every index and template name.
 const baseName = "kubernetes"

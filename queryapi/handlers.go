@@ -145,6 +145,10 @@ type SearchResult struct {
 	// row, Columns that resource's column definitions (searchtable.go).
 	Columns map[string][]metav1.TableColumnDefinition `json:"columns,omitempty"`
 	Rows    []SearchRow                               `json:"rows,omitempty"`
+	// ColumnSorts, with the Table, gives per resource of Columns the sort field of each column
+	// (same order), "" for one that does not sort: "columns.restarts" for a Pod's RESTARTS,
+	// "status" for STATUS. A custom resource's columns have none (its CRD's, not indexed).
+	ColumnSorts map[string][]string `json:"columnSorts,omitempty"`
 }
 
 func (s *Server) search(c *gin.Context) {
@@ -180,6 +184,7 @@ func (s *Server) search(c *gin.Context) {
 			s.writeStoreError(c, err)
 			return
 		}
+		out.ColumnSorts = columnSorts(out.Columns)
 		if out.Rows == nil {
 			out.Rows = []SearchRow{}
 		}

@@ -5,12 +5,14 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubesearch/kubesearch/internal/auth"
 	"github.com/kubesearch/kubesearch/internal/query"
@@ -105,6 +107,18 @@ func TestSearchTableRows(t *testing.T) {
 			t.Errorf("row %d: %+v", i, r)
 		}
 	}
+	// Each column's sort field, which the page's headers use: the kind's own columns by their keys.
+	wantSorts := []string{"name", "columns.ready", "status", "columns.restarts", "creationTimestamp", "columns.ip", "columns.node",
+		"columns.nominated-node", "columns.readiness-gates"}
+	if !slices.Equal(res.ColumnSorts["pods"], wantSorts) {
+		t.Errorf("columnSorts %q, want %q", res.ColumnSorts["pods"], wantSorts)
+	}
+	for _, f := range res.ColumnSorts["pods"] {
+		v := url.Values{"resources": {"pods"}, "sort": {f}}
+		if _, err := query.Parse(v, time.Now()); err != nil {
+			t.Errorf("the page would sort by %v, which the REST search refuses: %v", v, err)
+		}
+	}
 	code, _, body = fetch(t, http.MethodGet, srv.URL+"/v1alpha1/search?resources=pods", "application/json")
 	if code != 200 || strings.Contains(string(body), `"rows"`) || strings.Contains(string(body), `"columns"`) {
 		t.Errorf("without the Table media type: %d %.300s", code, body)
@@ -112,8 +126,10 @@ func TestSearchTableRows(t *testing.T) {
 }
 
 // The search page's results table sorts a column by the REST search's sort field it names: every
-// such field must be one the search accepts (a 400 otherwise, on every click), and the columns
-// that sort on the server are CLUSTER, NAMESPACE, KIND, NAME, STATUS and AGE (issue 28).
+// such field must be one the search accepts (a 400 otherwise, on every click), and the fixed
+// columns that sort on the server are CLUSTER, NAMESPACE, KIND, NAME, STATUS and AGE (issue 28);
+// the kind's own columns sort by the fields the answer's columnSorts names (TestSearchTableRows
+// holds those against the parser), which the page reads.
 func TestSearchPageSortsColumnsOnTheServer(t *testing.T) {
 	js, err := os.ReadFile(filepath.Join("page", "assets", "app.js"))
 	if err != nil {
@@ -137,5 +153,42 @@ func TestSearchPageSortsColumnsOnTheServer(t *testing.T) {
 		if f != "" && !slices.Contains(query.SortFields, f) {
 			t.Errorf("column %s sorts by %q, which the REST search refuses (known: %v)", c, f, query.SortFields)
 		}
+	}
+	if !strings.Contains(string(js), "state.columnSorts[resource]") || !strings.Contains(string(js), `"columns."`) {
+		t.Error("app.js does not sort the kind's own columns by the answer's columnSorts")
+	}
+}
+
+// The OpenAPI document's sort parameter names every field the search sorts by, and the columns.
+func TestOpenAPISortNamesEveryField(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Name        string `json:"name"`
+				Description string `json:"description"`
+			} `json:"parameters"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			for _, p := range op.Parameters {
+				if p.Name != query.ParamSort {
+					continue
+				}
+				found = true
+				for _, f := range append(slices.Clone(query.SortFields), query.SortColumnPrefix+"<id>", query.ParamResources) {
+					if !strings.Contains(p.Description, f) {
+						t.Errorf("%s %s: the sort parameter's description does not name %s", method, path, f)
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("no sort parameter in openapi.json")
 	}
 }

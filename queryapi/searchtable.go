@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubesearch/kubesearch/internal/query"
+	"github.com/kubesearch/kubesearch/internal/table"
 )
 
 // SearchRow is one item of a search as a row of its resource's Table: what `kubectl get` and the
@@ -91,4 +94,37 @@ func (s *Server) tableRows(ctx context.Context, items []json.RawMessage, now tim
 		rows[i] = SearchRow{Resource: it.key, Cells: row.Cells}
 	}
 	return columns, rows, nil
+}
+
+// columnSorts names, per resource of columns and per column, the REST search's sort field that
+// orders it: a built-in kind's own columns sort by the keys the indexer stored
+// (query.SortColumnPrefix + table.ColumnID), NAME, STATUS and AGE by the fixed fields. A custom
+// resource's columns (its CRD's: their definitions are not known when its objects are indexed)
+// and kube-apiserver's default Created At have no sort here. The search page makes a header
+// clickable by it.
+func columnSorts(columns map[string][]metav1.TableColumnDefinition) map[string][]string {
+	out := map[string][]string{}
+	for key, defs := range columns {
+		resource, group, _ := strings.Cut(key, ".")
+		var keyed []string
+		if p, ok := table.Lookup(group, resource); ok {
+			keyed = p.SortColumns()
+		}
+		sorts := make([]string, len(defs))
+		for i, d := range defs {
+			switch id := table.ColumnID(d.Name); {
+			case keyed == nil:
+			case d.Name == "Name":
+				sorts[i] = query.SortName
+			case d.Name == table.StatusColumn:
+				sorts[i] = query.SortStatus
+			case d.Name == "Age":
+				sorts[i] = query.SortCreationTimestamp
+			case slices.Contains(keyed, id):
+				sorts[i] = query.SortColumnPrefix + id
+			}
+		}
+		out[key] = sorts
+	}
+	return out
 }

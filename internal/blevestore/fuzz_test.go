@@ -2,6 +2,7 @@ package blevestore
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -53,7 +54,7 @@ func FuzzToken(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decode(encode(%+v)): %v", want, err)
 		}
-		if want.V = tokenVersion; got != want {
+		if want.V = tokenVersion; !reflect.DeepEqual(got, want) {
 			t.Fatalf("decode(encode(%+v)) = %+v", want, got)
 		}
 		if _, err := other.decode(s); !errors.Is(err, store.ErrBadToken) {

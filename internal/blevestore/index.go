@@ -29,6 +29,8 @@ import (
 //   - text and name.text: the standard analyzer's words (analysis.go);
 //   - the object (flat_object): every leaf as the term "path=value" in fieldLeaf, and its path in
 //     fieldLeafPath, so a field selector on any path is a term query and a leaf's presence one too;
+//   - the sort keys (columns, an object of keywords): each member its own keyword field
+//     "columns.<id>" with doc values, as OpenSearch maps columns.<id>;
 //   - fieldPresent names the typed fields a document has a value in (OpenSearch's exists);
 //   - what is read of the document is stored, unindexed: the object as items answer it, written
 //     once here (fieldObject, source.go), and the cluster, resource and epoch as the document has
@@ -57,7 +59,8 @@ const (
 	typeDate
 	typeText
 	typeFlat
-	typeOther // stored, not searched here: validated like OpenSearch would, where cheap
+	typeColumns // the object of sort keys: each member a keyword field "columns.<id>" with doc values
+	typeOther   // stored, not searched here: validated like OpenSearch would, where cheap
 )
 
 type fieldSpec struct {
@@ -96,6 +99,7 @@ var fields = map[string]fieldSpec{
 	document.FieldConditions:        {typ: typeKeyword},
 	document.FieldPhase:             {typ: typeKeyword},
 	document.FieldStatus:            {typ: typeKeyword, docValues: true},
+	document.FieldColumns:           {typ: typeColumns, docValues: true},
 	document.FieldNodeName:          {typ: typeKeyword},
 	document.FieldQOSClass:          {typ: typeKeyword},
 	document.FieldContainerNames:    {typ: typeKeyword},
@@ -111,6 +115,10 @@ var fields = map[string]fieldSpec{
 // ignoreAbove is the keyword fields' ignore_above, in characters (UTF-16 code units, as Java
 // counts them).
 const ignoreAbove = 8191
+
+// columnIgnoreAbove is the sort keys' ignore_above (mappings/kubernetes.json's columns): the
+// builder cuts them shorter (table.MaxKeyBytes), so it only guards a document written otherwise.
+const columnIgnoreAbove = 256
 
 // flatDepthLimit is OpenSearch's index.mapping.depth.limit, which flat_object applies to the
 // nesting of the object's inner objects: a deeper object is refused.
@@ -242,6 +250,31 @@ func build(id, kind string, doc []byte, version int64) (*bdoc.Document, stored, 
 			for _, s := range vals {
 				terms = append(terms, words([]byte(s))...)
 			}
+		case typeColumns:
+			if v.Type == gjson.Null {
+				return true
+			}
+			if !v.IsObject() {
+				errs = append(errs, mappingError("object mapping for [%s] tried to parse field [%s] as object, but found a concrete value", k.Str, k.Str))
+				return false
+			}
+			v.ForEach(func(id, key gjson.Result) bool {
+				name := k.Str + "." + id.Str
+				vals, err := scalars(name, "keyword", key)
+				if err != nil {
+					errs = append(errs, err)
+					return false
+				}
+				var terms []string
+				for _, s := range vals {
+					if len(utf16.Encode([]rune(s))) <= columnIgnoreAbove {
+						terms = append(terms, s)
+					}
+				}
+				keyword(name, terms, true)
+				return true
+			})
+			return true
 		case typeFlat:
 			if v.Type == gjson.Null {
 				return true

@@ -35,6 +35,10 @@ type hit struct {
 	hasNamespace, hasKind, hasStatus       bool
 	created, changed                       int64
 	hasCreated, hasChanged                 bool
+	// cols[i] is sort key i's when it is a column's (query.ColumnSort), read from columns.<id>;
+	// nil for a query without one.
+	cols    [][]byte
+	hasCols []bool
 
 	tied bool   // uid read
 	uid  []byte // the tiebreaker after the sort keys, then cluster
@@ -52,23 +56,38 @@ func (h *hit) copyFrom(o *hit) {
 	h.name = append(h.name[:0], o.name...)
 	h.hasNamespace, h.hasKind, h.hasStatus = o.hasNamespace, o.hasKind, o.hasStatus
 	h.created, h.changed, h.hasCreated, h.hasChanged = o.created, o.changed, o.hasCreated, o.hasChanged
+	if len(h.cols) != len(o.cols) {
+		h.cols, h.hasCols = make([][]byte, len(o.cols)), make([]bool, len(o.cols))
+	}
+	for i := range o.cols {
+		h.cols[i] = append(h.cols[i][:0], o.cols[i]...)
+	}
+	copy(h.hasCols, o.hasCols)
 	h.tied, h.uid, h.id = o.tied, append(h.uid[:0], o.uid...), o.id
 }
 
 // cursor is h's place for a continue token.
 func (h *hit) cursor() cursor {
+	var cols []string
+	for _, c := range h.cols {
+		cols = append(cols, string(c))
+	}
 	return cursor{Score: h.score, Cluster: string(h.cluster), Namespace: string(h.namespace), HasNamespace: h.hasNamespace,
 		Kind: string(h.kind), HasKind: h.hasKind, Name: string(h.name), Status: string(h.status), HasStatus: h.hasStatus,
 		Created: h.created, HasCreated: h.hasCreated, Changed: h.changed, HasChanged: h.hasChanged,
-		UID: string(h.uid), ID: h.id}
+		UID: string(h.uid), ID: h.id, Cols: cols, HasCols: slices.Clone(h.hasCols)}
 }
 
 // hitAt is the place a continue token names, complete: nothing of it is read again.
 func hitAt(c cursor) *hit {
+	var cols [][]byte
+	for _, v := range c.Cols {
+		cols = append(cols, []byte(v))
+	}
 	return &hit{score: c.Score, cluster: []byte(c.Cluster), namespace: []byte(c.Namespace), hasNamespace: c.HasNamespace,
 		kind: []byte(c.Kind), hasKind: c.HasKind, name: []byte(c.Name), status: []byte(c.Status), hasStatus: c.HasStatus,
 		created: c.Created, hasCreated: c.HasCreated, changed: c.Changed, hasChanged: c.HasChanged,
-		tied: true, uid: []byte(c.UID), id: c.ID}
+		tied: true, uid: []byte(c.UID), id: c.ID, cols: cols, hasCols: c.HasCols}
 }
 
 // ranker ranks the matches of one query in one snapshot, and counts them.
@@ -84,6 +103,8 @@ type ranker struct {
 	ties   index.DocValueReader   // uids, for ties
 	facets *facetCounter          // nil: none counted
 	err    error                  // of a read during a comparison, which cannot return one
+
+	colSlot map[string]int // a column's doc values field → its sort key's index, for hit.cols
 
 	cur     hit    // the match being read
 	loaded  []bool // per sort key, whether cur's is read
@@ -108,6 +129,9 @@ func sortField(s query.Sort) string {
 	case query.SortLastChangedAt:
 		return fieldChanged
 	}
+	if _, ok := query.ColumnSort(s.Field); ok {
+		return s.Field // indexed under its own name (index.go)
+	}
 	return ""
 }
 
@@ -117,6 +141,15 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets,
 	k := &ranker{ctx: ctx, r: r, sorts: q.Sort, relevance: len(q.Sort) == 0 && q.Text != "", text: q.Text}
 	if len(k.sorts) == 0 && !k.relevance {
 		k.sorts = []query.Sort{{Field: query.SortCluster}, {Field: query.SortNamespace}, {Field: query.SortName}}
+	}
+	for i, s := range k.sorts {
+		if _, ok := query.ColumnSort(s.Field); ok {
+			if k.colSlot == nil {
+				k.colSlot = map[string]int{}
+				k.cur.cols, k.cur.hasCols = make([][]byte, len(k.sorts)), make([]bool, len(k.sorts))
+			}
+			k.colSlot[s.Field] = i
+		}
 	}
 	// The cluster is read whatever the sort: it is the second tiebreaker, and a column of a few
 	// values costs next to nothing.
@@ -164,6 +197,10 @@ func newRanker(ctx context.Context, q *query.Query, r index.IndexReader, facets,
 			h.created, h.hasCreated = dec(term)
 		case fieldChanged:
 			h.changed, h.hasChanged = dec(term)
+		default:
+			if i, ok := k.colSlot[field]; ok {
+				h.cols[i], h.hasCols[i] = append(h.cols[i][:0], term...), true
+			}
 		}
 		if k.facets != nil {
 			k.facets.read(field, term)
@@ -180,6 +217,9 @@ func (k *ranker) read(dm *search.DocumentMatch) error {
 	h.cluster, h.namespace, h.kind, h.name, h.status = h.cluster[:0], h.namespace[:0], h.kind[:0], h.name[:0], h.status[:0]
 	h.hasNamespace, h.hasKind, h.hasStatus, h.hasCreated, h.hasChanged, h.created, h.changed = false, false, false, false, false, 0, 0
 	h.tied, h.uid, h.id = false, h.uid[:0], ""
+	for i := range h.cols {
+		h.cols[i], h.hasCols[i] = h.cols[i][:0], false
+	}
 	if k.facets != nil {
 		k.facets.reset()
 	}
@@ -248,7 +288,7 @@ func (k *ranker) admit(after, worst *hit) bool {
 			break
 		}
 		k.load(i)
-		if !settle(func() int { return compareKey(s, h, after) }, func() int { return compareKey(s, h, worst) }) {
+		if !settle(func() int { return compareKey(s, i, h, after) }, func() int { return compareKey(s, i, h, worst) }) {
 			return false
 		}
 	}
@@ -302,8 +342,8 @@ func (k *ranker) docID(h *hit) {
 // compareScore orders by relevance, highest first.
 func compareScore(a, b *hit) int { return cmp.Compare(b.score, a.score) }
 
-// compareKey orders by one sort key, missing values last in either direction.
-func compareKey(s query.Sort, a, b *hit) int {
+// compareKey orders by one sort key, the i-th, missing values last in either direction.
+func compareKey(s query.Sort, i int, a, b *hit) int {
 	var c int
 	var hasA, hasB bool
 	switch s.Field {
@@ -324,6 +364,19 @@ func compareKey(s query.Sort, a, b *hit) int {
 		c, hasA, hasB = cmp.Compare(a.created, b.created), a.hasCreated, b.hasCreated
 	case query.SortLastChangedAt:
 		c, hasA, hasB = cmp.Compare(a.changed, b.changed), a.hasChanged, b.hasChanged
+	default:
+		// A column's key: kinds and custom resources without the column, objects whose cell is
+		// empty or a placeholder, and documents written before mapping version 4 have none.
+		col := func(h *hit) ([]byte, bool) {
+			if i < len(h.cols) && i < len(h.hasCols) && h.hasCols[i] {
+				return h.cols[i], true
+			}
+			return nil, false
+		}
+		var ca, cb []byte
+		ca, hasA = col(a)
+		cb, hasB = col(b)
+		c = bytes.Compare(ca, cb)
 	}
 	switch {
 	case !hasA && !hasB:
@@ -348,8 +401,8 @@ func (k *ranker) compare(a, b *hit) int {
 			return c
 		}
 	}
-	for _, s := range k.sorts {
-		if c := compareKey(s, a, b); c != 0 {
+	for i, s := range k.sorts {
+		if c := compareKey(s, i, a, b); c != 0 {
 			return c
 		}
 	}

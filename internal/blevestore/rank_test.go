@@ -302,3 +302,98 @@ func TestEarlierTokenExpired(t *testing.T) {
 		t.Errorf("a version 1 token: %v; want ErrExpired", err)
 	}
 }
+
+// A kind's own columns (sort=columns.<id>) walk one order too, across the page and whole-ranking
+// paths: restart counts compare as numbers (10 after 9), Pods without a node sort last in either
+// direction, ties by uid then cluster.
+func TestColumnPagesFollowOneOrder(t *testing.T) {
+	s := newStore(t, t.TempDir())
+	defer s.Close()
+	type obj struct {
+		cluster, uid, node string
+		restarts           int
+	}
+	var objs []obj
+	var ops []store.Op
+	for i, c := range []string{"west", "east", "north"} {
+		for j := range 15 {
+			restarts := (j*7 + i) % 13
+			node := fmt.Sprintf("node-%d", (i+j)%3)
+			if j%4 == 3 {
+				node = "" // pending: NODE prints <none>, which has no key
+			}
+			o := pod(c, "shop", fmt.Sprintf("web-%02d", j), int64(100*i+j), map[string]string{"app": "web"}, node, "Running", "nginx")
+			o.uid = fmt.Sprintf("uid-%02d-%s", (j*7+i)%45, c)
+			o.status = fmt.Sprintf(`{"phase":"Running","containerStatuses":[{"name":"c0","ready":true,"restartCount":%d,"state":{"running":{}}}]}`, restarts)
+			ops = append(ops, o.op(t))
+			objs = append(objs, obj{c, o.uid, node, restarts})
+		}
+	}
+	write(t, s, ops...)
+	ties := func(a, b obj) int {
+		return cmp.Or(strings.Compare(a.uid, b.uid), strings.Compare(a.cluster, b.cluster))
+	}
+	for _, c := range []struct {
+		params string
+		order  func(a, b obj) int
+	}{
+		{"resources=pods&sort=columns.restarts", func(a, b obj) int { return cmp.Or(cmp.Compare(a.restarts, b.restarts), ties(a, b)) }},
+		{"resources=pods&sort=columns.restarts:desc", func(a, b obj) int { return cmp.Or(cmp.Compare(b.restarts, a.restarts), ties(a, b)) }},
+		{"resources=pods&sort=columns.node,columns.restarts:desc", func(a, b obj) int {
+			switch {
+			case a.node == "" && b.node != "":
+				return 1
+			case b.node == "" && a.node != "":
+				return -1
+			}
+			return cmp.Or(strings.Compare(a.node, b.node), cmp.Compare(b.restarts, a.restarts), ties(a, b))
+		}},
+		{"resources=pods&sort=columns.node:desc", func(a, b obj) int {
+			switch {
+			case a.node == "" && b.node != "":
+				return 1
+			case b.node == "" && a.node != "":
+				return -1
+			}
+			return cmp.Or(strings.Compare(b.node, a.node), ties(a, b))
+		}},
+	} {
+		t.Run(c.params, func(t *testing.T) {
+			o := slices.Clone(objs)
+			slices.SortFunc(o, c.order)
+			var want []string
+			for _, x := range o {
+				want = append(want, x.cluster+"/"+x.uid)
+			}
+			for _, w := range []struct {
+				name   string
+				limits []int
+				drain  bool
+			}{
+				{"one page", []int{1000}, false},
+				{"pages of 4", []int{4}, false},
+				{"pages of 1, then 5", []int{1, 1, 5}, false},
+				{"pages of 7 read to the end", []int{7}, true},
+			} {
+				q := parse(t, c.params)
+				q.Drain = w.drain
+				var got []string
+				for i := 0; ; i++ {
+					q.Limit = w.limits[min(i, len(w.limits)-1)]
+					res := find(t, s, q)
+					for _, it := range res.Items {
+						m := gjson.GetManyBytes(it, "metadata.annotations."+gjson.Escape(document.CachedFromClusterAnnotation), "metadata.uid")
+						got = append(got, m[0].Str+"/"+m[1].Str)
+					}
+					if res.Continue == "" {
+						break
+					}
+					q.Continue = res.Continue
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s:\n got  %q\n want %q", w.name, got, want)
+				}
+			}
+		})
+	}
+}

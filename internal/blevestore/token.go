@@ -35,8 +35,9 @@ type token struct {
 const tokenVersion = 2
 
 // cursor is a match's place in its query's order: the sort keys it has, the relevance, and the
-// tiebreakers (search.go, ranker.compare). Kind and status came without a new token version: a
-// token only continues its own query, and no earlier build took sort=kind or sort=status.
+// tiebreakers (search.go, ranker.compare). Kind, status and columns came without a new token
+// version: a token only continues its own query, and no earlier build took sort=kind, sort=status
+// or sort=columns.<id>.
 type cursor struct {
 	Score        float64 `json:"s,omitzero"`
 	Cluster      string  `json:"c,omitzero"`
@@ -53,6 +54,9 @@ type cursor struct {
 	HasChanged   bool    `json:"hch,omitzero"`
 	UID          string  `json:"u,omitzero"`
 	ID           string  `json:"id,omitzero"`
+	// Cols and HasCols are the column keys (sort=columns.<id>) by sort key index.
+	Cols    []string `json:"cl,omitzero"`
+	HasCols []bool   `json:"hcl,omitzero"`
 }
 
 // tokenCodec signs the backend's tokens (package pagetoken) and checks their content.

@@ -251,7 +251,7 @@ func TestFieldsMatchDocument(t *testing.T) {
 	for _, f := range document.Fields {
 		types[f.Name] = f.Type
 	}
-	want := map[fieldType]string{typeKeyword: "keyword", typeLong: "long", typeDate: "date", typeText: "text", typeFlat: "flat_object"}
+	want := map[fieldType]string{typeKeyword: "keyword", typeLong: "long", typeDate: "date", typeText: "text", typeFlat: "flat_object", typeColumns: "object"}
 	for name, spec := range fields {
 		if got := types[name]; got != want[spec.typ] {
 			t.Errorf("%s: indexed as %s, mapped as %q", name, want[spec.typ], got)

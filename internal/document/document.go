@@ -253,7 +253,7 @@ func build(ev *envelope.Event, objectValid bool) ([]byte, error) {
 		w.str(FieldPhase, p.Str)
 	}
 	w.kindFields(ev.Group, kind, &v, &st, &text)
-	w.status(ev)
+	w.printed(ev)
 
 	l := w.list(FieldText)
 	for _, s := range text.items {
@@ -277,20 +277,44 @@ func build(ev *envelope.Event, objectValid bool) ([]byte, error) {
 	return w.b, nil
 }
 
-// status writes the object's STATUS, the cell its Table's Status column shows (a Pod's Running or
-// CrashLoopBackOff, a Node's Ready,SchedulingDisabled), computed by the Table's own function so
-// sort=status orders what the page shows. Kinds without a Status column (most), custom resources
-// (their columns are their CRD's, which the builder does not have), and an empty cell write none:
-// such documents sort last. An object the printer cannot decode gets none either, as its Table
-// row fails too; the document is still written.
-func (w *docWriter) status(ev *envelope.Event) {
+// printed writes what the object's Table prints that the search sorts by, computed by the Table's
+// own functions (table.Printer.Index, one decode) so the page's columns sort as they show:
+//
+//   - status, the cell of the Status column (a Pod's Running or CrashLoopBackOff, a Node's
+//     Ready,SchedulingDisabled), for sort=status; kinds without a Status column (most) and an
+//     empty cell write none;
+//   - columns, one sort key per other column of the kind's Table ({"ready": …, "restarts": …},
+//     keyed by table.ColumnID), for sort=columns.<id>.
+//
+// Custom resources (their columns are their CRD's, which the builder does not have) write
+// neither, nor does an object the printer cannot decode (its Table row fails too), whose document
+// is still written. Documents without them sort last.
+func (w *docWriter) printed(ev *envelope.Event) {
 	p, ok := table.Lookup(ev.Group, ev.Resource)
 	if !ok {
 		return
 	}
-	if s, ok, err := p.Status(ev.Object); err == nil && ok && s != "" {
-		w.str(FieldStatus, s)
+	ix, err := p.Index(ev.Object)
+	if err != nil {
+		return
 	}
+	if ix.HasStatus && ix.Status != "" {
+		w.str(FieldStatus, ix.Status)
+	}
+	if len(ix.Keys) == 0 {
+		return
+	}
+	w.key(FieldColumns)
+	w.b = append(w.b, '{')
+	for i, k := range ix.Keys {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.b = AppendString(w.b, k.Column)
+		w.b = append(w.b, ':')
+		w.b = AppendString(w.b, k.Value)
+	}
+	w.b = append(w.b, '}')
 }
 
 // check compares the object with the envelope and returns the kind to index under.

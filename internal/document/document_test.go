@@ -722,3 +722,45 @@ func TestBuildDocumentStatusIsTheTableCell(t *testing.T) {
 		})
 	}
 }
+
+// The document holds the sort keys of the object's Table columns (table.Printer.SortKeys); a
+// custom resource, whose columns are its CRD's, holds none, nor does an object its printer
+// cannot decode (its Table row fails too), whose document is still written.
+func TestBuildDocumentColumns(t *testing.T) {
+	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","namespace":"n","uid":"u1"},"spec":{"nodeName":"node-1","containers":[{"name":"c"}]},
+		"status":{"phase":"Running","containerStatuses":[{"name":"c","ready":true,"restartCount":12,"state":{"running":{}}}]}}`
+	for _, tc := range []struct {
+		name, group, obj string
+		want             map[string]string // nil: no columns
+	}{
+		{"Pod", "", pod, map[string]string{"node": "node-1"}},
+		{"a custom resource called pods", "example.com", strings.Replace(pod, `"apiVersion":"v1"`, `"apiVersion":"example.com/v1"`, 1), nil},
+		{"a Pod its printer cannot decode", "", strings.Replace(pod, `"restartCount":12`, `"restartCount":"twelve"`, 1), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := event(t, tc.group, "v1", "Pod", tc.obj)
+			ev.Resource = "pods"
+			doc, err := Build(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := gjson.GetBytes(doc, FieldColumns)
+			if tc.want == nil {
+				if got.Exists() {
+					t.Errorf("columns %s, want none", got.Raw)
+				}
+				return
+			}
+			for id, v := range tc.want {
+				if s := got.Get(id).Str; s != v {
+					t.Errorf("columns.%s = %q, want %q (%s)", id, s, v, got.Raw)
+				}
+			}
+			p, _ := table.Lookup("", "pods")
+			keys, _ := p.SortKeys([]byte(tc.obj))
+			if n := len(got.Map()); n != len(keys) || got.Get("restarts").Str != keys[1].Value {
+				t.Errorf("columns %s, the printer's keys %v", got.Raw, keys)
+			}
+		})
+	}
+}

@@ -30,7 +30,10 @@ const (
 	FieldPhase             = "phase"
 	// FieldStatus is the object's STATUS as its Table prints it (table.Printer.Status), for
 	// sort=status; absent for kinds whose Table has no Status column.
-	FieldStatus            = "status"
+	FieldStatus = "status"
+	// FieldColumns holds the object's sort keys, one keyword per column of its kind's Table
+	// (table.Printer.SortKeys), keyed by table.ColumnID: "columns.restarts" is a sort field.
+	FieldColumns           = "columns"
 	FieldNodeName          = "nodeName"
 	FieldPodIP             = "podIP"
 	FieldHostIP            = "hostIP"
@@ -70,7 +73,8 @@ var Fields = []Field{
 	{FieldCreationTimestamp, "date"}, {FieldDeletionTimestamp, "date"}, {FieldLastChangedAt, "date"},
 	{FieldLabels, "keyword"}, {FieldLabelKeys, "keyword"}, {FieldAnnotationKeys, "keyword"},
 	{FieldOwnerUIDs, "keyword"}, {FieldOwnerKinds, "keyword"}, {FieldOwnerRefs, "keyword"},
-	{FieldConditions, "keyword"}, {FieldPhase, "keyword"}, {FieldStatus, "keyword"}, {FieldNodeName, "keyword"},
+	{FieldConditions, "keyword"}, {FieldPhase, "keyword"}, {FieldStatus, "keyword"}, {FieldColumns, "object"},
+	{FieldNodeName, "keyword"},
 	{FieldPodIP, "ip"}, {FieldHostIP, "ip"}, {FieldQOSClass, "keyword"},
 	{FieldContainerNames, "keyword"}, {FieldImages, "keyword"}, {FieldRestarts, "integer"}, {FieldReady, "boolean"},
 	{FieldReplicas, "integer"}, {FieldReadyReplicas, "integer"}, {FieldAvailableReplicas, "integer"},

@@ -310,10 +310,10 @@ func compileSort(q *query.Query) []any {
 		// Cluster-scoped objects have no namespace: they come last either way, as "" would sort
 		// them first ascending and last descending.
 		key := map[string]any{"order": order, "missing": "_last"}
-		if s.Field == query.SortStatus {
-			// An index created before mapping version 3 has no status field until its roll, and
-			// OpenSearch fails a sort on a field an index does not map: there, every document
-			// sorts as missing.
+		if _, column := query.ColumnSort(s.Field); column || s.Field == query.SortStatus {
+			// An index created before mapping version 3 has no status field until its roll (before
+			// version 4 no columns), and OpenSearch fails a sort on a field an index does not map:
+			// there, every document sorts as missing.
 			key["unmapped_type"] = "keyword"
 		}
 		out = append(out, map[string]any{s.Field: key})

@@ -55,6 +55,7 @@ func TestCompileGolden(t *testing.T) {
 		"sort":                  "sort=creationTimestamp:desc,name",
 		"sort-kind":             "sort=kind:desc,name",
 		"sort-status":           "sort=status,creationTimestamp:desc",
+		"sort-column":           "resources=pods&sort=columns.restarts:desc,columns.node",
 		"limit":                 "limit=5",
 		"facets":                "facets=cluster,namespace,resource,labels,label:app.kubernetes.io/name&facetSize=3",
 		"metadata-only":         "metadataOnly=true",

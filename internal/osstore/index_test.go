@@ -86,7 +86,7 @@ func newScripted(t *testing.T, answers map[string][]answer) (*scripted, *Store) 
 const (
 	notFound      = `{"error":{"root_cause":[],"type":"index_not_found_exception","reason":"no such index"},"status":404}`
 	aliasMissing  = `{"error":"alias [kubernetes-pod] missing","status":404}`
-	alreadyExists = `{"error":{"type":"resource_already_exists_exception","reason":"index [kubernetes-pod-v3/x] already exists"},"status":400}`
+	alreadyExists = `{"error":{"type":"resource_already_exists_exception","reason":"index [kubernetes-pod-v4/x] already exists"},"status":400}`
 	invalidAlias  = `{"error":{"type":"invalid_alias_name_exception","reason":"Invalid alias name [kubernetes-pod], an index exists with the same name as the alias"},"status":400}`
 )
 
@@ -97,22 +97,22 @@ func TestEnsureIndex(t *testing.T) {
 		wantAlias bool
 		wantSent  []string
 	}{
-		{"alias exists", map[string][]answer{"GET /_alias/kubernetes-pod": {{200, `{"kubernetes-pod-v3":{"aliases":{"kubernetes-pod":{"is_write_index":true}}}}`}}},
+		{"alias exists", map[string][]answer{"GET /_alias/kubernetes-pod": {{200, `{"kubernetes-pod-v4":{"aliases":{"kubernetes-pod":{"is_write_index":true}}}}`}}},
 			true, []string{"GET /_alias/kubernetes-pod"}},
 		{"created behind the alias", map[string][]answer{
 			"GET /_alias/kubernetes-pod": {{404, aliasMissing}},
-			"PUT /kubernetes-pod-v3":     {{200, `{"acknowledged":true,"shards_acknowledged":true,"index":"kubernetes-pod-v3"}`}},
-		}, true, []string{"GET /_alias/kubernetes-pod", `PUT /kubernetes-pod-v3 {"aliases":{"kubernetes-pod":{"is_write_index":true}}}`}},
+			"PUT /kubernetes-pod-v4":     {{200, `{"acknowledged":true,"shards_acknowledged":true,"index":"kubernetes-pod-v4"}`}},
+		}, true, []string{"GET /_alias/kubernetes-pod", `PUT /kubernetes-pod-v4 {"aliases":{"kubernetes-pod":{"is_write_index":true}}}`}},
 		{"versioned index without the alias", map[string][]answer{
 			"GET /_alias/kubernetes-pod": {{404, aliasMissing}},
-			"PUT /kubernetes-pod-v3":     {{400, alreadyExists}},
+			"PUT /kubernetes-pod-v4":     {{400, alreadyExists}},
 			"POST /_aliases":             {{200, `{"acknowledged":true}`}},
-		}, true, []string{"GET /_alias/kubernetes-pod", "PUT /kubernetes-pod-v3",
-			`POST /_aliases {"actions":[{"add":{"alias":"kubernetes-pod","index":"kubernetes-pod-v3","is_write_index":true}}]}`}},
+		}, true, []string{"GET /_alias/kubernetes-pod", "PUT /kubernetes-pod-v4",
+			`POST /_aliases {"actions":[{"add":{"alias":"kubernetes-pod","index":"kubernetes-pod-v4","is_write_index":true}}]}`}},
 		{"a concrete index has the alias's name", map[string][]answer{
 			"GET /_alias/kubernetes-pod": {{404, aliasMissing}},
-			"PUT /kubernetes-pod-v3":     {{400, invalidAlias}},
-		}, false, []string{"GET /_alias/kubernetes-pod", "PUT /kubernetes-pod-v3"}},
+			"PUT /kubernetes-pod-v4":     {{400, invalidAlias}},
+		}, false, []string{"GET /_alias/kubernetes-pod", "PUT /kubernetes-pod-v4"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,7 +124,7 @@ func TestEnsureIndex(t *testing.T) {
 			if st.alias != tt.wantAlias {
 				t.Errorf("alias: got %v, want %v", st.alias, tt.wantAlias)
 			}
-			if tt.wantAlias && (len(st.behind) != 1 || st.behind[0] != "kubernetes-pod-v3") {
+			if tt.wantAlias && (len(st.behind) != 1 || st.behind[0] != "kubernetes-pod-v4") {
 				t.Errorf("behind: got %v", st.behind)
 			}
 			if len(s.requests) != len(tt.wantSent) {
@@ -186,7 +186,7 @@ func TestDeleteMatching(t *testing.T) {
 	page := func(ids ...string) string {
 		var hits []string
 		for _, id := range ids {
-			hits = append(hits, `{"_index":"kubernetes-pod-v3","_id":"`+id+`","_version":7,"sort":["`+id+`","kubernetes-pod-v3"]}`)
+			hits = append(hits, `{"_index":"kubernetes-pod-v4","_id":"`+id+`","_version":7,"sort":["`+id+`","kubernetes-pod-v4"]}`)
 		}
 		return `{"_shards":{"total":1,"successful":1,"failed":0},"hits":{"hits":[` + strings.Join(hits, ",") + `]}}`
 	}
@@ -228,7 +228,7 @@ func TestDeleteMatching(t *testing.T) {
 	// Each document is deleted at the version it was read with: a tombstone at that version, not
 	// above it, lets a re-list of the same state in again.
 	bulks := s.sent("POST /_bulk")
-	if len(bulks) != 2 || !strings.Contains(bulks[0], `{"delete":{"_index":"kubernetes-pod-v3","_id":"a","version":7,"version_type":"external_gte"}}`) {
+	if len(bulks) != 2 || !strings.Contains(bulks[0], `{"delete":{"_index":"kubernetes-pod-v4","_id":"a","version":7,"version_type":"external_gte"}}`) {
 		t.Errorf("bulk deletes: %q", bulks)
 	}
 	// Refreshed before every search run and after deleting.
@@ -242,7 +242,7 @@ func TestBulkRequestErrors(t *testing.T) {
 		"POST /_bulk": {
 			{429, `{"error":{"type":"es_rejected_execution_exception","reason":"rejected execution of coordinating operation"},"status":429}`},
 			{413, ``},
-			{200, `{"took":1,"errors":false,"items":[{"index":{"_index":"kubernetes-pod-v3","_id":"u1","status":201}}]}`},
+			{200, `{"took":1,"errors":false,"items":[{"index":{"_index":"kubernetes-pod-v4","_id":"u1","status":201}}]}`},
 		},
 	})
 	batch := ops(idx("u1", 1, 1))
@@ -263,8 +263,8 @@ func TestBulkRequestErrors(t *testing.T) {
 func TestStoredVersions(t *testing.T) {
 	s, c := newScripted(t, map[string][]answer{
 		"POST /_mget": {{200, `{"docs":[
-			{"_index":"kubernetes-pod-v3","_id":"a","_version":5000,"_seq_no":12,"_primary_term":3,"found":true,"_source":{"epoch":1000,"resourceVersion":5000,"object":{"metadata":{"labels":{"app.kubernetes.io/name":"web"}}}}},
-			{"_index":"kubernetes-pod-v3","_id":"b","found":false},
+			{"_index":"kubernetes-pod-v4","_id":"a","_version":5000,"_seq_no":12,"_primary_term":3,"found":true,"_source":{"epoch":1000,"resourceVersion":5000,"object":{"metadata":{"labels":{"app.kubernetes.io/name":"web"}}}}},
+			{"_index":"kubernetes-pod-v4","_id":"b","found":false},
 			{"_index":"kubernetes-svc","_id":"c","error":{"type":"index_not_found_exception","reason":"no such index"}}]}`}},
 	})
 	keys := []docKey{{"kubernetes-pod", "a"}, {"kubernetes-pod", "b"}, {"kubernetes-svc", "c"}}

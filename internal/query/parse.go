@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/kubesearch/kubesearch/internal/table"
 )
 
 // Parameter names, as Kubernetes and Clusterpedia spell them where they have one.
@@ -134,7 +136,7 @@ func Parse(v url.Values, now time.Time) (*Query, error) {
 	q.CreatedSince = p.instant(ParamCreatedSince)
 	q.CreatedBefore = p.instant(ParamCreatedBefore)
 	q.ChangedSince = p.instant(ParamChangedSince)
-	q.Sort = p.sort()
+	q.Sort = p.sort(q.Resources)
 	if n, ok := p.int(ParamLimit, 1, MaxLimit); ok {
 		q.Limit = n
 	}
@@ -154,6 +156,10 @@ func Parse(v url.Values, now time.Time) (*Query, error) {
 type parser struct {
 	v    url.Values
 	errs Errors
+	// columns are the sort columns of the one resource searched, looked up once (looked) for
+	// every column a sort names; printed: the resource has a printer.
+	columns         []string
+	looked, printed bool
 }
 
 func (p *parser) fail(param, format string, args ...any) {
@@ -382,13 +388,19 @@ func parseAgo(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// sort reads "creationTimestamp:desc,name".
-func (p *parser) sort() []Sort {
+// sort reads "creationTimestamp:desc,name", and a column of the one resource searched:
+// "columns.restarts:desc".
+func (p *parser) sort(resources []Resource) []Sort {
 	var out []Sort
 	for _, s := range p.list(ParamSort, MaxListValues) {
 		field, dir, _ := strings.Cut(s, ":")
-		if !slices.Contains(SortFields, field) {
-			p.fail(ParamSort, "%q: unknown sort field; known: %s", field, strings.Join(SortFields, ", "))
+		if id, ok := ColumnSort(field); ok {
+			if !p.column(field, id, resources) {
+				continue
+			}
+		} else if !slices.Contains(SortFields, field) {
+			p.fail(ParamSort, "%q: unknown sort field; known: %s, and %s<column> of the one resource searched (%s)",
+				field, strings.Join(SortFields, ", "), SortColumnPrefix, ParamResources)
 			continue
 		}
 		if slices.ContainsFunc(out, func(o Sort) bool { return o.Field == field }) {
@@ -405,6 +417,45 @@ func (p *parser) sort() []Sort {
 		}
 	}
 	return out
+}
+
+// column checks that id is a column of the Table of the one resource searched, the only case where
+// the column means one thing (READY is a count in Pods and a ratio in Deployments) and its key
+// exists (table.Printer.SortKeys; a resource given without its group is taken as the built-in one
+// of that name, as kubectl would). Custom resources have no keys: their columns are their CRD's,
+// which the indexer does not know when it writes.
+func (p *parser) column(field, id string, resources []Resource) bool {
+	if len(resources) != 1 {
+		p.fail(ParamSort, "%q: a column sorts the objects of one resource: give exactly one in %s (e.g. %s=pods&%s=%srestarts), not %d",
+			field, ParamResources, ParamResources, ParamSort, SortColumnPrefix, len(resources))
+		return false
+	}
+	r := resources[0]
+	if !p.looked {
+		p.looked = true
+		for _, b := range table.BuiltIn() {
+			group, name, _ := strings.Cut(b, "/")
+			if name == r.Resource && (r.AnyGroup || group == r.Group) {
+				printer, _ := table.Lookup(group, name)
+				p.columns, p.printed = printer.SortColumns(), true
+				break
+			}
+		}
+	}
+	if !p.printed {
+		p.fail(ParamSort, "%q: %s has no sortable columns: only the built-in kinds' columns are indexed (a custom resource's are its CRD's)", field, r)
+		return false
+	}
+	known := p.columns
+	if len(known) == 0 {
+		p.fail(ParamSort, "%q: %s has no columns besides NAME and AGE (sort=%s, sort=%s)", field, r, SortName, SortCreationTimestamp)
+		return false
+	}
+	if !slices.Contains(known, id) {
+		p.fail(ParamSort, "%q: %s has no column %q; known: %s", field, r, id, strings.Join(known, ", "))
+		return false
+	}
+	return true
 }
 
 func (p *parser) int(name string, lo, hi int) (int, bool) {

@@ -30,6 +30,16 @@ func TestParseRejectsBadInputNamingTheParameter(t *testing.T) {
 		{"sort=size", "sort", "unknown sort field; known: cluster, namespace, kind, name, status, creationTimestamp, lastChangedAt"},
 		{"sort=name:up", "sort", "asc or desc"},
 		{"sort=name,name:desc", "sort", "given twice"},
+		// A kind's own columns: one resource, a built-in one, a column of its Table.
+		{"sort=columns.restarts", "sort", "give exactly one in resources (e.g. resources=pods&sort=columns.restarts), not 0"},
+		{"resources=pods,deployments.apps&sort=columns.ready", "sort", "give exactly one in resources"},
+		{"resources=pods&sort=columns.size", "sort", `pods has no column "size"; known: ready, restarts, ip, node, nominated-node, readiness-gates`},
+		{"resources=pods&sort=columns.status", "sort", `pods has no column "status"`},
+		{"resources=widgets.example.com&sort=columns.ready", "sort", "widgets.example.com has no sortable columns"},
+		{"resources=deployments.batch&sort=columns.ready", "sort", "no sortable columns"},
+		{"resources=serviceaccounts&sort=columns.secrets", "sort", "no columns besides NAME and AGE"},
+		{"resources=pods&sort=columns.restarts,columns.restarts:desc", "sort", "given twice"},
+		{"resources=pods&sort=columns.:desc", "sort", "unknown sort field"},
 		{"limit=0", "limit", "from 1 to 1000"},
 		{"limit=1001", "limit", "from 1 to 1000"},
 		{"limit=ten", "limit", "integer"},
@@ -111,6 +121,12 @@ func TestParseSortByKind(t *testing.T) {
 		// and its STATUS column by sort=status.
 		{"sort=status", []Sort{{Field: SortStatus}}},
 		{"sort=status:desc,name", []Sort{{Field: SortStatus, Desc: true}, {Field: SortName}}},
+		// and a kind's own columns by sort=columns.<id>, with that one resource.
+		{"resources=pods&sort=columns.restarts:desc", []Sort{{Field: "columns.restarts", Desc: true}}},
+		{"resources=pods.core&sort=columns.node,columns.ready", []Sort{{Field: "columns.node"}, {Field: "columns.ready"}}},
+		{"resources=deployments&sort=columns.up-to-date,name", []Sort{{Field: "columns.up-to-date"}, {Field: SortName}}},
+		{"resources=services.core&sort=columns.cluster-ip:asc", []Sort{{Field: "columns.cluster-ip"}}},
+		{"resources=events.events.k8s.io&sort=columns.last-seen", []Sort{{Field: "columns.last-seen"}}},
 	} {
 		v, err := url.ParseQuery(c.raw)
 		if err != nil {

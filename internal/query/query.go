@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -231,8 +232,22 @@ const (
 	SortLastChangedAt     = "lastChangedAt"
 )
 
-// SortFields are the fields a result can be sorted by.
+// SortFields are the fields a result can be sorted by, besides the columns of one kind's Table
+// (SortColumnPrefix).
 var SortFields = []string{SortCluster, SortNamespace, SortKind, SortName, SortStatus, SortCreationTimestamp, SortLastChangedAt}
+
+// SortColumnPrefix starts a sort field naming a column of the Table of the one resource a query
+// searches: "columns.restarts" orders Pods by their RESTARTS (document.FieldColumns holds the key
+// the indexer computed from the printer, table.Printer.SortKeys). Objects without the key (a
+// custom resource, an empty or placeholder cell, a document written before mapping version 4)
+// sort last in either direction.
+const SortColumnPrefix = "columns."
+
+// ColumnSort returns the column id (table.ColumnID) a sort field names, and whether it names one.
+func ColumnSort(field string) (string, bool) {
+	id, ok := strings.CutPrefix(field, SortColumnPrefix)
+	return id, ok && id != ""
+}
 
 // Sort is one sort key.
 type Sort struct {

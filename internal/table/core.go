@@ -132,7 +132,17 @@ func persistentVolumeClaims() *Printer {
 	type T = corev1.PersistentVolumeClaim
 	spec, status := corev1.PersistentVolumeClaimSpec{}.SwaggerDoc(), corev1.PersistentVolumeClaimStatus{}.SwaggerDoc()
 	// Capacity and access modes are the bound volume's, so they show only once a volume is named.
-	return kind[T]{columns: []column[T]{
+	keys := map[string]func(*T) (string, bool){
+		// The quantity in bytes (rounded up), so 2Gi comes before 10Gi and 1500Mi between them.
+		"Capacity": func(o *T) (string, bool) {
+			q, ok := o.Status.Capacity[corev1.ResourceStorage]
+			if o.Spec.VolumeName == "" || !ok {
+				return "", false
+			}
+			return numKey(q.Value()), true
+		},
+	}
+	return kind[T]{keys: keys, columns: []column[T]{
 		{nameColumn(), func(o *T, _ time.Time) any { return o.Name }},
 		{str("Status", status["phase"]), func(o *T, _ time.Time) any {
 			if o.DeletionTimestamp != nil {
@@ -233,7 +243,27 @@ func eventPrinter(decode func([]byte) (*corev1.Event, error)) *Printer {
 		}
 		return since(o.FirstTimestamp, now)
 	}
-	return kind[T]{decode: decode, columns: []column[T]{
+	// The instants LAST SEEN and FIRST SEEN print the age of.
+	firstAt := func(o *T) time.Time {
+		if o.FirstTimestamp.IsZero() {
+			return o.EventTime.Time
+		}
+		return o.FirstTimestamp.Time
+	}
+	lastAt := func(o *T) time.Time {
+		switch {
+		case o.Series != nil:
+			return o.Series.LastObservedTime.Time
+		case o.LastTimestamp.IsZero():
+			return firstAt(o)
+		}
+		return o.LastTimestamp.Time
+	}
+	keys := map[string]func(*T) (string, bool){
+		"Last Seen":  func(o *T) (string, bool) { return ageKey(lastAt(o)) },
+		"First Seen": func(o *T) (string, bool) { return ageKey(firstAt(o)) },
+	}
+	return kind[T]{decode: decode, keys: keys, columns: []column[T]{
 		{str("Last Seen", doc["lastTimestamp"]), func(o *T, now time.Time) any {
 			switch {
 			case o.Series != nil:

@@ -10,7 +10,9 @@
 //
 // A printer also renders its Status cell alone (Printer.Status, status.go), decoding only what that
 // cell reads: the document builder indexes it when an object is written, so the search page's STATUS
-// sorts on the server by the very text the Table prints.
+// sorts on the server by the very text the Table prints. Likewise it computes one sort key per
+// column of its kind (Printer.SortKeys, keys.go) from the same cell functions, keys that never
+// depend on the time, so the kind's own columns sort on the server too. A CRD's printer has none.
 //
 // It leaves out what belongs to the response rather than to one object: the fleet's CLUSTER column,
 // row objects (includeObject) and list metadata are the query API's to add.

@@ -23,6 +23,13 @@ func pods() *Printer {
 		prepare:       summarizePod,
 		conditions:    podConditions,
 		statusMembers: podStatusMembers,
+		keyMembers:    podKeyMembers,
+		keys: map[string]func(*podRow) (string, bool){
+			// Ready containers, then all of them: 0/3 < 1/1 < 1/3 < 2/2.
+			"Ready": func(p *podRow) (string, bool) { return numKey(int64(p.ready), int64(p.total)), true },
+			// The count alone: "(5m ago)" moves with the clock.
+			"Restarts": func(p *podRow) (string, bool) { return numKey(int64(p.restarts)), true },
+		},
 		columns: []column[podRow]{
 			{nameColumn(), func(p *podRow, _ time.Time) any { return p.Name }},
 			{str("Ready", "The aggregate readiness state of this pod for accepting traffic."),

@@ -27,6 +27,25 @@ var (
 		{"status", "initContainerStatuses", "initContainerStatuses.#.{name,state,lastState,ready,started,restartCount}"},
 		{"status", "containerStatuses", "containerStatuses.#.{name,state,lastState,ready,started,restartCount}"},
 	}
+	// podKeyMembers are what a Pod's keyed columns read (READY, RESTARTS, IP, NODE, NOMINATED
+	// NODE, READINESS GATES): the Status cell's members and a few more, each section's together
+	// (narrow writes a section once). TestSortKeysOfNarrowedObjects holds them against the
+	// whole object's keys.
+	podKeyMembers = []member{
+		{"metadata", "deletionTimestamp", "deletionTimestamp"},
+		{"spec", "containers", "containers.#.{name}"},
+		{"spec", "initContainers", "initContainers.#.{name,restartPolicy}"},
+		{"spec", "nodeName", "nodeName"},
+		{"spec", "readinessGates", "readinessGates"},
+		{"status", "phase", "phase"},
+		{"status", "reason", "reason"},
+		{"status", "conditions", "conditions"},
+		{"status", "initContainerStatuses", "initContainerStatuses.#.{name,state,lastState,ready,started,restartCount}"},
+		{"status", "containerStatuses", "containerStatuses.#.{name,state,lastState,ready,started,restartCount}"},
+		{"status", "podIP", "podIP"},
+		{"status", "podIPs", "podIPs"},
+		{"status", "nominatedNodeName", "nominatedNodeName"},
+	}
 	nodeStatusMembers = []member{
 		{"spec", "unschedulable", "unschedulable"},
 		{"status", "conditions", "conditions"},

@@ -2,6 +2,7 @@ package table
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -16,6 +17,11 @@ type Printer struct {
 	row     func(obj []byte, now time.Time) (metav1.TableRow, error)
 	// status renders the Status column's cell alone; nil when the resource has no such column.
 	status func(obj []byte) (string, error)
+	// keys computes the sort keys (keys.go), of the object narrowed to what they read unless
+	// whole; nil for a printer without keyed columns.
+	keys func(obj []byte, whole bool) (Indexed, error)
+	// keyedApart are the columns whose key is not their cell's (kind.keys), for the tests.
+	keyedApart []string
 }
 
 // Columns are the column definitions of the resource, in the order of the cells of Row.
@@ -56,44 +62,34 @@ func For(group, resource string) *Printer {
 // Lookup returns the printer of a built-in resource and true, or false for a resource without one:
 // a client that cannot read CRDs prints those its own way (kubectl search: NAME and AGE).
 func Lookup(group, resource string) (*Printer, bool) {
-	var p *Printer
-	switch group + "/" + resource {
-	case "/pods":
-		p = pods()
-	case "apps/deployments":
-		p = deployments()
-	case "apps/replicasets":
-		p = replicaSets()
-	case "apps/statefulsets":
-		p = statefulSets()
-	case "apps/daemonsets":
-		p = daemonSets()
-	case "batch/jobs":
-		p = jobs()
-	case "batch/cronjobs":
-		p = cronJobs()
-	case "/services":
-		p = services()
-	case "networking.k8s.io/ingresses":
-		p = ingresses()
-	case "/configmaps":
-		p = configMaps()
-	case "/secrets":
-		p = secrets()
-	case "/namespaces":
-		p = namespaces()
-	case "/nodes":
-		p = nodes()
-	case "/events":
-		p = events()
-	case "events.k8s.io/events":
-		p = eventsV1()
-	case "/persistentvolumeclaims":
-		p = persistentVolumeClaims()
-	case "/serviceaccounts":
-		p = serviceAccounts()
+	if f, ok := builtIn[group+"/"+resource]; ok {
+		return f(), true
 	}
-	return p, p != nil
+	return nil, false
+}
+
+// BuiltIn are the resources with a printer of their own, "group/resource" ("/pods" for the core
+// group), sorted.
+func BuiltIn() []string { return slices.Sorted(maps.Keys(builtIn)) }
+
+var builtIn = map[string]func() *Printer{
+	"/pods":                       pods,
+	"apps/deployments":            deployments,
+	"apps/replicasets":            replicaSets,
+	"apps/statefulsets":           statefulSets,
+	"apps/daemonsets":             daemonSets,
+	"batch/jobs":                  jobs,
+	"batch/cronjobs":              cronJobs,
+	"/services":                   services,
+	"networking.k8s.io/ingresses": ingresses,
+	"/configmaps":                 configMaps,
+	"/secrets":                    secrets,
+	"/namespaces":                 namespaces,
+	"/nodes":                      nodes,
+	"/events":                     events,
+	"events.k8s.io/events":        eventsV1,
+	"/persistentvolumeclaims":     persistentVolumeClaims,
+	"/serviceaccounts":            serviceAccounts,
 }
 
 // Default is kube-apiserver's table for a resource without a printer: the name and the creation time
@@ -120,6 +116,12 @@ type kind[T any] struct {
 	// statusMembers, if set, are all the Status cell reads of the object (status.go): Status
 	// decodes only those.
 	statusMembers []member
+	// keys, by column name, are the sort keys of the columns whose cell reads the time or does
+	// not compare as its text (keys.go); any other column's key is its cell's.
+	keys map[string]func(*T) (string, bool)
+	// keyMembers, if set, are all the keyed columns read of the object (status.go): SortKeys
+	// decodes only those, as Status does its members.
+	keyMembers []member
 }
 
 type column[T any] struct {
@@ -163,11 +165,19 @@ func (k kind[T]) printer() *Printer {
 		}
 		return row, nil
 	}}
+	var statusCell func(*T, time.Time) any
 	for _, c := range k.columns {
-		if c.def.Name != StatusColumn {
-			continue
+		if c.def.Name == StatusColumn {
+			statusCell = c.cell
+			break
 		}
-		cell := c.cell
+	}
+	// A Status cell is text and never reads the time (no kind prints an age there).
+	statusOf := func(o *T) string {
+		s, _ := statusCell(o, time.Time{}).(string)
+		return s
+	}
+	if statusCell != nil {
 		p.status = func(obj []byte) (string, error) {
 			if k.statusMembers != nil {
 				obj = narrow(obj, k.statusMembers)
@@ -176,11 +186,51 @@ func (k kind[T]) printer() *Printer {
 			if err != nil {
 				return "", err
 			}
-			// A Status cell is text and never reads the time (no kind prints an age there).
-			s, _ := cell(o, time.Time{}).(string)
-			return s, nil
+			return statusOf(o), nil
 		}
-		break
+	}
+	type keyed struct {
+		id  string
+		key func(*T) (string, bool)
+	}
+	var keyers []keyed
+	for _, c := range k.columns {
+		if unkeyed(c.def.Name) {
+			continue
+		}
+		key := k.keys[c.def.Name]
+		if key != nil {
+			p.keyedApart = append(p.keyedApart, c.def.Name)
+		} else {
+			cell := c.cell
+			// The zero time: a column whose cell reads the time has its own key function, and
+			// TestSortKeysIgnoreTheTime holds every other cell to the same text at any time.
+			key = func(o *T) (string, bool) { return cellKey(cell(o, time.Time{})) }
+		}
+		keyers = append(keyers, keyed{ColumnID(c.def.Name), key})
+	}
+	if len(keyers) > 0 {
+		// One decode for the keys and the Status cell: keyMembers hold statusMembers.
+		p.keys = func(obj []byte, whole bool) (Indexed, error) {
+			if k.keyMembers != nil && !whole {
+				obj = narrow(obj, k.keyMembers)
+			}
+			o, err := decode(obj)
+			if err != nil {
+				return Indexed{}, err
+			}
+			var out Indexed
+			if statusCell != nil {
+				out.Status, out.HasStatus = statusOf(o), true
+			}
+			out.Keys = make([]Key, 0, len(keyers))
+			for _, kc := range keyers {
+				if v, ok := kc.key(o); ok {
+					out.Keys = append(out.Keys, Key{Column: kc.id, Value: v})
+				}
+			}
+			return out, nil
+		}
 	}
 	return p
 }

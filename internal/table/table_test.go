@@ -211,7 +211,7 @@ func columnList(cols []metav1.TableColumnDefinition) string {
 	return strings.Join(names, " ")
 }
 
-func readJSON(t *testing.T, file string, v any) {
+func readJSON(t testing.TB, file string, v any) {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {

@@ -66,7 +66,12 @@ func deployments() *Printer {
 			}
 			return s.String()
 		}})
-	return kind[T]{columns: cols}.printer()
+	return kind[T]{columns: cols, keys: map[string]func(*T) (string, bool){
+		// The ready replicas, then the desired ones: 0/3 < 1/1 < 1/3 < 2/2.
+		"Ready": func(o *T) (string, bool) {
+			return numKey(int64(o.Status.ReadyReplicas), int64(ptr.Deref(o.Spec.Replicas, 0))), true
+		},
+	}}.printer()
 }
 
 func replicaSets() *Printer {
@@ -97,7 +102,12 @@ func statefulSets() *Printer {
 		{ageColumn(), func(o *T, now time.Time) any { return since(o.CreationTimestamp, now) }},
 	}
 	cols = append(cols, templateColumns(func(o *T) *corev1.PodSpec { return &o.Spec.Template.Spec })...)
-	return kind[T]{columns: cols}.printer()
+	return kind[T]{columns: cols, keys: map[string]func(*T) (string, bool){
+		// The ready replicas, then the desired ones: 0/3 < 1/1 < 1/3 < 2/2.
+		"Ready": func(o *T) (string, bool) {
+			return numKey(int64(o.Status.ReadyReplicas), int64(ptr.Deref(o.Spec.Replicas, 0))), true
+		},
+	}}.printer()
 }
 
 func daemonSets() *Printer {
@@ -149,7 +159,19 @@ func jobs() *Printer {
 	cols = append(cols, templateColumns(func(o *T) *corev1.PodSpec { return &o.Spec.Template.Spec })...)
 	cols = append(cols, column[T]{wide(str("Selector", batchv1.JobSpec{}.SwaggerDoc()["selector"])),
 		func(o *T, _ time.Time) any { return metav1.FormatLabelSelector(o.Spec.Selector) }})
-	return kind[T]{columns: cols, statusMembers: jobStatusMembers}.printer()
+	return kind[T]{columns: cols, statusMembers: jobStatusMembers, keys: map[string]func(*T) (string, bool){
+		// Succeeded, then the completions asked for (1 when unset, as the cell prints).
+		"Completions": func(o *T) (string, bool) {
+			return numKey(int64(o.Status.Succeeded), int64(ptr.Deref(o.Spec.Completions, 1))), true
+		},
+		// A finished Job's duration; a running one's moves with the clock, so it has none.
+		"Duration": func(o *T) (string, bool) {
+			if o.Status.StartTime == nil || o.Status.CompletionTime == nil {
+				return "", false
+			}
+			return numKey(o.Status.CompletionTime.Sub(o.Status.StartTime.Time).Milliseconds()), true
+		},
+	}}.printer()
 }
 
 // jobStatus is the first that holds of: finished (Complete, Failed), being deleted, Suspended, about
@@ -211,5 +233,12 @@ func cronJobs() *Printer {
 	cols = append(cols, templateColumns(func(o *T) *corev1.PodSpec { return &o.Spec.JobTemplate.Spec.Template.Spec })...)
 	cols = append(cols, column[T]{wide(str("Selector", batchv1.JobSpec{}.SwaggerDoc()["selector"])),
 		func(o *T, _ time.Time) any { return metav1.FormatLabelSelector(o.Spec.JobTemplate.Spec.Selector) }})
-	return kind[T]{columns: cols}.printer()
+	return kind[T]{columns: cols, keys: map[string]func(*T) (string, bool){
+		"Last Schedule": func(o *T) (string, bool) {
+			if o.Status.LastScheduleTime == nil {
+				return "", false
+			}
+			return metaAgeKey(*o.Status.LastScheduleTime)
+		},
+	}}.printer()
 }

@@ -209,6 +209,85 @@ spec:
 		tab.wait(t, `document.getElementById("panel").hidden`)
 	})
 
+	t.Run("a kind's own column sorts on the server", func(t *testing.T) {
+		// 130 ConfigMaps per member in a namespace of their own, beside its kube-root-ca.crt: 120
+		// of one key and ten of 3 to 12 keys, named so that neither name order nor text order
+		// ("10" before "3") is the order of DATA. Sorted by DATA descending, the first page holds
+		// the ten of most keys of both members, which a page sorting its 100 rows itself would not.
+		nsSort := "page-sort-" + suffix
+		var b strings.Builder
+		fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n", nsSort)
+		for i := range 130 {
+			keys := 1
+			if i%13 == 7 {
+				keys = 3 + (i/13*7)%10 // 3…12, in no order of the names
+			}
+			var data []string
+			for k := range keys {
+				data = append(data, fmt.Sprintf("k%d: v", k))
+			}
+			fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: s-%03d, namespace: %s}\ndata: {%s}\n", i, nsSort, strings.Join(data, ", "))
+		}
+		for _, c := range members {
+			env.KubectlRun(t, c, []byte(b.String()), "create", "-f", "-")
+			t.Cleanup(func() {
+				_, _ = env.KubectlOutput(context.Background(), c, nil, "delete", "namespace", nsSort, "--wait=false")
+			})
+		}
+		eventually(t, "262 ConfigMaps of the sort namespace indexed", 3*time.Minute, func() bool {
+			_, cms := admin("/v1alpha1/search", url.Values{"resources": {"configmaps"}, "namespaces": {nsSort}, "limit": {"1"}})
+			return cms.result.Total == 262
+		})
+		tab.do(t, chromedp.Navigate(base+"/ui/?"+url.Values{"q": {"kind:configmaps ns:" + nsSort}}.Encode()))
+		tab.waitSummary(t, "262 objects")
+		const data = `[...document.querySelectorAll("#rows tr td:nth-child(7)")].map((td) => td.textContent)`
+		if h := tab.eval(t, `document.querySelector("#head th:nth-child(7)").textContent + " " + document.querySelector("#head th:nth-child(7)").dataset.sort`); h != "DATA columns.data" {
+			t.Fatalf("the seventh header is %q, want DATA sorting by columns.data", h)
+		}
+		// The first click sorts ascending: ones first, over every page.
+		ready := tab.eval(t, `document.body.dataset.ready`)
+		tab.click(t, `#head th[data-sort="columns.data"]`)
+		tab.wait(t, fmt.Sprintf(`document.body.dataset.ready !== %q && location.search.includes("sort=columns.data%%3Aasc")`, ready))
+		if got := tab.eval(t, data+`.slice(0, 100).every((d) => d === "1")`); got != "true" {
+			t.Errorf("DATA ascending: the first page is not all ones: %s", tab.eval(t, data+`.join(",")`))
+		}
+		// The second, descending: the ten of most keys of each member lead, as numbers.
+		ready = tab.eval(t, `document.body.dataset.ready`)
+		tab.click(t, `#head th[data-sort="columns.data"]`)
+		tab.wait(t, fmt.Sprintf(`document.body.dataset.ready !== %q && location.search.includes("sort=columns.data%%3Adesc")`, ready))
+		want := "12,12,11,11,10,10,9,9,8,8,7,7,6,6,5,5,4,4,3,3,1,1"
+		if got := tab.eval(t, data+`.slice(0, 22).join(",")`); got != want {
+			t.Errorf("DATA descending: first rows %s, want %s", got, want)
+		}
+		if got := tab.eval(t, `document.querySelector("#head th[data-sort='columns.data']").getAttribute("aria-sort")`); got != "descending" {
+			t.Errorf("the DATA header's aria-sort is %q", got)
+		}
+		// The page's rows are the REST search's, asked with that sort.
+		_, api := admin("/v1alpha1/search", url.Values{"resources": {"configmaps"}, "namespaces": {nsSort}, "sort": {"columns.data:desc"}, "limit": {"22"}})
+		var apiKeys []string
+		for _, raw := range api.result.Items {
+			it := itemOf(t, raw)
+			apiKeys = append(apiKeys, it.cluster+"/"+it.name)
+		}
+		if got := tab.eval(t, `[...document.querySelectorAll("#rows tr")].slice(0, 22).map((tr) => tr.children[0].textContent + "/" + tr.children[3].textContent).join(",")`); got != strings.Join(apiKeys, ",") {
+			t.Errorf("the page shows %s, the API %s", got, strings.Join(apiKeys, ","))
+		}
+		tab.shot(t, "05b-sort-own-column")
+		// The shared URL sorts alike.
+		shared := tab.eval(t, `location.href`)
+		other := br.tab(t)
+		other.do(t, chromedp.Navigate(shared))
+		other.wait(t, `document.getElementById("signin").open`)
+		other.do(t, chromedp.SendKeys("#token", adminToken+kb.Enter))
+		other.waitSummary(t, "262 objects")
+		if got := other.eval(t, data+`.slice(0, 22).join(",")`); got != want {
+			t.Errorf("the shared URL's first rows %s, want %s", got, want)
+		}
+		// Another kind in the box: the column sort, meaningless there, is dropped.
+		tab.search(t, "kind:pods ns:"+nsSort)
+		tab.wait(t, `!location.search.includes("columns.data") && document.getElementById("error").hidden`)
+	})
+
 	t.Run("live: a ConfigMap created in a member appears without a reload", func(t *testing.T) {
 		tab.do(t, chromedp.Navigate(base+"/ui/?"+url.Values{"q": {"kind:configmaps ns:" + ns + " cluster:" + members[1]}}.Encode()))
 		tab.waitSummary(t, "501 objects")

@@ -53,8 +53,9 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 	older, olderAddr := p.indexer, p.indexerAddr
 	older.signal(syscall.SIGSTOP)
 	old := fmt.Sprintf("-v%d", mappings.Version-1)
-	// Fields the roll must give back; status is also what versions before 3 did not write.
-	strip := []string{"text", "images", "status"}
+	// Fields the roll must give back; status is also what versions before 3 did not write, and
+	// columns what versions before 4 did not.
+	strip := []string{"text", "images", "status", "columns"}
 	aliases := resolveAliases(t, env, p.prefix)
 	for _, alias := range aliases {
 		current := osstore.VersionedIndexName(alias)
@@ -75,6 +76,10 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 	imageQuery := `{"query":{"bool":{"filter":[{"term":{"cluster":"archive"}},{"term":{"images":"docker.io/istio/proxyv2:1.24.1"}}]}}}`
 	if n := count(t, env, pods, imageQuery); n != 0 {
 		t.Fatalf("the older installation still finds %d archive Pods by image; the test would prove nothing", n)
+	}
+	// Nor sort them by a column of their Table (mapping version 4's columns).
+	if n := count(t, env, pods, restartsQuery); n != 0 {
+		t.Fatalf("the older installation has %d archive Pods with a RESTARTS sort key; the test would prove nothing", n)
 	}
 	churn(t, env, f, 6) // indexed by the older indexer into the old indices
 
@@ -205,6 +210,10 @@ func TestIndexerRollsIndicesToNewMappingVersion(t *testing.T) {
 			break
 		}
 	}
+	// The roll rebuilt every document, so every archive Pod has its sort keys back.
+	if n := count(t, env, pods, restartsQuery); n != archived {
+		t.Errorf("%d archive Pods with a RESTARTS sort key after the roll, want %d", n, archived)
+	}
 	t.Logf("%d counts over %s*, %d of them wrong, %d failed on the bare ConfigMap index at its roll", polls.Load(), mappings.IndexBase(p.prefix), wrong.Load(), legacyFailures.Load())
 	if wrong.Load() > 0 {
 		t.Errorf("%d of %d searches during the roll did not count %d archive Pods; first: %s", wrong.Load(), polls.Load(), archived, *firstWrong.Load())
@@ -234,6 +243,9 @@ func publishArchivePods(t *testing.T, env *testbed.Env, topic string, n int) {
 }
 
 const archiveQuery = `{"query":{"term":{"cluster":"archive"}}}`
+
+// restartsQuery finds the archive Pods that have a RESTARTS sort key (sort=columns.restarts).
+const restartsQuery = `{"query":{"bool":{"filter":[{"term":{"cluster":"archive"}},{"exists":{"field":"columns.restarts"}}]}}}`
 
 // countQuery is a _count that reports its failures rather than failing the test, for goroutines;
 // failedIndex is the index of the first shard failure, if any.

@@ -60,6 +60,11 @@ func flatten(v gjson.Result, path string, out map[string][]string) {
 // status is the STATUS the builder wrote into the object's document, absent for kinds without one.
 func (o *Object) status() gjson.Result { return gjson.GetBytes(o.doc, document.FieldStatus) }
 
+// column is the sort key of the column id the builder wrote into the object's document.
+func (o *Object) column(id string) gjson.Result {
+	return gjson.GetBytes(o.doc, document.FieldColumns).Get(gjson.Escape(id))
+}
+
 // textWords are the words of the document's free text field, lower-cased.
 func (o *Object) textWords() []string {
 	if o.text == nil {
@@ -231,7 +236,7 @@ func (o *Object) Matches(q *query.Query) bool {
 }
 
 // sortObjects orders objects as q's results: its sort keys (a cluster-scoped object's missing
-// namespace, and a missing status, last in either direction), else cluster, namespace, name; then uid. A query with text
+// namespace, a missing status and a missing column key, last in either direction), else cluster, namespace, name; then uid. A query with text
 // and no sort is ordered by relevance, which the corpus does not predict: those cases compare sets.
 func sortObjects(objs []*Object, q *query.Query) {
 	sorts := q.Sort
@@ -259,6 +264,19 @@ func sortObjects(objs []*Object, q *query.Query) {
 					return -1
 				default:
 					c = cmp.Compare(as.Str, bs.Str)
+				}
+			default:
+				// A column's key as the builder wrote it, missing last in either direction.
+				id, _ := query.ColumnSort(s.Field)
+				ak, bk := a.column(id), b.column(id)
+				switch {
+				case !ak.Exists() && !bk.Exists():
+				case !ak.Exists():
+					return 1
+				case !bk.Exists():
+					return -1
+				default:
+					c = cmp.Compare(ak.Str, bk.Str)
 				}
 			case query.SortCreationTimestamp:
 				c = a.Created.Compare(b.Created)

@@ -52,6 +52,23 @@ func TestCorpusAndCases(t *testing.T) {
 	if without == 0 {
 		t.Error("every object has a status: sort=status's missing-last rule goes untested")
 	}
+	// sort=columns.<id> has something to order: Pods of several restart counts and nodes, and
+	// Pods without a node (pending) for the missing-last rule.
+	restarts, nodes, noNode := map[string]bool{}, map[string]bool{}, 0
+	for _, o := range a.Live() {
+		if o.Kind != "Pod" {
+			continue
+		}
+		restarts[o.column("restarts").Str] = true
+		if n := o.column("node"); n.Exists() {
+			nodes[n.Str] = true
+		} else {
+			noNode++
+		}
+	}
+	if len(restarts) < 3 || len(nodes) < 3 || noNode == 0 {
+		t.Errorf("Pods' restart keys %d, node keys %d, Pods without a node %d: too few for the column sorts", len(restarts), len(nodes), noNode)
+	}
 	seen := map[string]bool{}
 	for _, c := range Cases() {
 		if seen[c.Name] {

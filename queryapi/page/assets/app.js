@@ -135,9 +135,10 @@ function needCredentials() {
 const state = {
   text: "",
   sort: "",              // "" is the API's default order
+  sortResource: "",      // the one resource a column sort (sort=columns.<id>) was chosen for
   tokens: [""],          // continue tokens of the pages read, tokens[i] reads page i
   page: 0,
-  items: [], rows: [], columns: {},
+  items: [], rows: [], columns: {}, columnSorts: {},
   total: 0,
   facets: {},
   selected: -1,
@@ -183,6 +184,7 @@ function readURL() {
   const p = new URLSearchParams(location.search);
   state.text = p.get("q") || "";
   state.sort = p.get("sort") || "";
+  state.sortResource = oneResource(parseBox(state.text));
   $("box").value = state.text;
   state.pendingOpen = p.get("open") || "";
   return state.pendingOpen;
@@ -195,6 +197,9 @@ async function runSearch(opts) {
   const gen = ++state.generation;
   if (!live) { state.page = page; if (page === 0) state.tokens = [""]; }
   const f = parseBox(state.text);
+  // A column sort orders one resource by a column of its Table: the box no longer naming that
+  // resource alone, it falls back to the default order rather than failing every search.
+  if (isColumnSort(state.sort) && (!oneResource(f) || oneResource(f) !== state.sortResource)) state.sort = "";
   const p = searchParams(f);
   p.set("limit", String(PAGE_SIZE));
   if (state.sort) p.set("sort", state.sort);
@@ -224,6 +229,7 @@ async function runSearch(opts) {
     state.items = r.body.items || [];
     state.rows = r.body.rows || [];
     state.columns = r.body.columns || {};
+    state.columnSorts = r.body.columnSorts || {};
     state.total = r.body.total;
     state.tokens[state.page + 1] = (r.body.metadata && r.body.metadata.continue) || "";
     state.tokens.length = state.page + 2;
@@ -255,8 +261,10 @@ function showError(msg) {
 
 // A column sorts on the server when the REST search's sort has its field (an indexed one). STATUS
 // is indexed as the kind's Status cell (sort=status; kinds without one, and custom resources, sort
-// last). The kind's own Table columns do not sort: they are per-kind printer columns, computed per
-// row from the stored object after the search, and no index holds them to order the matches by.
+// last). The kind's own Table columns sort by the keys the indexer stored for each
+// (sort=columns.<id>, named per column by the answer's columnSorts), when the box names that one
+// resource (kind:pods): a column means one thing in one kind only. A custom resource's columns do
+// not sort (its CRD's, not indexed).
 const BASE = [
   { name: "CLUSTER", sort: "cluster" },
   { name: "NAMESPACE", sort: "namespace" },
@@ -277,9 +285,17 @@ function kindColumns() {
   defs.forEach((d, i) => {
     if (i === 0) return; // the row's first cell is the name
     if (["name", "status", "age", "created at"].includes(d.name.toLowerCase()) || d.priority > 0) return;
-    cols.push({ name: d.name.toUpperCase(), index: i, description: d.description });
+    const sort = (state.columnSorts[resource] || [])[i] || "";
+    cols.push({ name: d.name.toUpperCase(), index: i, description: d.description, sort });
   });
   return { resource, cols };
+}
+
+const isColumnSort = (sort) => sort.startsWith("columns.");
+
+// oneResource is the resource the box names when it names exactly one (kind:pods), else "".
+function oneResource(f) {
+  return f.resources.length === 1 ? f.resources[0] : "";
 }
 
 function statusCell(row) {
@@ -307,7 +323,20 @@ function renderHead(extra) {
     }
     head.append(el("th", attrs, c.name));
   }
-  for (const c of extra) head.append(el("th", { scope: "col", title: c.description || "" }, c.name));
+  const one = oneResource(parseBox(state.text));
+  for (const c of extra) {
+    const attrs = { scope: "col", title: c.description || "" };
+    if (c.sort && one) {
+      attrs.class = "sortable";
+      attrs.title = "Sort by " + c.name.toLowerCase() + (c.description ? ": " + c.description : "");
+      attrs["data-sort"] = c.sort;
+      if (field === c.sort) attrs["aria-sort"] = dir === "desc" ? "descending" : "ascending";
+      attrs.onclick = () => sortBy(c);
+    } else if (c.sort) {
+      attrs.title = (c.description ? c.description + " " : "") + "(sorts when the search names this one kind: kind:…)";
+    }
+    head.append(el("th", attrs, c.name));
+  }
 }
 
 function sortBy(c) {
@@ -315,6 +344,7 @@ function sortBy(c) {
   const natural = c.reverse ? "desc" : "asc";
   const next = field === c.sort && dir === natural ? (natural === "asc" ? "desc" : "asc") : natural;
   state.sort = c.sort + ":" + next;
+  if (isColumnSort(c.sort)) state.sortResource = oneResource(parseBox(state.text));
   runSearch({ push: true });
 }
 
