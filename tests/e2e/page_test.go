@@ -5,12 +5,15 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -286,6 +289,54 @@ spec:
 		// Another kind in the box: the column sort, meaningless there, is dropped.
 		tab.search(t, "kind:pods ns:"+nsSort)
 		tab.wait(t, `!location.search.includes("columns.data") && document.getElementById("error").hidden`)
+	})
+
+	t.Run("the kind's -o wide columns, shown with w, sort on the server", func(t *testing.T) {
+		// The Deployment web's Pod in each member: kwok gives each an IP and a node.
+		tab.do(t, chromedp.Navigate(base+"/ui/?"+url.Values{"q": {"kind:pods ns:" + ns}}.Encode()))
+		tab.waitSummary(t, "2 objects")
+		const heads = `[...document.querySelectorAll("#head th")].map((th) => th.textContent).join(",")`
+		if got := tab.eval(t, heads); strings.Contains(got, "NODE") || strings.Contains(got, "IP") {
+			t.Fatalf("headers without wide: %s, want no IP or NODE (kubectl shows them with -o wide)", got)
+		}
+		// w, as kubectl's -o wide: the rows hold every cell, so no request is needed.
+		tab.do(t, chromedp.KeyEvent(kb.Escape), chromedp.KeyEvent(kb.Escape), chromedp.KeyEvent("w"))
+		tab.wait(t, `document.getElementById("wide").checked && location.search.includes("wide=1")`)
+		if got := tab.eval(t, heads); !strings.Contains(got, ",IP,NODE,") {
+			t.Fatalf("headers with wide: %s, want IP and NODE", got)
+		}
+		node, err := strconv.Atoi(tab.eval(t, `[...document.querySelectorAll("#head th")].findIndex((th) => th.textContent === "NODE")`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cells := fmt.Sprintf(`[...document.querySelectorAll("#rows tr td:nth-child(%d)")].map((td) => td.textContent)`, node+1)
+		if got := tab.eval(t, cells+`.every((n) => n !== "" && n !== "<none>")`); got != "true" {
+			t.Errorf("NODE cells %s, want a node in each", tab.eval(t, cells+`.join(",")`))
+		}
+		ready := tab.eval(t, `document.body.dataset.ready`)
+		tab.click(t, `#head th[data-sort="columns.node"]`)
+		tab.wait(t, fmt.Sprintf(`document.body.dataset.ready !== %q && location.search.includes("sort=columns.node%%3Aasc") && document.getElementById("error").hidden`, ready))
+		_, api := admin("/v1alpha1/search", url.Values{"resources": {"pods"}, "namespaces": {ns}, "sort": {"columns.node:asc"}})
+		var want []string
+		for _, raw := range api.result.Items {
+			var p struct {
+				Spec struct{ NodeName string } `json:"spec"`
+			}
+			if err := json.Unmarshal(raw, &p); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, p.Spec.NodeName)
+		}
+		if got := tab.eval(t, cells+`.join(",")`); got != strings.Join(want, ",") || !slices.IsSorted(want) {
+			t.Errorf("NODE ascending: the page shows %s, the API %v", got, want)
+		}
+		tab.shot(t, "05c-wide-columns")
+		// Unticked, they go, and so does wide=1 from the URL.
+		tab.click(t, "#wide")
+		tab.wait(t, `!document.getElementById("wide").checked && !location.search.includes("wide=1")`)
+		if got := tab.eval(t, heads); strings.Contains(got, "NODE") {
+			t.Errorf("headers after unticking wide: %s", got)
+		}
 	})
 
 	t.Run("live: a ConfigMap created in a member appears without a reload", func(t *testing.T) {

@@ -136,6 +136,7 @@ const state = {
   text: "",
   sort: "",              // "" is the API's default order
   sortResource: "",      // the one resource a column sort (sort=columns.<id>) was chosen for
+  wide: false,           // the kind's -o wide columns too (its Table's columns of priority > 0)
   tokens: [""],          // continue tokens of the pages read, tokens[i] reads page i
   page: 0,
   items: [], rows: [], columns: {}, columnSorts: {},
@@ -173,6 +174,7 @@ function writeURL(push) {
   const p = new URLSearchParams();
   if (state.text) p.set("q", state.text);
   if (state.sort) p.set("sort", state.sort);
+  if (state.wide) p.set("wide", "1");
   if (state.open) p.set("open", [clusterOf(state.open), state.open.metadata.namespace || "", state.open.apiVersion, state.open.kind, state.open.metadata.name].join("/"));
   else if (state.pendingOpen) p.set("open", state.pendingOpen);
   const url = location.pathname + (p.toString() ? "?" + p.toString() : "");
@@ -185,6 +187,8 @@ function readURL() {
   state.text = p.get("q") || "";
   state.sort = p.get("sort") || "";
   state.sortResource = oneResource(parseBox(state.text));
+  state.wide = p.get("wide") === "1";
+  $("wide").checked = state.wide;
   $("box").value = state.text;
   state.pendingOpen = p.get("open") || "";
   return state.pendingOpen;
@@ -274,8 +278,9 @@ const BASE = [
   { name: "AGE", sort: "creationTimestamp", reverse: true },
 ];
 
-// kindColumns are the Table columns of the page's one resource, those BASE does not show already;
-// a page of several kinds shows BASE only.
+// kindColumns are the Table columns of the page's one resource, those BASE does not show already,
+// with the columns kubectl shows only with -o wide when state.wide; a page of several kinds shows
+// BASE only.
 function kindColumns() {
   const resources = new Set(state.rows.map((r) => r.resource));
   if (resources.size !== 1) return { resource: "", cols: [] };
@@ -284,7 +289,7 @@ function kindColumns() {
   const cols = [];
   defs.forEach((d, i) => {
     if (i === 0) return; // the row's first cell is the name
-    if (["name", "status", "age", "created at"].includes(d.name.toLowerCase()) || d.priority > 0) return;
+    if (["name", "status", "age", "created at"].includes(d.name.toLowerCase()) || (d.priority > 0 && !state.wide)) return;
     const sort = (state.columnSorts[resource] || [])[i] || "";
     cols.push({ name: d.name.toUpperCase(), index: i, description: d.description, sort });
   });
@@ -727,8 +732,10 @@ function wire() {
       case "ArrowRight": if (!$("next").disabled) { e.preventDefault(); nextPage(); } break;
       case "ArrowLeft": if (!$("prev").disabled) { e.preventDefault(); prevPage(); } break;
       case "Escape": if (state.open) closePanel(); break;
+      case "w": e.preventDefault(); setWide(!state.wide); break;
     }
   });
+  $("wide").addEventListener("change", (e) => setWide(e.target.checked));
   $("next").addEventListener("click", nextPage);
   $("prev").addEventListener("click", prevPage);
   $("panel-close").addEventListener("click", closePanel);
@@ -741,6 +748,15 @@ function wire() {
   $("signin").addEventListener("cancel", () => { signinOpen = false; });
   $("signout").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); location.reload(); });
   window.addEventListener("popstate", () => { const open = readURL(); runSearch(); if (open) openFromURL(open); else if (state.open) closePanel(); });
+}
+
+// setWide shows or hides the kind's -o wide columns: the rows hold every cell already, so the
+// page is drawn again without a request; the URL keeps the choice.
+function setWide(on) {
+  state.wide = on;
+  $("wide").checked = on;
+  writeURL(true);
+  renderResults(false);
 }
 
 function nextPage() { state.selected = -1; runSearch({ page: state.page + 1 }); }
