@@ -79,6 +79,10 @@ func TestKarmadaMembersRead(t *testing.T) {
 		karmadaCluster("noproxy", nil, push(map[string]any{"proxyHeader": map[string]any{"X-Tenant": "blue"}})),
 		karmadaCluster("badheader", nil, push(map[string]any{"proxyURL": "http://proxy:3128",
 			"proxyHeader": map[string]any{"Proxy-Authorization": "Basic s3cr3t\nX-Injected: 1"}})),
+		// A value of another type than a string (a list, as http.Header holds) is refused without
+		// echoing it: it is the credential, misspelt.
+		karmadaCluster("listheader", nil, push(map[string]any{"proxyURL": "http://proxy:3128",
+			"proxyHeader": map[string]any{"Proxy-Authorization": []any{"Basic s3cr3t"}}})),
 	},
 		memberSecret("good", map[string][]byte{"token": []byte("t0k3n"), "caBundle": caPEM}),
 		memberSecret("badca", map[string][]byte{"token": []byte("t0k3n"), "caBundle": []byte("not a PEM")}),
@@ -122,6 +126,7 @@ func TestKarmadaMembersRead(t *testing.T) {
 		"pulled":     "spec.syncMode is Pull",
 		"noproxy":    "spec.proxyHeader: Forbidden: needs proxyURL",
 		"badheader":  `spec.proxyHeader[Proxy-Authorization]: Invalid value: "(value hidden)"`,
+		"listheader": "spec.proxyHeader[Proxy-Authorization]: a value must be a string",
 	}
 	if len(got.skipped) != len(wantSkipped) {
 		t.Errorf("skipped: got %v, want %d", got.skipped, len(wantSkipped))
