@@ -433,3 +433,30 @@ func TestRESTConfigProxyHeaderErrors(t *testing.T) {
 		})
 	}
 }
+
+// A proxy URL (or a server URL) that does not parse is named without its text: its userinfo is
+// often the proxy's password, and a password with a bare "%" is enough to fail the parse. The
+// error ends up in logs and, for a Karmada Cluster, in the collector's status.
+func TestRESTConfigUnparsedURLsHideCredentials(t *testing.T) {
+	base := Cluster{Name: "m", Server: "https://x", Token: "t", InsecureSkipTLSVerify: true}
+	for _, c := range []struct {
+		name string
+		edit func(c *Cluster)
+		want string
+	}{
+		{"proxy URL", func(c *Cluster) { c.ProxyURL = "http://kube:pa%ss@proxy:3128" }, "cluster.proxyURL: Invalid value"},
+		{"server", func(c *Cluster) { c.Server = "https://kube:pa%ss@x" }, "cluster.server: Invalid value"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := base
+			c.edit(&cl)
+			_, err := cl.RESTConfig()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("RESTConfig error = %v, want one containing %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "pa%ss") {
+				t.Errorf("the error echoes the URL's password: %v", err)
+			}
+		})
+	}
+}
