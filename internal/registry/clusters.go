@@ -188,7 +188,7 @@ func validateDirect(c *Cluster, path *field.Path) field.ErrorList {
 		allErrs = append(allErrs, field.Invalid(path.Child("server"), redactURL(c.Server), "not a URL"))
 	case u.Scheme != "https" || u.Host == "":
 		// A bearer token must not travel in clear text.
-		allErrs = append(allErrs, field.Invalid(path.Child("server"), c.Server, "must be an https URL with a host"))
+		allErrs = append(allErrs, field.Invalid(path.Child("server"), u.Redacted(), "must be an https URL with a host"))
 	case u.User != nil:
 		allErrs = append(allErrs, field.Invalid(path.Child("server"), u.Redacted(),
 			"must not carry credentials; use tokenFile"))

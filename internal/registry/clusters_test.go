@@ -434,7 +434,8 @@ func TestRESTConfigProxyHeaderErrors(t *testing.T) {
 	}
 }
 
-// A proxy URL (or a server URL) that does not parse is named without its text: its userinfo is
+// A proxy URL (or a server URL) that does not parse, or a server URL refused for its scheme, is
+// named without its password. Unparsed, a URL is named without its text: its userinfo is
 // often the proxy's password, and a password with a bare "%" is enough to fail the parse. The
 // error ends up in logs and, for a Karmada Cluster, in the collector's status.
 func TestRESTConfigUnparsedURLsHideCredentials(t *testing.T) {
@@ -446,6 +447,7 @@ func TestRESTConfigUnparsedURLsHideCredentials(t *testing.T) {
 	}{
 		{"proxy URL", func(c *Cluster) { c.ProxyURL = "http://kube:pa%ss@proxy:3128" }, "cluster.proxyURL: Invalid value"},
 		{"server", func(c *Cluster) { c.Server = "https://kube:pa%ss@x" }, "cluster.server: Invalid value"},
+		{"plain http server", func(c *Cluster) { c.Server = "http://kube:pa%25ss@x" }, "cluster.server: Invalid value: \"http://kube:xxxxx@x\": must be an https URL"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cl := base
@@ -454,7 +456,7 @@ func TestRESTConfigUnparsedURLsHideCredentials(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("RESTConfig error = %v, want one containing %q", err, c.want)
 			}
-			if strings.Contains(err.Error(), "pa%ss") {
+			if strings.Contains(err.Error(), "pa%ss") || strings.Contains(err.Error(), "pa%25ss") {
 				t.Errorf("the error echoes the URL's password: %v", err)
 			}
 		})
