@@ -194,6 +194,26 @@ func TestKarmadaReadDigest(t *testing.T) {
 	if sum(base) != sum(base) {
 		t.Error("the same read hashes differently")
 	}
+	// The proxy's headers are a credential too: a rotated Proxy-Authorization reconnects the
+	// member; the same headers in another order of their names do not.
+	proxied := func(h http.Header) karmadaRead {
+		c := base.clusters[0]
+		c.ProxyURL, c.ProxyHeader = "http://p:3128", h
+		return karmadaRead{clusters: []registry.Cluster{c}}
+	}
+	withHeader := proxied(http.Header{"Proxy-Authorization": {"Basic YQ=="}, "X-Tenant": {"blue", "green"}})
+	if sum(withHeader) != sum(proxied(http.Header{"X-Tenant": {"blue", "green"}, "Proxy-Authorization": {"Basic YQ=="}})) {
+		t.Error("the same proxy headers hash differently")
+	}
+	for name, r := range map[string]karmadaRead{
+		"proxy header rotated":   proxied(http.Header{"Proxy-Authorization": {"Basic Yg=="}, "X-Tenant": {"blue", "green"}}),
+		"proxy values reordered": proxied(http.Header{"Proxy-Authorization": {"Basic YQ=="}, "X-Tenant": {"green", "blue"}}),
+		"proxy header removed":   proxied(http.Header{"Proxy-Authorization": {"Basic YQ=="}}),
+	} {
+		if sum(r) == sum(withHeader) {
+			t.Errorf("%s: digest unchanged", name)
+		}
+	}
 	for name, r := range map[string]karmadaRead{"token rotated": rotated, "label removed": relabelled, "cluster skipped": pulled} {
 		if sum(r) == sum(base) {
 			t.Errorf("%s: digest unchanged", name)

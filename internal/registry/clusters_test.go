@@ -462,3 +462,27 @@ func TestRESTConfigUnparsedURLsHideCredentials(t *testing.T) {
 		})
 	}
 }
+
+// A member whose proxy headers changed is reached another way: its clients, which carry the
+// headers in their transports, are rebuilt (ClusterChange.Reconnect).
+func TestSameConnectionProxyHeader(t *testing.T) {
+	a := Cluster{Name: "m", Server: "https://x", Token: "t", InsecureSkipTLSVerify: true, ProxyURL: "http://p:3128",
+		ProxyHeader: http.Header{"Proxy-Authorization": {"Basic YQ=="}, "X-Tenant": {"blue", "green"}}}
+	for _, c := range []struct {
+		name string
+		h    http.Header
+		same bool
+	}{
+		{"the same", http.Header{"X-Tenant": {"blue", "green"}, "Proxy-Authorization": {"Basic YQ=="}}, true},
+		{"a value rotated", http.Header{"Proxy-Authorization": {"Basic Yg=="}, "X-Tenant": {"blue", "green"}}, false},
+		{"values reordered", http.Header{"Proxy-Authorization": {"Basic YQ=="}, "X-Tenant": {"green", "blue"}}, false},
+		{"a header removed", http.Header{"Proxy-Authorization": {"Basic YQ=="}}, false},
+		{"none", nil, false},
+	} {
+		b := a
+		b.ProxyHeader = c.h
+		if got := sameConnection(a, b); got != c.same {
+			t.Errorf("%s: sameConnection %v, want %v", c.name, got, c.same)
+		}
+	}
+}
