@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -145,10 +146,8 @@ func (k *karmadaMembers) member(ctx context.Context, obj *unstructured.Unstructu
 		bad = append(bad, fmt.Sprintf("%s: %v", spec.Child("insecureSkipTLSVerification"), err))
 	}
 	c.InsecureSkipTLSVerify = insecure
-	header, _, err := unstructured.NestedStringMap(obj.Object, "spec", "proxyHeader")
-	if err != nil {
-		bad = append(bad, fmt.Sprintf("%s: %v", spec.Child("proxyHeader"), err))
-	}
+	header, why := proxyHeaderMap(obj.Object)
+	bad = append(bad, why...)
 	c.ProxyHeader = proxyHeader(header)
 	prefix := "Karmada Cluster " + name + ": "
 	switch mode {
@@ -200,6 +199,32 @@ func (k *karmadaMembers) member(ctx context.Context, obj *unstructured.Unstructu
 		return registry.Cluster{}, prefix + strings.ReplaceAll(fields.Replace(err.Error()), "\n", "; ") + "; not collected", nil
 	}
 	return c, "", nil
+}
+
+// proxyHeaderMap reads spec.proxyHeader as a map of strings. unstructured.NestedStringMap would
+// do, but its error prints the offending value, and a proxy header is often a credential
+// (Proxy-Authorization): the reasons here name the field alone, as validateProxyHeader does.
+func proxyHeaderMap(obj map[string]any) (map[string]string, []string) {
+	path := field.NewPath("spec", "proxyHeader")
+	v, found, err := unstructured.NestedFieldNoCopy(obj, "spec", "proxyHeader")
+	if err != nil || !found || v == nil {
+		return nil, nil // spec is not an object: the other fields say so
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, []string{fmt.Sprintf("%s: must be an object of header names to values, not a %T", path, v)}
+	}
+	out := make(map[string]string, len(m))
+	var bad []string
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		s, ok := m[name].(string)
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s: a value must be a string (several values as one, comma-separated), not a %T", path.Key(name), m[name]))
+			continue
+		}
+		out[name] = s
+	}
+	return out, bad
 }
 
 // proxyHeader reads a Cluster's spec.proxyHeader as Karmada does: a value holding commas is that

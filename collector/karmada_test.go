@@ -79,6 +79,10 @@ func TestKarmadaMembersRead(t *testing.T) {
 		karmadaCluster("noproxy", nil, push(map[string]any{"proxyHeader": map[string]any{"X-Tenant": "blue"}})),
 		karmadaCluster("badheader", nil, push(map[string]any{"proxyURL": "http://proxy:3128",
 			"proxyHeader": map[string]any{"Proxy-Authorization": "Basic s3cr3t\nX-Injected: 1"}})),
+		// A value of another type than a string (a list, as http.Header holds) is refused without
+		// echoing it: it is the credential, misspelt.
+		karmadaCluster("listheader", nil, push(map[string]any{"proxyURL": "http://proxy:3128",
+			"proxyHeader": map[string]any{"Proxy-Authorization": []any{"Basic s3cr3t"}}})),
 	},
 		memberSecret("good", map[string][]byte{"token": []byte("t0k3n"), "caBundle": caPEM}),
 		memberSecret("badca", map[string][]byte{"token": []byte("t0k3n"), "caBundle": []byte("not a PEM")}),
@@ -122,6 +126,7 @@ func TestKarmadaMembersRead(t *testing.T) {
 		"pulled":     "spec.syncMode is Pull",
 		"noproxy":    "spec.proxyHeader: Forbidden: needs proxyURL",
 		"badheader":  `spec.proxyHeader[Proxy-Authorization]: Invalid value: "(value hidden)"`,
+		"listheader": "spec.proxyHeader[Proxy-Authorization]: a value must be a string",
 	}
 	if len(got.skipped) != len(wantSkipped) {
 		t.Errorf("skipped: got %v, want %d", got.skipped, len(wantSkipped))
@@ -188,6 +193,26 @@ func TestKarmadaReadDigest(t *testing.T) {
 	pulled := karmadaRead{clusters: base.clusters, skipped: []skippedCluster{{Name: "p", Reason: "Pull"}}}
 	if sum(base) != sum(base) {
 		t.Error("the same read hashes differently")
+	}
+	// The proxy's headers are a credential too: a rotated Proxy-Authorization reconnects the
+	// member; the same headers in another order of their names do not.
+	proxied := func(h http.Header) karmadaRead {
+		c := base.clusters[0]
+		c.ProxyURL, c.ProxyHeader = "http://p:3128", h
+		return karmadaRead{clusters: []registry.Cluster{c}}
+	}
+	withHeader := proxied(http.Header{"Proxy-Authorization": {"Basic YQ=="}, "X-Tenant": {"blue", "green"}})
+	if sum(withHeader) != sum(proxied(http.Header{"X-Tenant": {"blue", "green"}, "Proxy-Authorization": {"Basic YQ=="}})) {
+		t.Error("the same proxy headers hash differently")
+	}
+	for name, r := range map[string]karmadaRead{
+		"proxy header rotated":   proxied(http.Header{"Proxy-Authorization": {"Basic Yg=="}, "X-Tenant": {"blue", "green"}}),
+		"proxy values reordered": proxied(http.Header{"Proxy-Authorization": {"Basic YQ=="}, "X-Tenant": {"green", "blue"}}),
+		"proxy header removed":   proxied(http.Header{"Proxy-Authorization": {"Basic YQ=="}}),
+	} {
+		if sum(r) == sum(withHeader) {
+			t.Errorf("%s: digest unchanged", name)
+		}
 	}
 	for name, r := range map[string]karmadaRead{"token rotated": rotated, "label removed": relabelled, "cluster skipped": pulled} {
 		if sum(r) == sum(base) {

@@ -258,3 +258,34 @@ func TestWatermarkRefreshedUpTo(t *testing.T) {
 func refreshAll(w *watermarks, kinds ...string) {
 	w.refreshedUpTo(w.writtenOf(kinds))
 }
+
+// TestWatermarkRefreshedUpToAfterPurge: a refresh that started before a PURGE (or before its
+// partition was revoked) moves nothing of the pair tracked after it, even at the same epoch and
+// with more written since: its marks are the old scope's, and the later write (30) is not
+// refreshed.
+func TestWatermarkRefreshedUpToAfterPurge(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		gone func(w *watermarks)
+	}{
+		{"purged", func(w *watermarks) { w.purged(ev(envelope.Purge, "", 100, "")) }},
+		{"partition revoked", func(w *watermarks) { w.forgetPartition(0) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWatermarks()
+			w.load(store.Pair{Cluster: "m1", Group: "", Resource: "pods"}, nil)
+			w.synced(ev(envelope.Sync, "", 100, "10"), 0)
+			w.written(ev(envelope.Modified, "", 100, "20"), 0)
+			marks := w.writtenOf(w.unrefreshed())
+			c.gone(w)
+			// Tracked again, as stored before the refresh, and written beyond it.
+			w.load(store.Pair{Cluster: "m1", Group: "", Resource: "pods"}, &store.Watermark{Cluster: "m1", Resource: "pods", Kind: "Pod",
+				Epoch: 100, ResourceVersion: 10, Scopes: []store.WatermarkScope{{Epoch: 100, ResourceVersion: 10, Synced: true}}})
+			w.written(ev(envelope.Modified, "", 100, "30"), 0)
+			w.refreshedUpTo(marks)
+			if got := wmOf(w); got.ResourceVersion != 10 {
+				t.Errorf("rv %d after a refresh that began before the scope was tracked again: want 10", got.ResourceVersion)
+			}
+		})
+	}
+}

@@ -27,6 +27,8 @@ func FuzzParseCompile(f *testing.F) {
 		"owner=ReplicaSet/web&createdSince=1h&createdBefore=2026-01-01T00:00:00Z&changedSince=7d",
 		"sort=creationTimestamp:desc,name&limit=1000&facets=label:app.kubernetes.io/name,labels&facetSize=5",
 		"limit=0&sort=size", "%zz", "labelSelector=%00", "facets=label:%22(.*)%22",
+		"resources=pods&sort=columns.restarts:desc,columns.node,name", "sort=columns.", "resources=pods&sort=columns.%E2%80%AEready",
+		"resources=pods,deployments.apps&sort=columns.ready", "resources=widgets.example.com&sort=columns.ready",
 	} {
 		f.Add(seed)
 	}

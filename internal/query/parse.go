@@ -431,6 +431,9 @@ func (p *parser) column(field, id string, resources []Resource) bool {
 		return false
 	}
 	r := resources[0]
+	if !resourceName.MatchString(r.Resource) || (r.Group != "" && !groupName.MatchString(r.Group)) {
+		return false // resources says so, quoting it: printed here, a line break would cut this error
+	}
 	if !p.looked {
 		p.looked = true
 		for _, b := range table.BuiltIn() {

@@ -275,3 +275,26 @@ func TestParseBoundsFacets(t *testing.T) {
 		t.Fatalf("%d facets: %v", MaxFacets, err)
 	}
 }
+
+// A column sort on a resource that is not a resource name leaves the complaint to resources,
+// which quotes it: the sort's error printed it raw, a line break or a bidi override in an error
+// message the page and the logs show.
+func TestParseColumnSortOfABadResource(t *testing.T) {
+	for _, raw := range []string{"resources=a%0Ab&sort=columns.ready", "resources=%E2%80%AEpods&sort=columns.ready",
+		"resources=pods.%0A&sort=columns.ready", "resources=pods.ex%E2%80%AEample&sort=columns.ready"} {
+		v, err := url.ParseQuery(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Parse(v, now)
+		errs := paramErrors(t, err)
+		if len(errs) == 0 {
+			t.Fatalf("%s: no error", raw)
+		}
+		for _, e := range errs {
+			if e.Param != ParamResources {
+				t.Errorf("%s: error %q on %s, want only the resources error", raw, e.Message, e.Param)
+			}
+		}
+	}
+}

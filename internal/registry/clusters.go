@@ -184,10 +184,11 @@ func validateDirect(c *Cluster, path *field.Path) field.ErrorList {
 	u, err := url.Parse(c.Server)
 	switch {
 	case err != nil:
-		allErrs = append(allErrs, field.Invalid(path.Child("server"), c.Server, err.Error()))
+		// url.Parse's error repeats the input, whose userinfo may be a password: neither is shown.
+		allErrs = append(allErrs, field.Invalid(path.Child("server"), redactURL(c.Server), "not a URL"))
 	case u.Scheme != "https" || u.Host == "":
 		// A bearer token must not travel in clear text.
-		allErrs = append(allErrs, field.Invalid(path.Child("server"), c.Server, "must be an https URL with a host"))
+		allErrs = append(allErrs, field.Invalid(path.Child("server"), u.Redacted(), "must be an https URL with a host"))
 	case u.User != nil:
 		allErrs = append(allErrs, field.Invalid(path.Child("server"), u.Redacted(),
 			"must not carry credentials; use tokenFile"))
@@ -218,7 +219,8 @@ func validateDirect(c *Cluster, path *field.Path) field.ErrorList {
 		u, err := url.Parse(c.ProxyURL)
 		switch {
 		case err != nil:
-			allErrs = append(allErrs, field.Invalid(path.Child("proxyURL"), c.ProxyURL, err.Error()))
+			// As the server's: a proxy's userinfo is its password, which a bare "%" fails to parse.
+			allErrs = append(allErrs, field.Invalid(path.Child("proxyURL"), redactURL(c.ProxyURL), "not a URL"))
 		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" || u.Host == "":
 			allErrs = append(allErrs, field.Invalid(path.Child("proxyURL"), u.Redacted(), "must be an http, https or socks5 URL with a host"))
 		case u.Scheme == "socks5" && len(c.ProxyHeader) > 0:
@@ -333,7 +335,7 @@ func (c Cluster) RESTConfig() (*rest.Config, error) {
 	if c.ProxyURL != "" {
 		u, err := url.Parse(c.ProxyURL) // validated above
 		if err != nil {
-			return nil, fmt.Errorf("cluster %q: proxy URL: %w", c.Name, err)
+			return nil, fmt.Errorf("cluster %q: proxy URL %s: not a URL", c.Name, redactURL(c.ProxyURL))
 		}
 		cfg.Proxy = http.ProxyURL(u)
 	}

@@ -433,3 +433,56 @@ func TestRESTConfigProxyHeaderErrors(t *testing.T) {
 		})
 	}
 }
+
+// A proxy URL (or a server URL) that does not parse, or a server URL refused for its scheme, is
+// named without its password. Unparsed, a URL is named without its text: its userinfo is
+// often the proxy's password, and a password with a bare "%" is enough to fail the parse. The
+// error ends up in logs and, for a Karmada Cluster, in the collector's status.
+func TestRESTConfigUnparsedURLsHideCredentials(t *testing.T) {
+	base := Cluster{Name: "m", Server: "https://x", Token: "t", InsecureSkipTLSVerify: true}
+	for _, c := range []struct {
+		name string
+		edit func(c *Cluster)
+		want string
+	}{
+		{"proxy URL", func(c *Cluster) { c.ProxyURL = "http://kube:pa%ss@proxy:3128" }, "cluster.proxyURL: Invalid value"},
+		{"server", func(c *Cluster) { c.Server = "https://kube:pa%ss@x" }, "cluster.server: Invalid value"},
+		{"plain http server", func(c *Cluster) { c.Server = "http://kube:pa%25ss@x" }, "cluster.server: Invalid value: \"http://kube:xxxxx@x\": must be an https URL"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := base
+			c.edit(&cl)
+			_, err := cl.RESTConfig()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("RESTConfig error = %v, want one containing %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "pa%ss") || strings.Contains(err.Error(), "pa%25ss") {
+				t.Errorf("the error echoes the URL's password: %v", err)
+			}
+		})
+	}
+}
+
+// A member whose proxy headers changed is reached another way: its clients, which carry the
+// headers in their transports, are rebuilt (ClusterChange.Reconnect).
+func TestSameConnectionProxyHeader(t *testing.T) {
+	a := Cluster{Name: "m", Server: "https://x", Token: "t", InsecureSkipTLSVerify: true, ProxyURL: "http://p:3128",
+		ProxyHeader: http.Header{"Proxy-Authorization": {"Basic YQ=="}, "X-Tenant": {"blue", "green"}}}
+	for _, c := range []struct {
+		name string
+		h    http.Header
+		same bool
+	}{
+		{"the same", http.Header{"X-Tenant": {"blue", "green"}, "Proxy-Authorization": {"Basic YQ=="}}, true},
+		{"a value rotated", http.Header{"Proxy-Authorization": {"Basic Yg=="}, "X-Tenant": {"blue", "green"}}, false},
+		{"values reordered", http.Header{"Proxy-Authorization": {"Basic YQ=="}, "X-Tenant": {"green", "blue"}}, false},
+		{"a header removed", http.Header{"Proxy-Authorization": {"Basic YQ=="}}, false},
+		{"none", nil, false},
+	} {
+		b := a
+		b.ProxyHeader = c.h
+		if got := sameConnection(a, b); got != c.same {
+			t.Errorf("%s: sameConnection %v, want %v", c.name, got, c.same)
+		}
+	}
+}

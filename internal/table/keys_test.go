@@ -272,3 +272,19 @@ func TestIndexOfNarrowedObjects(t *testing.T) {
 		}
 	}
 }
+
+// Every printer's sort columns have distinct ids: two columns of one kind with one id ("Port(s)"
+// and "Ports") would write the document's columns object with a key twice, which OpenSearch
+// refuses (duplicate field) and the indexer dead-letters, whatever the object.
+func TestSortColumnsDistinct(t *testing.T) {
+	for _, r := range BuiltIn() {
+		group, resource, _ := strings.Cut(r, "/")
+		p, _ := Lookup(group, resource)
+		ids := p.SortColumns()
+		for i, id := range ids {
+			if id == "" || slices.Contains(ids[:i], id) {
+				t.Errorf("%s: column id %q empty or given twice in %v", r, id, ids)
+			}
+		}
+	}
+}
