@@ -20,6 +20,9 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/kubesearch/kubesearch/internal/auth"
+	"github.com/kubesearch/kubesearch/internal/authz"
+	"github.com/kubesearch/kubesearch/internal/query"
 	"github.com/kubesearch/kubesearch/queryapi"
 	"github.com/kubesearch/kubesearch/tests/testbed"
 )
@@ -67,8 +70,9 @@ func fleetGoal(r benchResult, goal string, ok, atSize bool) benchResult {
 //     first page of 100), GET by name, facets (cluster, namespace, app) of one zone, full text, and
 //     the selector as a subject allowed 5,000 namespaces in half the clusters (a second query API
 //     with a policy file); and through the facade: the selector, GET, the scoped selector (facets
-//     and full text have no Kubernetes request). Goals: selector p99 ≤ 100 ms, GET ≤ 20 ms,
-//     facets ≤ 200 ms;
+//     and full text have no Kubernetes request). Each REST query's first-page DSL is also sent
+//     straight to OpenSearch (directSearch), the baseline of the API's overhead. Goals: selector
+//     p99 ≤ 100 ms, GET ≤ 20 ms, facets ≤ 200 ms;
 //   - a facade LIST of the namespace with the most Pods across the fleet (median of
 //     BENCH_FLEET_LIST_ROUNDS, 3) and a full LIST of every Pod, each read as a streaming client reads
 //     it, item after item: time, Pods/s, bytes, the query API's resident memory growth meanwhile
@@ -234,6 +238,11 @@ func benchFleetServe(t *testing.T, f fleetIndex) {
 	dir := t.TempDir()
 	policy, tokens := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "tokens.csv")
 	writeFile(t, policy, pol.String())
+	pl, err := authz.Parse([]byte(pol.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wideScope := pl.Scope(auth.User{Name: "wide"}, authz.VerbList) // for the direct searches
 	const wideToken = "fleet-wide-token"
 	writeFile(t, tokens, wideToken+",wide,2001,\n")
 	var scopedBase string
@@ -267,6 +276,7 @@ func benchFleetServe(t *testing.T, f fleetIndex) {
 			return matches(items, s, allowed)
 		}
 	}
+	const viaREST, viaFacade = "REST search", "facade"
 	var shares []float64 // of the REST selector: total ÷ every Pod
 	kinds := []struct {
 		via, name, short string
@@ -274,7 +284,7 @@ func benchFleetServe(t *testing.T, f fleetIndex) {
 		scoped           bool
 		make             func() (path string, check func(code int, body []byte) error)
 	}{
-		{"REST search", "label selector ~0.1% (one app in one region, first page of 100)", "selector", 100 * time.Millisecond, false, func() (string, func(int, []byte) error) {
+		{viaREST, "label selector ~0.1% (one app in one region, first page of 100)", "selector", 100 * time.Millisecond, false, func() (string, func(int, []byte) error) {
 			s := pickSelector()
 			q := url.Values{"resources": {"pods"}, "labelSelector": {s.selector}, "limit": {"100"}}
 			return queryapi.PathSearch + "?" + q.Encode(), rest(func(r queryapi.SearchResult) error {
@@ -285,7 +295,7 @@ func benchFleetServe(t *testing.T, f fleetIndex) {
 				return matches(parsed(r.Items), s, nil)
 			})
 		}},
-		{"REST search", "GET by name (cluster, namespace, name)", "GET", 20 * time.Millisecond, false, func() (string, func(int, []byte) error) {
+		{viaREST, "GET by name (cluster, namespace, name)", "GET", 20 * time.Millisecond, false, func() (string, func(int, []byte) error) {
 			p := sample[rng.IntN(len(sample))]
 			q := url.Values{"resources": {"pods"}, "clusters": {p.cluster}, "namespaces": {p.namespace}, "names": {p.name}}
 			return queryapi.PathSearch + "?" + q.Encode(), rest(func(r queryapi.SearchResult) error {
@@ -295,7 +305,7 @@ func benchFleetServe(t *testing.T, f fleetIndex) {
 				return nil
 			})
 		}},
-		{"REST search", "facets (cluster, namespace, app) of one zone's Pods", "facets", 200 * time.Millisecond, false, func() (string, func(int, []byte) error) {
+		{viaREST, "facets (cluster, namespace, app) of one zone's Pods", "facets", 200 * time.Millisecond, false, func() (string, func(int, []byte) error) {
 			z := zones[rng.IntN(len(zones))]
 			q := url.Values{"resources": {"pods"}, "labelSelector": {"topology.kubernetes.io/zone=" + z},
 				"facets": {"cluster,namespace,label:app.kubernetes.io/name"}, "facetSize": {"20"}, "limit": {"1"}}
@@ -306,7 +316,7 @@ func benchFleetServe(t *testing.T, f fleetIndex) {
 				return nil
 			})
 		}},
-		{"REST search", "full text (an app's name and a word of its Pods)", "text", 0, false, func() (string, func(int, []byte) error) {
+		{viaREST, "full text (an app's name and a word of its Pods)", "text", 0, false, func() (string, func(int, []byte) error) {
 			q := url.Values{"q": {apps[rng.IntN(len(apps))] + " istio"}, "limit": {"20"}}
 			return queryapi.PathSearch + "?" + q.Encode(), rest(func(r queryapi.SearchResult) error {
 				if r.Total == 0 || int64(len(r.Items)) != min(r.Total, 20) {
@@ -315,7 +325,7 @@ func benchFleetServe(t *testing.T, f fleetIndex) {
 				return nil
 			})
 		}},
-		{"REST search", scopeName, "scoped selector", 100 * time.Millisecond, true, func() (string, func(int, []byte) error) {
+		{viaREST, scopeName, "scoped selector", 100 * time.Millisecond, true, func() (string, func(int, []byte) error) {
 			s := pickSelector()
 			q := url.Values{"resources": {"pods"}, "labelSelector": {s.selector}, "limit": {"100"}}
 			return queryapi.PathSearch + "?" + q.Encode(), rest(func(r queryapi.SearchResult) error {
@@ -325,11 +335,11 @@ func benchFleetServe(t *testing.T, f fleetIndex) {
 				return matches(parsed(r.Items), s, allowed)
 			})
 		}},
-		{"facade", "label selector ~0.1% (/api/v1/pods, limit=100)", "selector", 100 * time.Millisecond, false, func() (string, func(int, []byte) error) {
+		{viaFacade, "label selector ~0.1% (/api/v1/pods, limit=100)", "selector", 100 * time.Millisecond, false, func() (string, func(int, []byte) error) {
 			s := pickSelector()
 			return "/api/v1/pods?" + url.Values{"labelSelector": {s.selector}, "limit": {"100"}}.Encode(), facadeList(s, nil)
 		}},
-		{"facade", "GET by name (/clusters/<cluster>/api/v1/namespaces/<namespace>/pods/<name>)", "GET", 20 * time.Millisecond, false, func() (string, func(int, []byte) error) {
+		{viaFacade, "GET by name (/clusters/<cluster>/api/v1/namespaces/<namespace>/pods/<name>)", "GET", 20 * time.Millisecond, false, func() (string, func(int, []byte) error) {
 			p := sample[rng.IntN(len(sample))]
 			return "/clusters/" + p.cluster + "/api/v1/namespaces/" + p.namespace + "/pods/" + p.name, func(code int, body []byte) error {
 				if m := gjson.GetManyBytes(body, "metadata.name", "metadata.namespace"); code != http.StatusOK || m[0].Str != p.name || m[1].Str != p.namespace {
@@ -338,7 +348,7 @@ func benchFleetServe(t *testing.T, f fleetIndex) {
 				return nil
 			}
 		}},
-		{"facade", scopeName + " (/api/v1/pods, limit=100)", "scoped selector", 100 * time.Millisecond, true, func() (string, func(int, []byte) error) {
+		{viaFacade, scopeName + " (/api/v1/pods, limit=100)", "scoped selector", 100 * time.Millisecond, true, func() (string, func(int, []byte) error) {
 			s := pickSelector()
 			return "/api/v1/pods?" + url.Values{"labelSelector": {s.selector}, "limit": {"100"}}.Encode(), facadeList(s, allowed)
 		}},
@@ -351,23 +361,53 @@ func benchFleetServe(t *testing.T, f fleetIndex) {
 			b, token = scopedAPI(), wideToken
 		}
 		lat := make([]time.Duration, 0, queries)
-		for range queries {
+		var dlat []time.Duration // a REST search's first-page DSL straight to OpenSearch
+		for i := range queries {
 			path, check := k.make()
+			direct := func() {
+				if k.via != viaREST {
+					return
+				}
+				q, err := url.ParseQuery(path[strings.IndexByte(path, '?')+1:])
+				if err != nil {
+					t.Fatal(err)
+				}
+				scope := (*query.Scope)(nil)
+				if k.scoped {
+					scope = wideScope
+				}
+				dlat = append(dlat, directSearch(t, env, f.prefix, q, scope))
+			}
+			if i%2 == 1 { // alternate which goes first, so neither always finds OpenSearch's caches warm
+				direct()
+			}
 			d, resp, body := timedFetch(t, b+path, token)
 			if err := check(resp.StatusCode, body); err != nil {
 				t.Fatalf("%s, %s: GET %s: %v", k.via, k.name, path, err)
 			}
 			lat = append(lat, d)
+			if i%2 == 0 {
+				direct()
+			}
 		}
 		slices.Sort(lat)
 		p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
-		t.Logf("BENCH %-12s %-100s p50 %7.1f ms  p99 %7.1f ms", k.via, k.name, ms(p50), ms(p99))
 		extra := fmt.Sprintf("%s; %d queries", k.name, queries)
 		p99r := figure(k.via+": "+k.short+" p99", ms(p99), "ms", extra)
 		if k.goal > 0 {
 			p99r = fleetGoal(p99r, fmt.Sprintf("≤ %d ms at 2M objects", k.goal.Milliseconds()), p99 <= k.goal, atObjects)
 		}
 		results = append(results, figure(k.via+": "+k.short+" p50", ms(p50), "ms", extra), p99r)
+		line := fmt.Sprintf("BENCH %-12s %-100s p50 %7.1f ms  p99 %7.1f ms", k.via, k.name, ms(p50), ms(p99))
+		if len(dlat) > 0 {
+			slices.Sort(dlat)
+			dp50, dp99 := dlat[len(dlat)/2], dlat[len(dlat)*99/100]
+			line += fmt.Sprintf(" | same DSL straight to OpenSearch p50 %7.1f ms  p99 %7.1f ms", ms(dp50), ms(dp99))
+			results = append(results,
+				figure(k.via+": "+k.short+", its DSL straight to OpenSearch p50", ms(dp50), "ms", extra+"; the first page's DSL, one request, no query API"),
+				figure(k.via+": "+k.short+", its DSL straight to OpenSearch p99", ms(dp99), "ms", extra+"; the first page's DSL, one request, no query API"))
+		}
+		t.Log(line)
 	}
 	var share float64
 	for _, s := range shares {
