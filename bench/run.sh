@@ -8,7 +8,7 @@
 # small is a smoke run of a few minutes; default fits in about 15 minutes on 2 cores; large is the
 # issues' sizes (100,000 Pods for the query API, the facade's memory and the stores; about an hour).
 # fleet is issue 25's fleet: the fleet benchmark alone, 1,000 simulated clusters of 2,000 objects
-# ingested by 1, 2 and 3 indexers, then on the last index a fresh query API: time to ready and
+# ingested by 1, 2 and 3 indexers, and on the first index a fresh query API: time to ready and
 # memory, /v1alpha1/fleet, /v1alpha1/clusters, discovery and the collectors' /status, query p50/p99
 # per kind through the REST search and the facade, a facade LIST of one namespace and of every Pod
 # (hours on 2 cores; BENCHES=... adds the others at large sizes).
