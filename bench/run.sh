@@ -49,7 +49,8 @@ size() { # name small default large
 }
 case $scale in
   small|default|large) ;;
-  fleet) BENCHES=${BENCHES:-fleet} ;;
+  # Hours: three cold ingests of 2M objects at ~500 documents/s, then the query figures.
+  fleet) BENCHES=${BENCHES:-fleet}; BENCH_TIMEOUT=${BENCH_TIMEOUT:-8h} ;;
   *) echo "bench: unknown scale $scale (small, default, large, fleet)" >&2; exit 2 ;;
 esac
 #    variable                  small  default  large
