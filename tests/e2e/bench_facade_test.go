@@ -692,6 +692,22 @@ func procStatus(pid int, field string) (int64, error) {
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
+// settledRSS is the resident set (VmRSS) of process pid once it moved less than 2 MiB in a second,
+// or after 30 s.
+func settledRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	var rss, prev int64
+	_ = wait.PollUntilContextTimeout(t.Context(), time.Second, 30*time.Second, true, func(context.Context) (bool, error) {
+		now, err := procStatus(pid, "VmRSS")
+		if err != nil {
+			return false, err
+		}
+		rss, prev = now, rss
+		return rss-prev < 2<<20 && prev-rss < 2<<20, nil
+	})
+	return rss
+}
+
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 // benchFacadeMemory reads the resident memory of a fresh query API before and after concurrent full
@@ -704,15 +720,7 @@ func benchFacadeMemory(t *testing.T, p *queryPipeline, fleetPods int, queryAPIAr
 	mustHTTP(t, http.MethodGet, base+"/api/v1/namespaces/"+benchFacadePodNS+"/pods?limit=1", "")
 	// The baseline is taken once the resident set settles: the watch cache reads the event stream
 	// after /readyz.
-	var baseline, prev int64
-	_ = wait.PollUntilContextTimeout(t.Context(), time.Second, 30*time.Second, true, func(context.Context) (bool, error) {
-		rss, err := procStatus(pid, "VmRSS")
-		if err != nil {
-			return false, err
-		}
-		baseline, prev = rss, baseline
-		return rss-prev < 2<<20 && prev-rss < 2<<20, nil
-	})
+	baseline := settledRSS(t, pid)
 	hwmBefore := peakRSS(t, pid)
 
 	type result struct {

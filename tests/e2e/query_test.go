@@ -299,17 +299,7 @@ func get(t *testing.T, base, path string, params url.Values) answer {
 // the whole answer, not decoding it (the query benchmark times it like a direct OpenSearch search).
 func timedGet(t *testing.T, url string) (time.Duration, answer) {
 	t.Helper()
-	t0 := time.Now()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	d := time.Since(t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, resp, body := timedFetch(t, url, "")
 	a := answer{code: resp.StatusCode, warnings: resp.Header.Values("Warning"), raw: body}
 	target := any(&a.result)
 	if resp.StatusCode != http.StatusOK {
@@ -319,6 +309,31 @@ func timedGet(t *testing.T, url string) (time.Duration, answer) {
 		t.Fatalf("GET %s: %d, undecodable: %v\n%.500s", url, resp.StatusCode, err, body)
 	}
 	return d, a
+}
+
+// timedFetch GETs a URL, with token as its bearer token unless empty, and reads the whole answer;
+// the duration covers sending the request and reading the answer.
+func timedFetch(t *testing.T, url, token string) (time.Duration, *http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil) // no test context: tests fetch from Cleanup too
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	t0 := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, resp, body
 }
 
 // item is what the tests read of a returned object.
