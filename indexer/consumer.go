@@ -433,8 +433,10 @@ func (c *consumer) applyRun(ctx context.Context, run []*item) error {
 			if it.dead == nil {
 				c.wm.synced(it.ev, it.msg.Partition)
 			}
+			c.wm.applied(it.ev, it.msg.Partition, it.msg.Offset)
 		default:
 			c.wm.written(it.ev, it.msg.Partition)
+			c.wm.applied(it.ev, it.msg.Partition, it.msg.Offset)
 		}
 	}
 	return nil

@@ -28,8 +28,9 @@ type pairState struct {
 	kind      string
 	scopes    map[string]*scopeState
 	partition int
-	dirty     bool // changed since stored
-	urgent    bool // store before the offsets of the events that changed it are committed
+	position  int64 // the offset of the last event of the pair applied (store.Watermark.Position)
+	dirty     bool  // changed since stored
+	urgent    bool  // store before the offsets of the events that changed it are committed
 	updatedAt time.Time
 }
 
@@ -59,7 +60,7 @@ func (w *watermarks) missing(keys []store.Pair) []store.Pair {
 func (w *watermarks) load(k store.Pair, stored *store.Watermark) {
 	p := &pairState{key: k, scopes: map[string]*scopeState{}}
 	if stored != nil {
-		p.kind, p.updatedAt = stored.Kind, stored.UpdatedAt
+		p.kind, p.updatedAt, p.position = stored.Kind, stored.UpdatedAt, stored.Position
 		for _, s := range stored.Scopes {
 			p.scopes[s.Namespace] = &scopeState{WatermarkScope: s, written: s.ResourceVersion}
 		}
@@ -139,6 +140,13 @@ func (w *watermarks) written(ev *envelope.Event, partition int) {
 		}
 	}
 	// An event of an older epoch is a replay: nothing moves.
+}
+
+// applied records the stream offset of an event of the pair whose effect on the watermarks is
+// recorded (written or synced): what the pair's watermark accounts for, stored beside it.
+func (w *watermarks) applied(ev *envelope.Event, partition int, offset int64) {
+	p := w.pair(ev, partition)
+	p.position = max(p.position, offset)
 }
 
 // synced records a SYNC marker whose garbage collection is done: everything of the scope written
@@ -280,7 +288,7 @@ func (w *watermarks) stored(ws []store.Watermark) {
 // synced has none: 0), listing while any scope lists or never synced.
 func (p *pairState) watermark() store.Watermark {
 	wm := store.Watermark{Cluster: p.key.Cluster, Group: p.key.Group, Resource: p.key.Resource, Kind: p.kind, UpdatedAt: p.updatedAt,
-		Listing: len(p.scopes) == 0}
+		Listing: len(p.scopes) == 0, Position: p.position}
 	for i, ns := range slices.Sorted(maps.Keys(p.scopes)) {
 		s := p.scopes[ns]
 		wm.Scopes = append(wm.Scopes, s.WatermarkScope)

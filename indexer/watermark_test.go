@@ -289,3 +289,27 @@ func TestWatermarkRefreshedUpToAfterPurge(t *testing.T) {
 		})
 	}
 }
+
+// TestWatermarkPosition: a pair's watermark carries the offset of the last event applied to it, a
+// replay (a lower offset) never moves it back, and it loads back with the watermark.
+func TestWatermarkPosition(t *testing.T) {
+	w := newWatermarks()
+	w.load(store.Pair{Cluster: "m1", Group: "", Resource: "pods"}, nil)
+	for _, offset := range []int64{7, 12, 9} {
+		e := ev(envelope.Added, "", 100, "5")
+		w.written(e, 0)
+		w.applied(e, 0, offset)
+	}
+	if got := wmOf(w).Position; got != 12 {
+		t.Fatalf("position %d, want 12 (the highest applied)", got)
+	}
+	stored := wmOf(w)
+	w2 := newWatermarks()
+	w2.load(stored.Pair(), &stored)
+	e := ev(envelope.Modified, "", 100, "6")
+	w2.written(e, 0)
+	w2.applied(e, 0, 10) // replayed from an older committed offset
+	if got := w2.pairs[stored.Pair()].watermark().Position; got != 12 {
+		t.Errorf("after a reload and a replay: position %d, want 12", got)
+	}
+}

@@ -54,6 +54,12 @@ func (s *Store) SaveWatermarks(ctx context.Context, ws []store.Watermark) error 
 	err := s.state.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(watermarkBucket)
 		for _, w := range ws {
+			if old := b.Get([]byte(w.Pair().ID())); old != nil && w.Position > 0 {
+				var stored store.Watermark
+				if json.Unmarshal(old, &stored) == nil && stored.Position > w.Position {
+					continue // a watermark of a later position is stored (store.Watermark.Position)
+				}
+			}
 			v, err := json.Marshal(w)
 			if err != nil {
 				return err

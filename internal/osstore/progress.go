@@ -61,12 +61,40 @@ func (s *Store) SaveWatermarks(ctx context.Context, ws []store.Watermark) error 
 			return err
 		}
 		ops[i] = &op{action: actionIndex, index: s.stateIndex, id: w.Pair().ID(), doc: doc}
+		if w.Position > 0 {
+			// The stored watermark of a higher position stays (a 409 below): one written by an
+			// indexer that lost the pair's partition in a rebalance, still storing what it had
+			// read, would otherwise replace what the partition's new owner stored since, for good
+			// (a pair shown listing forever). The factor keeps every position above the internal
+			// versions of documents written before positions were kept (a few writes per event).
+			ops[i].versioned, ops[i].version = true, (w.Position+1)*watermarkVersionFactor
+		}
 	}
-	if err := s.stateBulk(ctx, ops); err != nil {
+	if len(ops) == 0 {
+		return nil
+	}
+	results, err := s.bulk(ctx, ops)
+	if err != nil {
 		return fmt.Errorf("store %d watermarks: %w", len(ws), err)
+	}
+	for i, r := range results {
+		switch classify(ops[i].action, r) {
+		case outcomeDone:
+		case outcomeConflict:
+			if ops[i].versioned {
+				continue // a watermark of a later position is stored: it accounts for more
+			}
+			fallthrough
+		default:
+			return fmt.Errorf("store %d watermarks: %s %s/%s: status %d: %s: %s", len(ws), ops[i].action, ops[i].index, ops[i].id, r.status, r.errType, r.reason)
+		}
 	}
 	return nil
 }
+
+// watermarkVersionFactor spaces the versions of watermark documents by stream position (see
+// SaveWatermarks).
+const watermarkVersionFactor = 16
 
 // DeleteWatermarks deletes the stored watermarks of pairs that are gone. An error that is
 // store.ErrRejected will not pass on a retry.

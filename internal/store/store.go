@@ -147,6 +147,12 @@ type Watermark struct {
 	// Scopes are the namespace scopes of the pair (one, "", for a cluster-wide selection);
 	// ResourceVersion is their minimum, 0 while one has never completed a list.
 	Scopes []WatermarkScope `json:"scopes,omitempty"`
+	// Position is the offset, in the pair's partition of the event stream, of the last event this
+	// watermark accounts for; 0 when unknown (written before it was kept). Stores keep the
+	// watermark of the highest position (a save of a lower one is not an error, and changes
+	// nothing): an indexer that lost the partition in a rebalance, still storing what it had read,
+	// cannot move back what the partition's new owner stored.
+	Position int64 `json:"position,omitempty"`
 }
 
 // WatermarkScope is the progress of one namespace scope of a pair: its own list and watch.

@@ -931,6 +931,31 @@ func watermarkCases() []Case {
 			r.noError("SaveWatermarks", err)
 			load(r, []store.Pair{w.Pair()}, byPair([]store.Watermark{w}))
 		}},
+		{"a watermark of an earlier stream position does not replace a later one", func(r *R) {
+			// An indexer that lost the pair's partition in a rebalance stores what it had read after
+			// the partition's new owner stored a later position: the later stays.
+			w := current[4]
+			w.Position = 4000
+			current[4] = w
+			err := r.b.SaveWatermarks(r.ctx, []store.Watermark{w})
+			r.record("SaveWatermarks", nil, err)
+			r.noError("SaveWatermarks", err)
+			stale := w
+			stale.Position, stale.ResourceVersion, stale.Listing, stale.Scopes = 3999, 0, true,
+				[]store.WatermarkScope{{Epoch: Epoch + 1, Listing: true}}
+			err = r.b.SaveWatermarks(r.ctx, []store.Watermark{stale})
+			r.record("SaveWatermarks (earlier position)", nil, err)
+			r.noError("SaveWatermarks of an earlier position", err)
+			load(r, []store.Pair{w.Pair()}, byPair([]store.Watermark{w}))
+			// The same position again replaces (a replay by the new owner, as far as it had read).
+			w.ResourceVersion++
+			w.Scopes = []store.WatermarkScope{{ResourceVersion: w.ResourceVersion, Epoch: Epoch + 1, Synced: true}}
+			current[4] = w
+			err = r.b.SaveWatermarks(r.ctx, []store.Watermark{w})
+			r.record("SaveWatermarks (same position)", nil, err)
+			r.noError("SaveWatermarks of the same position", err)
+			load(r, []store.Pair{w.Pair()}, byPair([]store.Watermark{w}))
+		}},
 		{"the watermarks of a selection", func(r *R) {
 			for _, sel := range []store.Selection{{Cluster: "prod-eu", Kind: "Pod"}, {Cluster: "prod-eu", Group: "apps", Kind: "Deployment", Namespace: "shop"},
 				{Cluster: "prod", Kind: "Deployment"}} {
