@@ -199,8 +199,21 @@ func (c *Client) HighWaterMarks(ctx context.Context, topic string) (map[int]int6
 // span is what a partition holds: offsets from first to end, end excluded.
 type span struct{ first, end int64 }
 
-// offsets is the span of each partition ps of topic.
+// offsets is the span of each partition ps of topic. A partition whose leader is being elected (a
+// topic created a moment ago, a broker restarted) is asked again, for up to 5 s.
 func (c *Client) offsets(ctx context.Context, topic string, ps []int) (map[int]span, error) {
+	for tries := 0; ; tries++ {
+		out, err := c.offsetsOnce(ctx, topic, ps)
+		if tries == 50 || !errors.Is(err, kafka.NotLeaderForPartition) && !errors.Is(err, kafka.LeaderNotAvailable) {
+			return out, err
+		}
+		if err := lifecycle.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
+		}
+	}
+}
+
+func (c *Client) offsetsOnce(ctx context.Context, topic string, ps []int) (map[int]span, error) {
 	req := make([]kafka.OffsetRequest, 0, 2*len(ps))
 	for _, p := range ps {
 		req = append(req, kafka.FirstOffsetOf(p), kafka.LastOffsetOf(p))
