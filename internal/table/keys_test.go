@@ -14,22 +14,8 @@ import (
 // object's row is printed at two instants a year apart; a keyed column whose cells differ and
 // whose key is its cell's would sort by an age frozen at write time.
 func TestSortKeysIgnoreTheTime(t *testing.T) {
-	inputs, err := filepath.Glob("testdata/*.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	timed := map[string]bool{}
-	for _, in := range inputs {
-		var input struct {
-			Group          string            `json:"group"`
-			Resource       string            `json:"resource"`
-			CustomResource bool              `json:"customResource"`
-			Items          []json.RawMessage `json:"items"`
-		}
-		readJSON(t, in, &input)
-		if input.CustomResource {
-			continue
-		}
+	for _, input := range builtinGoldens(t) {
 		p := For(input.Group, input.Resource)
 		cols := p.Columns()
 		now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
@@ -48,7 +34,7 @@ func TestSortKeysIgnoreTheTime(t *testing.T) {
 				}
 				timed[input.Resource+"/"+def.Name] = true
 				if !slices.Contains(p.keyedApart, def.Name) {
-					t.Errorf("%s item %d: column %s prints %v, then %v a year later, and its key is its cell", in, i, def.Name, a.Cells[c], b.Cells[c])
+					t.Errorf("%s item %d: column %s prints %v, then %v a year later, and its key is its cell", input.Resource, i, def.Name, a.Cells[c], b.Cells[c])
 				}
 			}
 			k1, err := p.SortKeys(obj)
@@ -57,7 +43,7 @@ func TestSortKeysIgnoreTheTime(t *testing.T) {
 			}
 			k2, _ := p.SortKeys(obj)
 			if !slices.Equal(k1, k2) {
-				t.Errorf("%s item %d: keys %v, then %v", in, i, k1, k2)
+				t.Errorf("%s item %d: keys %v, then %v", input.Resource, i, k1, k2)
 			}
 		}
 	}
@@ -244,21 +230,7 @@ func TestIndexOfNarrowedObjects(t *testing.T) {
 	if len(input.Items) < 10 {
 		t.Errorf("%d golden Pods: too few", len(input.Items))
 	}
-	inputs, err := filepath.Glob("testdata/*.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, in := range inputs {
-		var input struct {
-			Group          string            `json:"group"`
-			Resource       string            `json:"resource"`
-			CustomResource bool              `json:"customResource"`
-			Items          []json.RawMessage `json:"items"`
-		}
-		readJSON(t, in, &input)
-		if input.CustomResource {
-			continue
-		}
+	for _, input := range builtinGoldens(t) {
 		p := For(input.Group, input.Resource)
 		for i, obj := range input.Items {
 			ix, err := p.Index(obj)
@@ -267,7 +239,7 @@ func TestIndexOfNarrowedObjects(t *testing.T) {
 			}
 			s, ok, err := p.Status(obj)
 			if err != nil || s != ix.Status || ok != ix.HasStatus {
-				t.Errorf("%s item %d: Index's status %q (%v), Status's %q (%v, %v)", in, i, ix.Status, ix.HasStatus, s, ok, err)
+				t.Errorf("%s item %d: Index's status %q (%v), Status's %q (%v, %v)", input.Resource, i, ix.Status, ix.HasStatus, s, ok, err)
 			}
 		}
 	}
@@ -287,4 +259,31 @@ func TestSortColumnsDistinct(t *testing.T) {
 			}
 		}
 	}
+}
+
+// goldenInput is a testdata file: the objects of one resource.
+type goldenInput struct {
+	Group          string            `json:"group"`
+	Resource       string            `json:"resource"`
+	CustomResource bool              `json:"customResource"`
+	Items          []json.RawMessage `json:"items"`
+}
+
+// builtinGoldens are the testdata files of built-in resources (a custom resource's printer is its
+// CRD's, which keys nothing).
+func builtinGoldens(t *testing.T) []goldenInput {
+	t.Helper()
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []goldenInput
+	for _, f := range files {
+		var input goldenInput
+		readJSON(t, f, &input)
+		if !input.CustomResource {
+			out = append(out, input)
+		}
+	}
+	return out
 }
