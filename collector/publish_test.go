@@ -221,14 +221,11 @@ func TestPublisherRetryKeepsPartitionOrder(t *testing.T) {
 	// One partition, so both keys share it; a 4 KiB limit makes kafka-go split the 2 KiB events into
 	// produce requests of one or two. All are buffered before run starts: they form one write.
 	p, _ := k.newPublisher(t, publisherOptions{MaxMessageBytes: 4 << 10, Buffer: 64, Batch: 64})
-	var want []string
+	var evs []*envelope.Event
 	for i := range 12 {
-		ev := sizedPubEvent(t, []string{"member1", "member2"}[i%2], fmt.Sprintf("cm-%02d", i), 2<<10, false)
-		want = append(want, ev.Name)
-		if err := p.Publish(t.Context(), ev); err != nil {
-			t.Fatal(err)
-		}
+		evs = append(evs, sizedPubEvent(t, []string{"member1", "member2"}[i%2], fmt.Sprintf("cm-%02d", i), 2<<10, false))
 	}
+	want := publishAll(t, p, evs)
 	k.start(t, p)
 	p.close()
 	k.waitRun(t, 30*time.Second)
@@ -331,14 +328,11 @@ func TestPublisherBatchesBySize(t *testing.T) {
 	// Buffered before run starts: the writes are cut by size alone. 16 KiB of buffer, writes of
 	// 8 KiB: three events of 2.5 KiB each, then a fourth begins the next write.
 	p, _ := k.newPublisher(t, publisherOptions{MaxMessageBytes: 1 << 20, Buffer: 100, BufferBytes: 16 << 10, Batch: 100})
-	var want []string
+	var evs []*envelope.Event
 	for i := range 6 {
-		ev := sizedPubEvent(t, "member1", fmt.Sprintf("cm-%d", i), 5<<9, false)
-		want = append(want, ev.Name)
-		if err := p.Publish(t.Context(), ev); err != nil {
-			t.Fatal(err)
-		}
+		evs = append(evs, sizedPubEvent(t, "member1", fmt.Sprintf("cm-%d", i), 5<<9, false))
 	}
+	want := publishAll(t, p, evs)
 	k.start(t, p)
 	p.close()
 	k.waitRun(t, 30*time.Second)
@@ -358,17 +352,15 @@ func TestPublisherFlush(t *testing.T) {
 	t.Run("written and truncated events", func(t *testing.T) {
 		k := newPubHarness(t)
 		p, _ := k.publisher(t, publisherOptions{MaxMessageBytes: 1 << 20, Buffer: 4, Batch: 2})
-		var want []string
+		var evs []*envelope.Event
 		for i := range 9 {
 			ev := pubEvent("member1", fmt.Sprintf("cm-%d", i), 0)
 			if i == 4 {
 				ev = sizedPubEvent(t, "member1", "big", 2<<20, false)
 			}
-			want = append(want, ev.Name)
-			if err := p.Publish(t.Context(), ev); err != nil {
-				t.Fatal(err)
-			}
+			evs = append(evs, ev)
 		}
+		want := publishAll(t, p, evs)
 		if err := p.flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -514,6 +506,19 @@ func pubEvent(cluster, name string, pad int) *envelope.Event {
 	obj, _ := json.Marshal(map[string]any{"metadata": map[string]string{"name": name, "namespace": "shop"}, "data": map[string]string{"pad": strings.Repeat("x", pad<<10)}})
 	return &envelope.Event{V: envelope.Version, Type: envelope.Added, Cluster: cluster, Version: "v1", Resource: "configmaps",
 		Kind: "ConfigMap", Namespace: "shop", Name: name, UID: "uid-" + name, ResourceVersion: "1", Epoch: 1, Object: obj}
+}
+
+// publishAll publishes evs in order and returns their names, the order the topic must hold them in.
+func publishAll(t *testing.T, p *publisher, evs []*envelope.Event) []string {
+	t.Helper()
+	names := make([]string, len(evs))
+	for i, ev := range evs {
+		names[i] = ev.Name
+		if err := p.Publish(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return names
 }
 
 // sizedPubEvent is a ConfigMap event whose Kafka message is exactly size bytes by Message.Size; random
